@@ -1,0 +1,1 @@
+"""The node agent: discovery, health, worker environment, runner, local API."""

@@ -1,0 +1,1 @@
+"""The coordinator: placement engine, storage, scheduler loop, HTTP API, CLI client."""

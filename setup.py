@@ -1,0 +1,24 @@
+"""Map the top-level folders to `astraeus.agent`, `astraeus.coordinator` and `astraeus.shared`."""
+
+from setuptools import find_packages, setup
+
+TOP_LEVEL = ("agent", "coordinator", "shared")
+
+
+def _packages() -> dict[str, str]:
+    found = {}
+    for folder in TOP_LEVEL:
+        found[f"astraeus.{folder}"] = folder
+        for sub in find_packages(folder):
+            found[f"astraeus.{folder}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
+    return found
+
+
+PACKAGES = _packages()
+
+setup(
+    packages=list(PACKAGES),
+    package_dir={f"astraeus.{folder}": folder for folder in TOP_LEVEL},
+    package_data={"": ["py.typed", "*.json", "*.toml", "*.html", "*.js", "*.css", "*.svg"]},
+    include_package_data=True,
+)

@@ -1,0 +1,14 @@
+"""Label keys that carry meaning to the scheduler."""
+
+from typing import Final
+
+POOL: Final = "pool"
+"""A workspace is granted machines by pool: machines carrying `pool=<name>`."""
+
+SITE: Final = "topology.astraeus.io/site"
+RACK: Final = "topology.astraeus.io/rack"
+FABRIC: Final = "topology.astraeus.io/fabric"
+
+TOPOLOGY_PREFIX: Final = "topology.astraeus.io/"
+
+WELL_KNOWN: Final = (POOL, SITE, RACK, FABRIC)

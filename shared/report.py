@@ -1,0 +1,152 @@
+"""The machine report an agent PUTs to the coordinator every few seconds."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import Field, field_serializer, field_validator
+
+from .ask import Vendor
+from .base import WireModel
+
+SCHEMA_VERSION = "1.0"
+"""`MAJOR.MINOR`. A reader accepts any minor of its own major (new fields are ignored) and rejects
+a missing version or another major."""
+
+SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".", 1)[0])
+
+
+class GpuHealthState(StrEnum):
+    HEALTHY = "healthy"
+    AT_RISK = "at_risk"
+    FAULTED = "faulted"
+
+
+class HealthSignal(WireModel):
+    """One reason a GPU is at risk or faulted, in words a person can act on."""
+
+    kind: str = Field(description="stable key, e.g. xid, pcie_replay, ecc_correctable")
+    message: str = Field(description="e.g. 'PCIe replays: 41/min, above 31/min for Gen5 x16'")
+    since: datetime | None = None
+
+    @field_serializer("since")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+
+class GpuHealth(WireModel):
+    state: GpuHealthState = GpuHealthState.HEALTHY
+    signals: list[HealthSignal] = Field(default_factory=list)
+
+
+class GpuInfo(WireModel):
+    index: int = Field(ge=0)
+    uuid: str
+    vendor: Vendor
+    model: str = Field(description="the model name as the driver reports it")
+    memory_bytes: int = Field(ge=0)
+    pci_bus_id: str | None = Field(default=None, description="sysfs form, e.g. 0000:18:00.0")
+    numa_node: int | None = None
+    health: GpuHealth = Field(default_factory=GpuHealth)
+    nvlink_domain: str | None = Field(
+        default=None, description="multi-node NVLink domain: '<cluster uuid>/<clique id>'"
+    )
+    xgmi_hive: str | None = Field(
+        default=None, description="AMD XGMI hive id, local to the machine"
+    )
+
+
+class LinkLayer(StrEnum):
+    INFINIBAND = "InfiniBand"
+    ETHERNET = "Ethernet"
+
+
+class RdmaPort(WireModel):
+    device: str
+    port: int = Field(ge=1)
+    state: str = Field(description="e.g. ACTIVE, DOWN (the name part of the sysfs state file)")
+    physical_state: str | None = Field(default=None, description="e.g. LinkUp, Polling")
+    link_layer: LinkLayer
+    rate_gbps: float = Field(ge=0)
+    subnet_prefix: str | None = Field(default=None, description="GID 0's first 64 bits")
+    fabric: str | None = Field(default=None, description="derived fabric name of an IB port")
+    numa_node: int | None = None
+    pci_device: str | None = None
+    netdev: str | None = Field(default=None, description="the netdev of a RoCE port")
+    at_risk: bool = False
+    signals: list[HealthSignal] = Field(default_factory=list)
+
+    @property
+    def up(self) -> bool:
+        return self.state.upper() == "ACTIVE"
+
+    @property
+    def hca_name(self) -> str:
+        """`mlx5_0:1`, the form NCCL_IB_HCA takes."""
+        return f"{self.device}:{self.port}"
+
+
+class PressureCondition(StrEnum):
+    MEMORY = "MemoryPressure"
+    DISK = "DiskPressure"
+    PID = "PIDPressure"
+
+
+class DriveInfo(WireModel):
+    """A drive the machine holds, or reaches over the network."""
+
+    name: str
+    capacity_bytes: int = Field(default=0, ge=0)
+    free_bytes: int = Field(default=0, ge=0)
+    local: bool = Field(default=True, description="on this machine (true) or reached remotely")
+
+
+class BackendStatus(WireModel):
+    """Which discovery backend produced the GPUs, and why (or why there are none)."""
+
+    name: str = Field(description="nvml, amdsmi, intel, fake or none")
+    detail: str = ""
+
+
+class ImexStatus(WireModel):
+    available: bool = False
+    detail: str = ""
+
+
+class MachineReport(WireModel):
+    """Everything the coordinator needs to know about one machine, from its agent."""
+
+    schema_version: Annotated[str, Field(pattern=r"^\d+\.\d+$")]
+    name: str = Field(min_length=1, max_length=253)
+    hostname: str | None = None
+    agent_version: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    cpu_cores: float = Field(ge=0, description="allocatable cores")
+    memory_bytes: int = Field(ge=0, description="allocatable memory")
+    free_cpu_cores: float | None = Field(default=None, ge=0)
+    free_memory_bytes: int | None = Field(default=None, ge=0)
+    conditions: list[PressureCondition] = Field(default_factory=list)
+    cpu_pressure: bool = False
+    capabilities: list[str] = Field(default_factory=list)
+    drives: list[DriveInfo] = Field(default_factory=list)
+    data_free_bytes: int | None = Field(default=None, ge=0)
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    gpu_backend: BackendStatus = Field(default_factory=lambda: BackendStatus(name="none"))
+    rdma_ports: list[RdmaPort] = Field(default_factory=list)
+    imex: ImexStatus = Field(default_factory=ImexStatus)
+    reported_at: datetime | None = None
+
+    @field_validator("schema_version")
+    @classmethod
+    def _supported_major(cls, value: str) -> str:
+        major = int(value.split(".", 1)[0])
+        if major != SCHEMA_MAJOR:
+            raise ValueError(
+                f"schema_version {value} is not supported: this coordinator reads "
+                f"{SCHEMA_MAJOR}.x; upgrade the coordinator and agent to the same major version"
+            )
+        return value
+
+    @field_serializer("reported_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat() if value else None

@@ -1,0 +1,140 @@
+"""Runs and tasks: what a user submits and what the coordinator keeps about it."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, field_serializer
+
+from .ask import RequestedResources
+from .base import UserModel, WireModel
+from .explanation import PendingExplanation
+
+RunName = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"),
+]
+"""A DNS label, as Kubernetes names are: lower-case letters, digits and '-', at most 63."""
+
+MAX_PRIORITY = 1_000_000
+
+
+class RunState(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+class TaskState(StrEnum):
+    PENDING = "Pending"
+    ASSIGNED = "Assigned"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    LOST = "Lost"
+
+    @property
+    def ended(self) -> bool:
+        return self in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED, TaskState.LOST)
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in (TaskState.ASSIGNED, TaskState.STARTING, TaskState.RUNNING)
+
+
+class RunSpec(UserModel):
+    """What a user submits."""
+
+    name: RunName
+    workspace: str | None = Field(
+        default=None, description="defaults to the token's workspace", max_length=63
+    )
+    image: str | None = Field(default=None, min_length=1, max_length=1024)
+    command: list[Annotated[str, StringConstraints(max_length=65_536)]] = Field(
+        min_length=1, max_length=4096
+    )
+    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
+        default_factory=dict
+    )
+    priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    time_limit_seconds: int | None = Field(default=None, ge=1, le=365 * 24 * 3600)
+    requested_resources: RequestedResources = Field(default_factory=RequestedResources)
+
+
+class Shape(WireModel):
+    """How the scheduler split the run, and why: `2 machines × 8 GPUs on InfiniBand fabric ib-0`."""
+
+    tasks: int = Field(ge=1)
+    gpus_each: int = Field(ge=0)
+    why: str
+
+
+class Landing(WireModel):
+    """Where the run was put, for "Asked and got": the ladder rung and the group's name."""
+
+    rung: str
+    where: str
+    machines: list[str] = Field(default_factory=list)
+
+
+class Task(WireModel):
+    """One worker of a run: `<run>-<index>`."""
+
+    name: str
+    run: str
+    index: int = Field(ge=0)
+    state: TaskState = TaskState.PENDING
+    machine: str | None = None
+    assigned_gpu_ids: list[str] = Field(default_factory=list)
+    cpu_cores: float = 0
+    memory_bytes: int = 0
+    environment: dict[str, str] = Field(default_factory=dict)
+    reason: str | None = None
+    placement: PendingExplanation | None = None
+    exit_code: int | None = None
+    message: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @field_serializer("started_at", "ended_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+
+def task_name(run: str, index: int) -> str:
+    return f"{run}-{index}"
+
+
+class Run(WireModel):
+    """A submitted run as the coordinator keeps it."""
+
+    name: str
+    workspace: str
+    image: str | None = None
+    command: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    priority: int = 0
+    time_limit_seconds: int | None = None
+    requested_resources: RequestedResources
+    state: RunState = RunState.PENDING
+    reason: str | None = None
+    shape: Shape | None = None
+    landing: Landing | None = None
+    tasks: list[Task] = Field(default_factory=list)
+    submitted_at: datetime
+    first_evaluated_at: datetime | None = None
+
+    @field_serializer("submitted_at", "first_evaluated_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "state": self.state.value, "reason": self.reason}

@@ -1,0 +1,45 @@
+"""The pending explanation serialises exactly as the guide's JSON example."""
+
+import json
+from datetime import UTC, datetime
+
+from astraeus.shared import NodeReasons, PendingExplanation, reasons
+
+GUIDE_JSON = """{
+  "checked_nodes": 3,
+  "ready_nodes": 3,
+  "down_nodes": 0,
+  "closest": "gpu-02",
+  "nodes": [
+    { "name": "gpu-01", "state": "Up", "reasons": ["no H100 or H200 with at least 80 GB GPU"] },
+    { "name": "gpu-02", "state": "Up",
+      "reasons": ["insufficient gpus: need 8, 4 free and usable"] },
+    { "name": "gpu-03", "state": "Up", "reasons": ["machine is cordoned: firmware update"] }
+  ],
+  "evaluated_at": "2026-10-01T09:14:02.511843+00:00"
+}"""
+
+
+def test_guide_example_round_trips() -> None:
+    """Parsing the guide's `.placement` and dumping it gives the same JSON, timestamp included."""
+    parsed = PendingExplanation.model_validate_json(GUIDE_JSON)
+    assert json.loads(parsed.model_dump_json()) == json.loads(GUIDE_JSON)
+
+
+def test_built_from_reason_functions_matches_guide() -> None:
+    """The reason functions write the guide's texts for the guide's three machines."""
+    built = PendingExplanation(
+        checked_nodes=3,
+        ready_nodes=3,
+        down_nodes=0,
+        closest="gpu-02",
+        nodes=[
+            NodeReasons(
+                name="gpu-01", state="Up", reasons=[reasons.no_gpu_model(["H100", "H200"], 80)]
+            ),
+            NodeReasons(name="gpu-02", state="Up", reasons=[reasons.insufficient_gpus(8, 4)]),
+            NodeReasons(name="gpu-03", state="Up", reasons=[reasons.cordoned("firmware update")]),
+        ],
+        evaluated_at=datetime(2026, 10, 1, 9, 14, 2, 511843, tzinfo=UTC),
+    )
+    assert json.loads(built.model_dump_json()) == json.loads(GUIDE_JSON)
