@@ -18,6 +18,15 @@ from .ask import (
     Topology,
     Vendor,
 )
+from .assignment import (
+    AgentReport,
+    Assignment,
+    LogChunk,
+    NetworkKind,
+    Rendezvous,
+    ReportReply,
+    TaskUpdate,
+)
 from .explanation import MachineState, NodeReasons, PendingExplanation
 from .report import (
     SCHEMA_VERSION,
@@ -38,7 +47,9 @@ from .validation import FieldError, describe, field_errors
 
 __all__ = [
     "SCHEMA_VERSION",
+    "AgentReport",
     "ArraySpec",
+    "Assignment",
     "BackendStatus",
     "Capability",
     "DriveInfo",
@@ -55,15 +66,19 @@ __all__ = [
     "KeepWithin",
     "Landing",
     "LinkLayer",
+    "LogChunk",
     "MachineReport",
     "MachineState",
     "Network",
+    "NetworkKind",
     "NodeReasons",
     "NodeSelection",
     "PendingExplanation",
     "PerGpu",
     "PressureCondition",
     "RdmaPort",
+    "Rendezvous",
+    "ReportReply",
     "RequestedResources",
     "Run",
     "RunSpec",
@@ -73,6 +88,7 @@ __all__ = [
     "Spread",
     "Task",
     "TaskState",
+    "TaskUpdate",
     "Topology",
     "Vendor",
     "describe",
