@@ -1,24 +1,185 @@
-"""`astraeus-coordinator`: the coordinator service's entry point."""
+"""`astraeus-coordinator`: serve the API (the default), or manage tokens in the database."""
 
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
-USAGE = """\
-usage: astraeus-coordinator [--help]
+from aiohttp import web
 
-The Astraeus coordinator keeps the queue in SQLite, places runs on machines and serves the API,
-the `astra` CLI and the web console.
+from astraeus.coordinator import sdnotify
+from astraeus.coordinator.api import create_app
+from astraeus.coordinator.clock import SystemClock
+from astraeus.coordinator.settings import Settings, SettingsError, load
+from astraeus.coordinator.store import Role, Store
 
-Not built yet in this version: the service itself (`--db`, `--listen`, tokens) arrives with the
-coordinator issue. What exists today is the shared data model (`astraeus.shared`).
-"""
+log = logging.getLogger("astraeus.coordinator")
+
+COMMANDS = ("serve", "token")
+
+ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 - a file name
+
+DESCRIPTION = """\
+The Astraeus coordinator keeps the queue in SQLite, places runs on machines and serves the API
+(`/api/v1`, OpenAPI at /api/v1/openapi.json) for the `astra` CLI, the console and the agents.
+Settings come from --config (TOML), then ASTRAEUS_* variables (ASTRAEUS_DB, ASTRAEUS_LISTEN,
+ASTRAEUS_STATE_DIR, ASTRAEUS_DOWN_AFTER_SECONDS, ...), then flags."""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TOML file of settings")
+    parser.add_argument("--db", type=Path, help="the SQLite file (default astraeus.db)")
+    parser.add_argument("--state-dir", type=Path, help="where the first admin token is written")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="astraeus-coordinator", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run the coordinator (the default)")
+    _common(serve)
+    serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8470)")
+    token = sub.add_parser("token", help="create, list or revoke API tokens")
+    tsub = token.add_subparsers(dest="action", required=True)
+    create = tsub.add_parser("create", help="print a new token (shown once)")
+    _common(create)
+    create.add_argument("--role", choices=[r.value for r in Role], required=True)
+    create.add_argument("--workspace", help="for a member token")
+    create.add_argument("--machine", help="for an agent token")
+    create.add_argument("--description", default="")
+    listing = tsub.add_parser("list", help="list tokens (never the secrets)")
+    _common(listing)
+    revoke = tsub.add_parser("revoke", help="revoke a token by id")
+    _common(revoke)
+    revoke.add_argument("id", type=int)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] not in ("-h", "--help"):
-        print(f"astraeus-coordinator: unknown command {args[0]!r}\n", file=sys.stderr)
-        print(USAGE, file=sys.stderr, end="")
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and not args_list[0].startswith("-") and args_list[0] not in COMMANDS:
+        print(f"astraeus-coordinator: unknown command {args_list[0]!r}\n", file=sys.stderr)
+        _parser().print_usage(sys.stderr)
         return 2
-    print(USAGE, end="")
+    if not args_list or args_list[0] not in (*COMMANDS, "-h", "--help"):
+        args_list = ["serve", *args_list]  # serve is the default command
+    args = _parser().parse_args(args_list)
+    try:
+        settings = load(
+            config=args.config,
+            overrides={
+                "db": args.db,
+                "state_dir": args.state_dir,
+                "listen": getattr(args, "listen", None),
+            },
+        )
+    except SettingsError as exc:
+        print(f"astraeus-coordinator: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if args.command == "token":
+        return _token(args, settings)
+    return asyncio.run(serve(settings))
+
+
+def _open(settings: Settings) -> Store:
+    settings.db.parent.mkdir(parents=True, exist_ok=True)
+    return Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+
+
+def _token(args: argparse.Namespace, settings: Settings) -> int:
+    store = _open(settings)
+    clock = SystemClock()
+    try:
+        if args.action == "list":
+            for info in store.tokens.all():
+                owner = info.workspace or info.machine or ""
+                print(
+                    f"{info.id}\t{info.role.value}\t{owner}\t{info.created_at}\t{info.description}"
+                )
+            return 0
+        if args.action == "revoke":
+            if not store.tokens.revoke(args.id):
+                print(f"astraeus-coordinator: no token with id {args.id}", file=sys.stderr)
+                return 1
+            return 0
+        return _create_token(args, store, clock)
+    finally:
+        store.close()
+
+
+def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) -> int:
+    role = Role(args.role)
+    if role == Role.MEMBER and (not args.workspace or store.workspaces.get(args.workspace) is None):
+        print(
+            "astraeus-coordinator: --workspace must name an existing workspace for a member token"
+            " (create it with PUT /api/v1/workspaces/<name>)",
+            file=sys.stderr,
+        )
+        return 2
+    if role == Role.AGENT and not args.machine:
+        print("astraeus-coordinator: --machine is required for an agent token", file=sys.stderr)
+        return 2
+    if role == Role.AGENT:
+        store.machines.ensure(args.machine, clock.now())
+    secret, _ = store.tokens.create(
+        role,
+        clock.now(),
+        workspace=args.workspace if role == Role.MEMBER else None,
+        machine=args.machine if role == Role.AGENT else None,
+        description=args.description,
+    )
+    print(secret)
+    return 0
+
+
+def first_admin_token(store: Store, state_dir: Path) -> Path | None:
+    """On an empty database, create an admin token and write it to a 0600 file."""
+    if store.tokens.count():
+        return None
+    secret, _ = store.tokens.create(Role.ADMIN, SystemClock().now(), description="first admin")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / ADMIN_TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
+    return path
+
+
+async def serve(settings: Settings) -> int:
+    store = _open(settings)
+    token_file = first_admin_token(store, settings.state_dir)
+    if token_file is not None:
+        log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
+    app = create_app(settings, store=store, clock=SystemClock())
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    log.info("listening on %s, database %s", settings.listen, settings.db)
+    print(f"astraeus-coordinator: listening on {settings.listen}", file=sys.stderr, flush=True)
+    sdnotify.notify("READY=1")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    interval = sdnotify.watchdog_interval()
+    pinger = asyncio.create_task(sdnotify.watchdog(interval)) if interval else None
+    await stop.wait()
+    sdnotify.notify("STOPPING=1")
+    if pinger is not None:
+        pinger.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await pinger
+    await runner.cleanup()
+    store.close()
     return 0

@@ -1,0 +1,6 @@
+"""The HTTP API under `/api/v1`."""
+
+from .app import all_routes, create_app
+from .keys import CLOCK, METRICS, SCHEDULER, SETTINGS, STORE
+
+__all__ = ["CLOCK", "METRICS", "SCHEDULER", "SETTINGS", "STORE", "all_routes", "create_app"]

@@ -1,0 +1,58 @@
+"""The aiohttp application: `create_app(settings, *, store, clock)`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from astraeus.coordinator.clock import Clock
+from astraeus.coordinator.metrics import Metrics
+from astraeus.coordinator.scheduler import Scheduler, SessionFactory
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Store
+
+from . import admin, agents, health, machines, runs
+from .auth import bearer_auth
+from .errors import json_errors
+from .keys import CLOCK, METRICS, SCHEDULER, SETTINGS, STORE
+from .routes import Route
+
+
+def all_routes() -> tuple[Route, ...]:
+    return health.ROUTES + runs.ROUTES + machines.ROUTES + agents.ROUTES + admin.ROUTES
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Store,
+    clock: Clock,
+    session_factory: SessionFactory | None = None,
+) -> web.Application:
+    """The coordinator's app. The scheduler loop runs in the background if `settings.scheduler`;
+    it is reachable as `app[SCHEDULER]` either way, so tests can run passes themselves.
+    `session_factory` replaces the placement engine (tests of the queue rules pass a fake)."""
+    app = web.Application(
+        middlewares=[json_errors, bearer_auth], client_max_size=settings.max_body_bytes
+    )
+    app[SETTINGS] = settings
+    app[STORE] = store
+    app[CLOCK] = clock
+    app[METRICS] = Metrics()
+    app[SCHEDULER] = Scheduler(
+        settings, store, clock, app[METRICS], session_factory=session_factory
+    )
+    for route in all_routes():
+        app.router.add_route(route.method, route.path, route.handler)
+    app.cleanup_ctx.append(_scheduler_loop)
+    return app
+
+
+async def _scheduler_loop(app: web.Application) -> AsyncIterator[None]:
+    scheduler = app[SCHEDULER]
+    if app[SETTINGS].scheduler:
+        scheduler.start()
+        scheduler.poke()  # pending runs resume at once after a restart
+    yield
+    await scheduler.stop()

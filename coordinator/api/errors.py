@@ -1,0 +1,73 @@
+"""JSON errors: `{"error": ..., "fields": [{"field", "problem"}]}`, and body parsing into models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn, TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from astraeus.shared import FieldError, field_errors
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, error: str, fields: list[FieldError] | None = None) -> web.Response:
+    body: dict[str, Any] = {"error": error, "fields": [f.as_dict() for f in fields or []]}
+    return web.json_response(body, status=status)
+
+
+class ApiError(Exception):
+    """Raised by handlers; the middleware answers it as a JSON error."""
+
+    def __init__(self, status: int, error: str, fields: list[FieldError] | None = None) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.fields = fields or []
+
+
+def fail(status: int, error: str, field: str | None = None, problem: str | None = None) -> NoReturn:
+    fields = [FieldError(field, problem or error)] if field is not None else None
+    raise ApiError(status, error, fields)
+
+
+def not_found(kind: str, name: str) -> NoReturn:
+    fail(404, f"no {kind} named {name!r}")
+
+
+async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
+    """The request body as `model`, or a 400/413/415 naming what is wrong."""
+    if request.content_type != "application/json":
+        fail(415, "send a JSON body with Content-Type: application/json")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        fail(413, f"request body is larger than {request.client_max_size} bytes")
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(400, f"body is not valid JSON: {exc}", "body", str(exc))
+    if not isinstance(data, dict):
+        fail(400, "body must be a JSON object", "body", "must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = field_errors(model, exc)
+        raise ApiError(400, f"invalid {model.__name__}", errors) from None
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer `ApiError` and aiohttp's HTTP errors (404, 405, 413) as JSON."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.error, exc.fields)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return error_response(exc.status, exc.reason)

@@ -1,0 +1,18 @@
+"""Typed keys for what the app and each request carry."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from astraeus.coordinator.clock import Clock
+from astraeus.coordinator.metrics import Metrics
+from astraeus.coordinator.scheduler import Scheduler
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Principal, Store
+
+SETTINGS = web.AppKey("settings", Settings)
+STORE = web.AppKey("store", Store)
+CLOCK = web.AppKey("clock", Clock)
+SCHEDULER = web.AppKey("scheduler", Scheduler)
+METRICS = web.AppKey("metrics", Metrics)
+PRINCIPAL = web.RequestKey("principal", Principal)

@@ -1,0 +1,219 @@
+"""Machines: list and get (members see their pools' only), cordon, labels, reservations."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel
+
+from astraeus.coordinator.store import MachineRecord, ReservationSpec
+from astraeus.coordinator.store.queue import Usage, read_usage
+from astraeus.shared import GpuHealthState
+from astraeus.shared.labels import POOL
+
+from .auth import require_admin, visible_pools
+from .errors import not_found, read_model
+from .keys import CLOCK, SCHEDULER, STORE
+from .routes import Route
+from .views import (
+    CordonBody,
+    GpuView,
+    LabelsBody,
+    MachineDetail,
+    MachineList,
+    MachineView,
+    ReservationList,
+)
+
+
+def _json(model: BaseModel, status: int = 200) -> web.Response:
+    return web.Response(
+        text=model.model_dump_json(), status=status, content_type="application/json"
+    )
+
+
+def _visible(request: web.Request, record: MachineRecord | None) -> bool:
+    pools = visible_pools(request)
+    if record is None:
+        return False
+    return pools is None or not pools or record.labels.get(POOL) in pools
+
+
+def _record(request: web.Request) -> MachineRecord:
+    name = request.match_info["name"]
+    record = request.app[STORE].machines.get(name)
+    if record is None or not _visible(request, record):
+        not_found("machine", name)
+    return record
+
+
+def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> dict[str, object]:
+    held = held or Usage()
+    now = request.app[CLOCK].now()
+    report = record.report
+    gpus = report.gpus if report else []
+    usable = [g for g in gpus if g.health.state != GpuHealthState.FAULTED]
+    return {
+        "name": record.name,
+        "state": record.state(now, request.app[SCHEDULER].down_after).value,
+        "last_seen": record.last_seen,
+        "address": record.address,
+        "site": record.site,
+        "labels": record.labels,
+        "cordoned": record.cordon_reason is not None,
+        "cordon_reason": record.cordon_reason,
+        "gpus_total": len(gpus),
+        "gpus_allocated": sum(1 for g in gpus if g.uuid in held.gpu_ids),
+        "gpus_free": sum(1 for g in usable if g.uuid not in held.gpu_ids),
+        "cpu_cores": report.cpu_cores if report else 0,
+        "cpu_cores_allocated": held.cpu_cores,
+        "memory_bytes": report.memory_bytes if report else 0,
+        "memory_bytes_allocated": held.memory_bytes,
+        "runs": sorted(held.runs),
+    }
+
+
+async def list_machines(request: web.Request) -> web.Response:
+    usage = read_usage(request.app[STORE].database)
+    views = [
+        MachineView.model_validate(_view(request, record, usage.get(record.name)))
+        for record in request.app[STORE].machines.all()
+        if _visible(request, record)
+    ]
+    return _json(MachineList(machines=views))
+
+
+async def get_machine(request: web.Request) -> web.Response:
+    record = _record(request)
+    store = request.app[STORE]
+    held = read_usage(store.database).get(record.name)
+    owners = store.runs.gpu_owners(record.name)
+    gpus = [
+        GpuView(
+            uuid=g.uuid,
+            index=g.index,
+            model=g.model,
+            health=g.health.state.value,
+            task=owners.get(g.uuid),
+        )
+        for g in (record.report.gpus if record.report else [])
+    ]
+    detail = MachineDetail.model_validate(
+        {
+            **_view(request, record, held),
+            "gpus": gpus,
+            "report": record.report,
+            "reservations": store.reservations.of(record.name),
+        }
+    )
+    return _json(detail)
+
+
+async def cordon(request: web.Request) -> web.Response:
+    require_admin(request)
+    record = _record(request)
+    body = await read_model(request, CordonBody)
+    request.app[STORE].machines.cordon(record.name, body.reason)
+    request.app[SCHEDULER].poke()
+    return await get_machine(request)
+
+
+async def uncordon(request: web.Request) -> web.Response:
+    require_admin(request)
+    record = _record(request)
+    request.app[STORE].machines.cordon(record.name, None)
+    request.app[SCHEDULER].poke()
+    return await get_machine(request)
+
+
+async def set_labels(request: web.Request) -> web.Response:
+    require_admin(request)
+    record = _record(request)
+    body = await read_model(request, LabelsBody)
+    request.app[STORE].machines.set_labels(record.name, body.labels)
+    request.app[SCHEDULER].poke()
+    return await get_machine(request)
+
+
+async def list_reservations(request: web.Request) -> web.Response:
+    record = _record(request)
+    return _json(ReservationList(reservations=request.app[STORE].reservations.of(record.name)))
+
+
+async def add_reservation(request: web.Request) -> web.Response:
+    require_admin(request)
+    record = _record(request)
+    spec = await read_model(request, ReservationSpec)
+    stored = request.app[STORE].reservations.add(record.name, spec)
+    request.app[SCHEDULER].poke()
+    return _json(stored, status=201)
+
+
+async def remove_reservation(request: web.Request) -> web.Response:
+    require_admin(request)
+    record = _record(request)
+    raw = request.match_info["id"]
+    if not raw.isdigit() or not request.app[STORE].reservations.remove(record.name, int(raw)):
+        not_found("reservation", raw)
+    request.app[SCHEDULER].poke()
+    return web.Response(status=204)
+
+
+_M = "/api/v1/machines/{name}"
+
+ROUTES = (
+    Route(
+        "GET", "/api/v1/machines", list_machines, "List machines", "member", response=MachineList
+    ),
+    Route(
+        "GET",
+        _M,
+        get_machine,
+        "A machine: report, state, free and allocated",
+        "member",
+        response=MachineDetail,
+    ),
+    Route(
+        "POST",
+        f"{_M}/cordon",
+        cordon,
+        "Stop placing runs here, with a reason",
+        "admin",
+        body=CordonBody,
+        response=MachineDetail,
+    ),
+    Route("POST", f"{_M}/uncordon", uncordon, "Accept runs again", "admin", response=MachineDetail),
+    Route(
+        "PUT",
+        f"{_M}/labels",
+        set_labels,
+        "Set the labels admins give this machine",
+        "admin",
+        body=LabelsBody,
+        response=MachineDetail,
+    ),
+    Route(
+        "GET",
+        f"{_M}/reservations",
+        list_reservations,
+        "The machine's reservations",
+        "member",
+        response=ReservationList,
+    ),
+    Route(
+        "POST",
+        f"{_M}/reservations",
+        add_reservation,
+        "Reserve the machine",
+        "admin",
+        body=ReservationSpec,
+        status=201,
+    ),
+    Route(
+        "DELETE",
+        f"{_M}/reservations/{{id}}",
+        remove_reservation,
+        "Drop a reservation",
+        "admin",
+        status=204,
+    ),
+)

@@ -1,0 +1,196 @@
+"""Runs and tasks: submit (or dry-run), list, get, cancel; a task's placement and logs."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from astraeus.coordinator.placement import Placement
+from astraeus.coordinator.store import NameTakenError
+from astraeus.coordinator.store.queue import QueueItem
+from astraeus.shared import Run, RunSpec, RunState, Task
+
+from .auth import workspace_of
+from .errors import fail, not_found, read_model
+from .keys import CLOCK, SCHEDULER, STORE
+from .routes import Route
+from .views import DryRun, LogView, RunList, WorkerView
+
+
+def _json(model: Run | Task | RunList | DryRun | LogView, status: int = 200) -> web.Response:
+    return web.Response(
+        text=model.model_dump_json(), status=status, content_type="application/json"
+    )
+
+
+async def create_run(request: web.Request) -> web.Response:
+    spec = await read_model(request, RunSpec)
+    workspace = workspace_of(request, spec.workspace)
+    store = request.app[STORE]
+    limit = store.workspaces.get(workspace)
+    if limit is not None and spec.priority > limit.max_priority:
+        fail(
+            400,
+            "priority too high",
+            "priority",
+            f"at most {limit.max_priority} in workspace {workspace}, got {spec.priority}",
+        )
+    now = request.app[CLOCK].now()
+    if request.query.get("dry_run", "").lower() in ("1", "true", "yes"):
+        return _json(await _dry_run(request, spec, workspace))
+    try:
+        run = store.runs.submit(spec, workspace, now)
+    except NameTakenError:
+        fail(
+            409,
+            f"a run named {spec.name!r} already exists in workspace {workspace}",
+            "name",
+            "is already used in this workspace; pick another name or cancel that run",
+        )
+    request.app[SCHEDULER].poke()
+    return _json(run, status=201)
+
+
+async def _dry_run(request: web.Request, spec: RunSpec, workspace: str) -> DryRun:
+    item = QueueItem(
+        seq=-1,
+        workspace=workspace,
+        run=spec.name,
+        index=0,
+        is_array=spec.requested_resources.array is not None,
+        priority=spec.priority,
+        ask=spec.requested_resources,
+        image=spec.image,
+        time_limit_seconds=spec.time_limit_seconds,
+        first_evaluated_at=None,
+    )
+    result = await request.app[SCHEDULER].dry_run(item)
+    if isinstance(result, Placement):
+        workers = [
+            WorkerView(
+                index=w.index,
+                machine=w.machine,
+                assigned_gpu_ids=list(w.gpu_ids),
+                cpu_cores=w.cpu_cores,
+                memory_bytes=w.memory_bytes,
+            )
+            for w in result.workers
+        ]
+        return DryRun(would_start=True, shape=result.shape, landing=result.landing, workers=workers)
+    return DryRun(would_start=False, reason=result.reason, placement=result.explanation)
+
+
+async def list_runs(request: web.Request) -> web.Response:
+    raw_state = request.query.get("state")
+    state = None
+    if raw_state is not None:
+        try:
+            state = RunState(raw_state)
+        except ValueError:
+            fail(
+                400,
+                "unknown state",
+                "state",
+                f"{raw_state!r} is not allowed; use one of {', '.join(s.value for s in RunState)}",
+            )
+    workspace = workspace_of(request, request.query.get("workspace"))
+    return _json(RunList(runs=request.app[STORE].runs.find(workspace, state)))
+
+
+async def get_run(request: web.Request) -> web.Response:
+    workspace = workspace_of(request, request.query.get("workspace"))
+    name = request.match_info["name"]
+    run = request.app[STORE].runs.get(workspace, name)
+    if run is None:
+        not_found("run", name)
+    return _json(run)
+
+
+async def cancel_run(request: web.Request) -> web.Response:
+    workspace = workspace_of(request, request.query.get("workspace"))
+    name = request.match_info["name"]
+    run = request.app[STORE].runs.cancel(workspace, name, request.app[CLOCK].now())
+    if run is None:
+        not_found("run", name)
+    request.app[SCHEDULER].poke()
+    return _json(run)
+
+
+async def get_task(request: web.Request) -> web.Response:
+    workspace = workspace_of(request, request.query.get("workspace"))
+    name = request.match_info["task"]
+    task = request.app[STORE].runs.task(workspace, name)
+    if task is None:
+        not_found("task", name)
+    return _json(task)
+
+
+async def task_logs(request: web.Request) -> web.Response:
+    workspace = workspace_of(request, request.query.get("workspace"))
+    name = request.match_info["task"]
+    logs = request.app[STORE].runs.logs(workspace, name)
+    if logs is None:
+        not_found("task", name)
+    offset, data = logs
+    return _json(LogView(task=name, offset=offset, data=data))
+
+
+_WS = {"workspace": "the workspace (admins must name it; members act in their own)"}
+
+ROUTES = (
+    Route(
+        "POST",
+        "/api/v1/runs",
+        create_run,
+        "Submit a run (201), or dry-run it",
+        "member",
+        body=RunSpec,
+        response=Run,
+        status=201,
+        query={"dry_run": "true: store nothing, answer where it would go now (a DryRun)"},
+    ),
+    Route(
+        "GET",
+        "/api/v1/runs",
+        list_runs,
+        "List runs",
+        "member",
+        response=RunList,
+        query={**_WS, "state": "only runs in this state"},
+    ),
+    Route(
+        "GET",
+        "/api/v1/runs/{name}",
+        get_run,
+        "A run with its tasks, shape and landing",
+        "member",
+        response=Run,
+        query=_WS,
+    ),
+    Route(
+        "POST",
+        "/api/v1/runs/{name}/cancel",
+        cancel_run,
+        "Cancel a run",
+        "member",
+        response=Run,
+        query=_WS,
+    ),
+    Route(
+        "GET",
+        "/api/v1/tasks/{task}",
+        get_task,
+        "A task, with .placement while it waits",
+        "member",
+        response=Task,
+        query=_WS,
+    ),
+    Route(
+        "GET",
+        "/api/v1/tasks/{task}/logs",
+        task_logs,
+        "The task's kept log",
+        "member",
+        response=LogView,
+        query=_WS,
+    ),
+)

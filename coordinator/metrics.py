@@ -1,0 +1,135 @@
+"""`GET /metrics`: Prometheus text format, written by hand (a handful of gauges, two histograms)."""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from astraeus.shared import GpuHealthState, MachineState, reasons
+
+if TYPE_CHECKING:
+    from astraeus.coordinator.store import Store
+    from astraeus.coordinator.store.commit import Placed
+
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Histogram:
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name = name
+        self.help = help_text
+        self.counts = [0] * (len(BUCKETS) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(BUCKETS, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def lines(self) -> list[str]:
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        running = 0
+        for bound, count in zip(BUCKETS, self.counts, strict=False):
+            running += count
+            out.append(f'{self.name}_bucket{{le="{bound}"}} {running}')
+        out.append(f'{self.name}_bucket{{le="+Inf"}} {self.count}')
+        out.append(f"{self.name}_sum {self.total}")
+        out.append(f"{self.name}_count {self.count}")
+        return out
+
+
+class Metrics:
+    """Counters the scheduler feeds; the rest is read from the store when scraped."""
+
+    def __init__(self) -> None:
+        self.pass_seconds = Histogram(
+            "astraeus_scheduler_pass_seconds", "Time for one scheduler pass, snapshot to commit."
+        )
+        self.placement_latency = Histogram(
+            "astraeus_placement_latency_seconds", "Time from submission to placement, per run."
+        )
+
+    def observe_pass(self, seconds: float, placed: Sequence[Placed], now: datetime) -> None:
+        self.pass_seconds.observe(seconds)
+        for decision in placed:
+            submitted = decision.item.submitted_at
+            if submitted is not None:
+                self.placement_latency.observe(max((now - submitted).total_seconds(), 0.0))
+
+    def render(self, store: Store, now: datetime, down_after: timedelta) -> str:
+        lines: list[str] = []
+        runs = store.runs.counts_by_state()
+        lines += _gauge(
+            "astraeus_runs", "Runs by state.", [({"state": s}, n) for s, n in sorted(runs.items())]
+        )
+        pending = store.runs.pending_reasons()
+        lines += _gauge(
+            "astraeus_pending_runs",
+            "Pending runs by kind of reason.",
+            [({"reason": kind}, n) for kind, n in sorted(_reason_kinds(pending).items())],
+        )
+        lines += self._machines(store, now, down_after)
+        lines += self.pass_seconds.lines() + self.placement_latency.lines()
+        return "\n".join(lines) + "\n"
+
+    def _machines(self, store: Store, now: datetime, down_after: timedelta) -> list[str]:
+        states: Counter[str] = Counter({MachineState.UP.value: 0, MachineState.DOWN.value: 0})
+        gpus: Counter[tuple[str, str]] = Counter()
+        used = store.runs.held_gpu_ids()
+        for record in store.machines.all():
+            state = record.state(now, down_after)
+            states[state.value] += 1
+            if record.report is None or state == MachineState.DOWN:
+                continue
+            for gpu in record.report.gpus:
+                gpus[
+                    (gpu.model, _gpu_state(gpu.health.state, (record.name, gpu.uuid) in used))
+                ] += 1
+        lines = _gauge(
+            "astraeus_machines",
+            "Machines by state.",
+            [({"state": s}, n) for s, n in sorted(states.items())],
+        )
+        lines += _gauge(
+            "astraeus_gpus",
+            "GPUs on Up machines by model and state (free, used, at_risk, faulted).",
+            [({"model": m, "state": s}, n) for (m, s), n in sorted(gpus.items())],
+        )
+        return lines
+
+
+def _gpu_state(health: GpuHealthState, used: bool) -> str:
+    if health == GpuHealthState.FAULTED:
+        return "faulted"
+    if used:
+        return "used"
+    return "at_risk" if health == GpuHealthState.AT_RISK else "free"
+
+
+def _reason_kinds(texts: Iterable[str | None]) -> Counter[str]:
+    kinds: Counter[str] = Counter()
+    for text in texts:
+        prefix = next((p for p in reasons.QUEUE_PREFIXES if (text or "").startswith(p)), None)
+        if prefix is not None:
+            kinds[prefix.rstrip(":")] += 1
+        elif (text or "").startswith("No machine fits"):
+            kinds["No machine fits"] += 1
+        else:
+            kinds["not evaluated" if text is None else "other"] += 1
+    return kinds
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _gauge(name: str, help_text: str, samples: list[tuple[dict[str, str], int]]) -> list[str]:
+    out = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+    for labels, value in samples:
+        rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+        out.append(f"{name}{{{rendered}}} {value}")
+    return out

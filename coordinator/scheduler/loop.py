@@ -1,0 +1,151 @@
+"""The scheduler loop: the only writer of assignments.
+
+A pass runs when something changed (debounced) and at least every `pass_interval_seconds`. Each
+pass marks tasks on long-silent machines Lost, takes one snapshot, decides in a worker thread (the
+engine is pure, so reports keep being answered meanwhile), and commits in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from astraeus.coordinator.clock import Clock
+from astraeus.coordinator.metrics import Metrics
+from astraeus.coordinator.placement import ClusterSnapshot, Placement
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.commit import Waiting, commit_pass, mark_lost
+from astraeus.coordinator.store.queue import (
+    QueueItem,
+    gpus_by_workspace,
+    live_by_run,
+    read_queue,
+)
+
+from .decide import Decisions, PassContext, SessionFactory, decide, engine
+from .snapshot import build_snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PassResult:
+    placed: int
+    waiting: int
+    lost: int
+
+
+class Scheduler:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        session_factory: SessionFactory | None = None,
+    ) -> None:
+        self._session_factory = session_factory or engine()
+        self._settings = settings
+        self._store = store
+        self._clock = clock
+        self._metrics = metrics
+        self._wake = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def down_after(self) -> timedelta:
+        return timedelta(seconds=self._settings.down_after_seconds)
+
+    def poke(self) -> None:
+        """Ask for a pass soon: something changed that may let a run start."""
+        self._wake.set()
+
+    async def run_pass(self) -> PassResult:
+        """One pass, start to commit. Passes never overlap."""
+        async with self._lock:
+            started = time.perf_counter()
+            now = self._clock.now()
+            lost = self._mark_lost(now)
+            self._store.reservations.expire(now)
+            snapshot = build_snapshot(self._store, now, self.down_after)
+            items = read_queue(self._store.database)
+            context = self._context()
+            decisions = await asyncio.to_thread(self._decide, items, snapshot, now, context)
+            committed = commit_pass(self._store.database, decisions.placed, decisions.waiting, now)
+            self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
+            return PassResult(committed, len(decisions.waiting), lost)
+
+    def _decide(
+        self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
+    ) -> Decisions:
+        return decide(items, self._session_factory(snapshot), now, context)
+
+    def _context(self) -> PassContext:
+        return PassContext(
+            workspaces={w.name: w for w in self._store.workspaces.all()},
+            gpus_by_workspace=gpus_by_workspace(self._store.database),
+            live_by_run=live_by_run(self._store.database),
+            max_pending_evaluations=self._settings.max_pending_evaluations,
+        )
+
+    def _mark_lost(self, now: datetime) -> int:
+        """Tasks on machines silent past the grace period become Lost."""
+        grace = timedelta(seconds=self._settings.lost_after_seconds)
+        silent = [
+            (
+                record.name,
+                f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
+            )
+            for record in self._store.machines.all()
+            if record.last_seen is not None and now - record.last_seen > grace
+        ]
+        return mark_lost(self._store.database, silent, now) if silent else 0
+
+    async def dry_run(self, item: QueueItem) -> Placement | Waiting:
+        """Where `item` would go now, queue rules included; nothing is stored."""
+        now = self._clock.now()
+        snapshot = build_snapshot(self._store, now, self.down_after)
+        queue = read_queue(self._store.database)
+        ahead = [q for q in queue if q.priority >= item.priority]
+        decisions = await asyncio.to_thread(
+            self._decide, [*ahead, item], snapshot, now, self._context()
+        )
+        for placed in decisions.placed:
+            if placed.item is item:
+                return placed.placement
+        for waiting in decisions.waiting:
+            if waiting.item is item:
+                return waiting
+        return Waiting(item, "not evaluated: the queue ahead is longer than one pass looks", None)
+
+    async def _loop(self) -> None:
+        debounce = self._settings.pass_debounce_seconds
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._settings.pass_interval_seconds)
+            await asyncio.sleep(debounce)
+            self._wake.clear()
+            try:
+                result = await self.run_pass()
+            except Exception:
+                log.exception("scheduler pass failed; retrying on the next change")
+                continue
+            if result.placed or result.lost:
+                log.info("pass placed %d, lost %d", result.placed, result.lost)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None

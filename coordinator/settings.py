@@ -1,0 +1,110 @@
+"""The coordinator's settings: defaults, then the TOML file, then `ASTRAEUS_*`, then flags."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "ASTRAEUS_"
+
+
+class SettingsError(ValueError):
+    """A setting with a bad value; the message names the setting and the source."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the coordinator can be told. Durations are seconds."""
+
+    db: Path = Path("astraeus.db")
+    listen: str = "127.0.0.1:8470"
+    state_dir: Path = Path(".")
+    down_after_seconds: float = 30.0
+    """A machine whose reports stop for this long is Down."""
+    lost_after_seconds: float = 60.0
+    """A task on a Down machine becomes Lost this long after the machine's last report."""
+    report_interval_seconds: float = 5.0
+    """Told to agents in every reply."""
+    pass_debounce_seconds: float = 0.05
+    """A change waits this long for more changes before the scheduler pass it triggers."""
+    pass_interval_seconds: float = 5.0
+    """A pass runs at least this often, for patience clocks and Down machines."""
+    max_body_bytes: int = 4 * 1024 * 1024
+    log_cap_bytes: int = 1024 * 1024
+    """Log kept per task; the oldest chunks go first."""
+    max_pending_evaluations: int = 500
+    """Waiting runs explained per pass; later ones keep their previous explanation."""
+    scheduler: bool = True
+    """Run the scheduler loop in the background (tests drive passes by hand)."""
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0] or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+
+_CONVERT: dict[str, Any] = {"db": Path, "state_dir": Path}
+
+
+def _coerce(name: str, raw: object, source: str) -> object:
+    kind = type(getattr(Settings(), name))
+    try:
+        if name in _CONVERT:
+            return _CONVERT[name](str(raw))
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{source}: {raw!r} is not a valid {kind.__name__}") from None
+    if isinstance(value, int | float) and value < 0:
+        raise SettingsError(f"{source}: must be at least 0, got {raw!r}")
+    return value
+
+
+def _check_listen(settings: Settings) -> Settings:
+    _host, sep, port = settings.listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise SettingsError(f"listen: {settings.listen!r} is not HOST:PORT, e.g. 0.0.0.0:8470")
+    return settings
+
+
+def load(
+    *,
+    config: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Settings:
+    """Settings from the file, the environment and flags, later sources winning."""
+    names = {f.name for f in fields(Settings)}
+    values: dict[str, object] = {}
+    if config is not None:
+        try:
+            table = tomllib.loads(config.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"config {config}: {exc}") from None
+        for key, raw in table.items():
+            if key not in names:
+                raise SettingsError(f"config {config}: unknown setting {key!r}")
+            values[key] = _coerce(key, raw, f"config {config}: {key}")
+    for key, raw in (os.environ if env is None else env).items():
+        name = key.removeprefix(ENV_PREFIX).lower()
+        if key.startswith(ENV_PREFIX) and name in names:
+            values[name] = _coerce(name, raw, key)
+    for key, raw in (overrides or {}).items():
+        if raw is not None:
+            values[key] = _coerce(key, raw, f"--{key.replace('_', '-')}")
+    return _check_listen(replace(Settings(), **values))  # type: ignore[arg-type]

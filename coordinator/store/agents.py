@@ -1,0 +1,186 @@
+"""What agents send (reports, task updates, logs) and what they get back (assignments)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from astraeus.shared import (
+    AgentReport,
+    Assignment,
+    LogChunk,
+    NetworkKind,
+    Rendezvous,
+    TaskState,
+    TaskUpdate,
+)
+
+from .db import Database, Row
+from .machines import MachineRecord, Machines
+from .runs import settle_run
+
+RENDEZVOUS_BASE_PORT = 29500
+"""Worker 0 listens on 29500 + (run number mod 1000), so runs sharing a machine rarely collide."""
+
+_FORWARD: dict[TaskState, frozenset[TaskState]] = {
+    TaskState.ASSIGNED: frozenset({TaskState.STARTING, TaskState.RUNNING}),
+    TaskState.STARTING: frozenset({TaskState.RUNNING}),
+    TaskState.RUNNING: frozenset(),
+}
+"""Non-ending moves an agent may make; any live task may also end."""
+
+
+class Agents:
+    def __init__(self, database: Database, machines: Machines, log_cap_bytes: int) -> None:
+        self._database = database
+        self._machines = machines
+        self._log_cap = log_cap_bytes
+
+    def apply(
+        self, body: AgentReport, report_json: str, address: str | None, now: datetime
+    ) -> tuple[MachineRecord, bool]:
+        """Store the report, its task updates and logs in one transaction.
+
+        Returns the machine's new record and whether capacity may have changed (a task ended,
+        the machine is new or back, or what it reports about its hardware changed)."""
+        name = body.report.name
+        old = self._machines.get(name)
+        acked = old.acked_seq if old else -1
+        freed = False
+        with self._database.write() as conn:
+            for update in sorted(body.updates, key=lambda u: u.seq):
+                if update.seq <= acked:
+                    continue  # already stored: the agent retried before it saw our ack
+                freed |= _apply_update(conn, name, update, now)
+                acked = update.seq
+            for chunk in body.logs:
+                self._append_log(conn, name, chunk)
+            record, old = self._machines.write_report(
+                conn, body.report, report_json, address, now, acked
+            )
+        self._machines.remember(record)
+        changed = old is None or old.report is None or old.fingerprint != record.fingerprint
+        return record, freed or changed
+
+    def _append_log(self, conn: sqlite3.Connection, machine: str, chunk: LogChunk) -> None:
+        task_id = _task_id(conn, machine, chunk.task)
+        if task_id is None:
+            return
+        conn.execute(
+            "INSERT INTO logs (task_id, offset, data) VALUES (?, ?, ?)",
+            (task_id, chunk.offset, chunk.data),
+        )
+        total = 0
+        rows = conn.execute(
+            "SELECT id, length(data) FROM logs WHERE task_id = ? ORDER BY offset DESC, id DESC",
+            (task_id,),
+        ).fetchall()
+        for row_id, size in rows:
+            total += size
+            if total > self._log_cap:
+                conn.execute("DELETE FROM logs WHERE task_id = ? AND id <= ?", (task_id, row_id))
+                break
+
+    def assignments(self, machine: str) -> list[Assignment]:
+        """Every live task on the machine, with `cancel` set for those to stop."""
+        rows = self._database.read(
+            "SELECT tasks.*, runs.name AS run_name, runs.workspace, runs.spec, runs.network,"
+            " runs.nvlink_domain FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+            " WHERE tasks.machine = ? AND tasks.state IN ('Assigned', 'Starting',"
+            " 'Running') ORDER BY tasks.id",
+            (machine,),
+        )
+        return [self._assignment(row) for row in rows]
+
+    def _assignment(self, row: Row) -> Assignment:
+        spec = json.loads(row["spec"])
+        return Assignment(
+            task=row["name"],
+            run=row["run_name"],
+            workspace=row["workspace"],
+            index=row["idx"],
+            command=spec["command"],
+            image=spec.get("image"),
+            env=spec.get("env", {}),
+            assigned_gpu_ids=json.loads(row["gpu_ids"]),
+            cpu_cores=row["cpu_cores"],
+            memory_bytes=row["memory_bytes"],
+            network=NetworkKind(row["network"] or NetworkKind.LOCAL.value),
+            min_gbps=(spec["requested_resources"].get("network") or {}).get("min_gbps"),
+            nvlink_domain=row["nvlink_domain"],
+            rendezvous=self._rendezvous(row, spec),
+            time_limit_seconds=spec.get("time_limit_seconds"),
+            cancel=bool(row["cancel"]),
+        )
+
+    def _rendezvous(self, row: Row, spec: dict[str, object]) -> Rendezvous:
+        port = RENDEZVOUS_BASE_PORT + row["run_seq"] % 1000
+        requested = spec["requested_resources"]
+        if isinstance(requested, dict) and requested.get("array") is not None:
+            address = self._address(row["machine"])
+            return Rendezvous(
+                master_addr=address,
+                master_port=port,
+                world_size=1,
+                rank=0,
+                node_rank=0,
+                local_world_size=1,
+            )
+        workers = self._database.read(
+            "SELECT idx, machine FROM tasks WHERE run_seq = ? ORDER BY idx", (row["run_seq"],)
+        )
+        machines = list(dict.fromkeys(w["machine"] for w in workers))
+        return Rendezvous(
+            master_addr=self._address(workers[0]["machine"]),
+            master_port=port,
+            world_size=len(workers),
+            rank=row["idx"],
+            node_rank=machines.index(row["machine"]),
+            local_world_size=sum(1 for w in workers if w["machine"] == row["machine"]),
+        )
+
+    def _address(self, machine: str | None) -> str:
+        record = self._machines.get(machine or "")
+        return (record.address if record else None) or machine or "127.0.0.1"
+
+
+def _task_id(conn: sqlite3.Connection, machine: str, task: str) -> int | None:
+    row = conn.execute(
+        "SELECT id FROM tasks WHERE machine = ? AND name = ? ORDER BY id DESC LIMIT 1",
+        (machine, task),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def _apply_update(
+    conn: sqlite3.Connection, machine: str, update: TaskUpdate, now: datetime
+) -> bool:
+    """Move a task forward as its agent says; returns whether the task ended (GPUs freed)."""
+    row = conn.execute(
+        "SELECT id, run_seq, state FROM tasks WHERE machine = ? AND name = ?"
+        " ORDER BY id DESC LIMIT 1",
+        (machine, update.task),
+    ).fetchone()
+    if row is None:
+        return False
+    task_id, run_seq, current = int(row[0]), int(row[1]), TaskState(row[2])
+    if not current.holds_resources:
+        return False  # ended already (Lost, or cancelled while Pending): the agent is late
+    at = update.at.isoformat()
+    if update.state.ended:
+        conn.execute(
+            "UPDATE tasks SET state = ?, exit_code = ?, message = ?, ended_at = ?,"
+            " started_at = coalesce(started_at, ?) WHERE id = ?",
+            (update.state.value, update.exit_code, update.message, at, at, task_id),
+        )
+        conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
+        settle_run(conn, run_seq, now)
+        return True
+    if update.state in _FORWARD[current]:
+        conn.execute(
+            "UPDATE tasks SET state = ?, message = coalesce(?, message),"
+            " started_at = coalesce(started_at, ?) WHERE id = ?",
+            (update.state.value, update.message, at, task_id),
+        )
+    return False

@@ -1,0 +1,141 @@
+"""Writing a scheduler pass: placements and explanations in one transaction, and Lost tasks."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from astraeus.coordinator.placement import Placement
+from astraeus.shared import PendingExplanation, task_name
+
+from .db import Database
+from .queue import QueueItem
+from .runs import settle_run
+
+
+@dataclass(frozen=True)
+class Placed:
+    item: QueueItem
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class Waiting:
+    item: QueueItem
+    reason: str
+    explanation: PendingExplanation | None
+
+
+def commit_pass(
+    database: Database, placed: Sequence[Placed], waiting: Sequence[Waiting], now: datetime
+) -> int:
+    """Store a pass; returns how many placements were committed.
+
+    A placement is skipped when its run stopped being pending meanwhile (cancelled while the
+    pass was computed). Each placement has its own savepoint, so a GPU already held (which the
+    `gpu_holds` key refuses) loses that run its placement, not the pass."""
+    committed = 0
+    with database.write() as conn:
+        for decision in placed:
+            conn.execute("SAVEPOINT place")
+            try:
+                ok = _place(conn, decision, now)
+            except sqlite3.IntegrityError:
+                ok = False
+            conn.execute("RELEASE place" if ok else "ROLLBACK TO place")
+            if not ok:
+                conn.execute("RELEASE place")
+            committed += ok
+        for wait in waiting:
+            _explain(conn, wait, now)
+    return committed
+
+
+def _place(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool:
+    item, placement = decision.item, decision.placement
+    stamp = now.isoformat()
+    pending = conn.execute(
+        "SELECT 1 FROM tasks JOIN runs ON runs.seq = tasks.run_seq WHERE tasks.run_seq = ?"
+        " AND tasks.idx = ? AND tasks.state = 'Pending' AND runs.state IN ('Pending', 'Running')",
+        (item.seq, item.index),
+    ).fetchone()
+    if pending is None:
+        return False
+    for offset, worker in enumerate(placement.workers):
+        index = item.index if item.is_array else offset
+        cursor = conn.execute(
+            "INSERT INTO tasks (run_seq, idx, name, state, machine, gpu_ids, cpu_cores,"
+            " memory_bytes, assigned_at) VALUES (?, ?, ?, 'Assigned', ?, ?, ?, ?, ?)"
+            " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned',"
+            " machine = excluded.machine, gpu_ids = excluded.gpu_ids,"
+            " cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,"
+            " assigned_at = excluded.assigned_at, reason = NULL, placement = NULL"
+            " RETURNING id",
+            (
+                item.seq,
+                index,
+                task_name(item.run, index),
+                worker.machine,
+                json.dumps(list(worker.gpu_ids)),
+                worker.cpu_cores,
+                worker.memory_bytes,
+                stamp,
+            ),
+        )
+        task_id = int(cursor.fetchone()[0])
+        conn.executemany(
+            "INSERT INTO gpu_holds (machine, gpu_id, task_id) VALUES (?, ?, ?)",
+            [(worker.machine, gpu, task_id) for gpu in worker.gpu_ids],
+        )
+    conn.execute(
+        "UPDATE runs SET state = 'Running', reason = NULL, shape = ?, landing = ?, network = ?,"
+        " nvlink_domain = ?, first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
+        (
+            placement.shape.model_dump_json(),
+            placement.landing.model_dump_json(),
+            placement.network.value,
+            placement.nvlink_domain,
+            stamp,
+            item.seq,
+        ),
+    )
+    return True
+
+
+def _explain(conn: sqlite3.Connection, wait: Waiting, now: datetime) -> None:
+    item = wait.item
+    explanation = wait.explanation.model_dump_json() if wait.explanation else None
+    conn.execute(
+        "UPDATE tasks SET reason = ?, placement = coalesce(?, placement)"
+        " WHERE run_seq = ? AND idx = ? AND state = 'Pending'",
+        (wait.reason, explanation, item.seq, item.index),
+    )
+    conn.execute(
+        "UPDATE runs SET reason = CASE WHEN state = 'Pending' THEN ? ELSE reason END,"
+        " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
+        (wait.reason, now.isoformat(), item.seq),
+    )
+
+
+def mark_lost(database: Database, machines: Iterable[tuple[str, str]], now: datetime) -> int:
+    """Live tasks on each (machine, message) become Lost; their GPUs return. Returns the count."""
+    lost = 0
+    with database.write() as conn:
+        for machine, message in machines:
+            rows = conn.execute(
+                "SELECT id, run_seq FROM tasks WHERE machine = ?"
+                " AND state IN ('Assigned', 'Starting', 'Running')",
+                (machine,),
+            ).fetchall()
+            for task_id, run_seq in rows:
+                conn.execute(
+                    "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ? WHERE id = ?",
+                    (message, now.isoformat(), task_id),
+                )
+                conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
+                settle_run(conn, run_seq, now)
+                lost += 1
+    return lost

@@ -1,0 +1,98 @@
+"""The schema, as numbered migrations. Never edit one that has shipped: add the next."""
+
+from typing import Final
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: the first schema.
+    """
+    CREATE TABLE workspaces (
+        name TEXT PRIMARY KEY,
+        pools TEXT NOT NULL DEFAULT '[]',
+        gpu_quota INTEGER,
+        max_priority INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE tokens (
+        id INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        role TEXT NOT NULL CHECK (role IN ('admin', 'member', 'agent')),
+        workspace TEXT REFERENCES workspaces(name),
+        machine TEXT,
+        description TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE machines (
+        name TEXT PRIMARY KEY,
+        report TEXT,
+        address TEXT,
+        last_seen TEXT,
+        acked_seq INTEGER NOT NULL DEFAULT -1,
+        cordon_reason TEXT,
+        labels TEXT NOT NULL DEFAULT '{}',
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE reservations (
+        id INTEGER PRIMARY KEY,
+        machine TEXT NOT NULL REFERENCES machines(name),
+        labels TEXT NOT NULL DEFAULT '{}',
+        workspace TEXT,
+        starts_at TEXT,
+        ends_at TEXT
+    );
+    CREATE TABLE runs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        workspace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT,
+        shape TEXT,
+        landing TEXT,
+        network TEXT,
+        nvlink_domain TEXT,
+        submitted_at TEXT NOT NULL,
+        first_evaluated_at TEXT,
+        ended_at TEXT,
+        UNIQUE (workspace, name)
+    );
+    CREATE INDEX runs_queue ON runs (state, priority DESC, seq);
+    CREATE TABLE tasks (
+        id INTEGER PRIMARY KEY,
+        run_seq INTEGER NOT NULL REFERENCES runs(seq),
+        idx INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        state TEXT NOT NULL,
+        machine TEXT,
+        gpu_ids TEXT NOT NULL DEFAULT '[]',
+        cpu_cores REAL NOT NULL DEFAULT 0,
+        memory_bytes INTEGER NOT NULL DEFAULT 0,
+        reason TEXT,
+        placement TEXT,
+        exit_code INTEGER,
+        message TEXT,
+        cancel INTEGER NOT NULL DEFAULT 0,
+        assigned_at TEXT,
+        started_at TEXT,
+        ended_at TEXT,
+        UNIQUE (run_seq, idx)
+    );
+    CREATE INDEX tasks_machine ON tasks (machine, state);
+    CREATE INDEX tasks_state ON tasks (state);
+    -- One row per GPU a live task holds. The primary key is the invariant: no GPU in two tasks.
+    CREATE TABLE gpu_holds (
+        machine TEXT NOT NULL,
+        gpu_id TEXT NOT NULL,
+        task_id INTEGER NOT NULL REFERENCES tasks(id),
+        PRIMARY KEY (machine, gpu_id)
+    );
+    CREATE INDEX gpu_holds_task ON gpu_holds (task_id);
+    CREATE TABLE logs (
+        id INTEGER PRIMARY KEY,
+        task_id INTEGER NOT NULL REFERENCES tasks(id),
+        offset INTEGER NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX logs_task ON logs (task_id, offset);
+    """,
+)

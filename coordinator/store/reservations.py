@@ -1,0 +1,104 @@
+"""Reservations: a machine held for runs selecting some labels, or for a workspace for a while."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Self
+
+from pydantic import AwareDatetime, Field, model_validator
+
+from astraeus.coordinator.placement import Reservation
+from astraeus.shared.base import UserModel, WireModel
+
+from .db import Database, Row
+
+
+class ReservationSpec(UserModel):
+    """What an admin writes: `labels`, or `workspace` with `starts_at` and `ends_at`."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    workspace: str | None = Field(default=None, min_length=1, max_length=63)
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Self:
+        if not self.labels and self.workspace is None:
+            raise ValueError(
+                "a reservation needs labels, or a workspace with starts_at and ends_at"
+            )
+        if self.workspace is not None and (self.starts_at is None or self.ends_at is None):
+            raise ValueError("a reservation for a workspace needs starts_at and ends_at")
+        if self.starts_at and self.ends_at and self.starts_at >= self.ends_at:
+            raise ValueError("starts_at must be before ends_at")
+        return self
+
+
+class StoredReservation(WireModel):
+    id: int
+    machine: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    workspace: str | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+
+    def for_placement(self) -> Reservation:
+        return Reservation(dict(self.labels), self.workspace, self.starts_at, self.ends_at)
+
+
+class Reservations:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def add(self, machine: str, spec: ReservationSpec) -> StoredReservation:
+        with self._database.write() as conn:
+            cursor = conn.execute(
+                "INSERT INTO reservations (machine, labels, workspace, starts_at, ends_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    machine,
+                    json.dumps(spec.labels),
+                    spec.workspace,
+                    spec.starts_at.isoformat() if spec.starts_at else None,
+                    spec.ends_at.isoformat() if spec.ends_at else None,
+                ),
+            )
+        return StoredReservation(
+            id=int(cursor.lastrowid or 0), machine=machine, **spec.model_dump()
+        )
+
+    def of(self, machine: str | None = None) -> list[StoredReservation]:
+        if machine is None:
+            rows = self._database.read("SELECT * FROM reservations ORDER BY id")
+        else:
+            rows = self._database.read(
+                "SELECT * FROM reservations WHERE machine = ? ORDER BY id", (machine,)
+            )
+        return [_stored(row) for row in rows]
+
+    def remove(self, machine: str, reservation_id: int) -> bool:
+        with self._database.write() as conn:
+            cursor = conn.execute(
+                "DELETE FROM reservations WHERE machine = ? AND id = ?", (machine, reservation_id)
+            )
+        return cursor.rowcount > 0
+
+    def expire(self, now: datetime) -> None:
+        """Drop reservations that have ended."""
+        with self._database.write() as conn:
+            conn.execute(
+                "DELETE FROM reservations WHERE ends_at IS NOT NULL AND ends_at <= ?",
+                (now.isoformat(),),
+            )
+
+
+def _stored(row: Row) -> StoredReservation:
+    return StoredReservation(
+        id=row["id"],
+        machine=row["machine"],
+        labels=json.loads(row["labels"]),
+        workspace=row["workspace"],
+        starts_at=row["starts_at"],
+        ends_at=row["ends_at"],
+    )

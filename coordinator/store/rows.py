@@ -1,0 +1,74 @@
+"""Rows of `runs` and `tasks` turned into the shared `Run` and `Task` models."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from astraeus.shared import (
+    Landing,
+    PendingExplanation,
+    RequestedResources,
+    Run,
+    RunState,
+    Shape,
+    Task,
+    TaskState,
+)
+
+from .db import Row
+
+RUN_FIELDS = ("image", "command", "env", "priority", "time_limit_seconds", "requested_resources")
+"""The parts of a `RunSpec` kept in `runs.spec` (name and workspace have their own columns)."""
+
+
+def when(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def task_from_row(row: Row) -> Task:
+    return Task(
+        name=row["name"],
+        run=row["run_name"],
+        index=row["idx"],
+        state=TaskState(row["state"]),
+        machine=row["machine"],
+        assigned_gpu_ids=json.loads(row["gpu_ids"]),
+        cpu_cores=row["cpu_cores"],
+        memory_bytes=row["memory_bytes"],
+        reason=row["reason"],
+        placement=(
+            PendingExplanation.model_validate_json(row["placement"]) if row["placement"] else None
+        ),
+        exit_code=row["exit_code"],
+        message=row["message"],
+        started_at=when(row["started_at"]),
+        ended_at=when(row["ended_at"]),
+    )
+
+
+def run_from_row(row: Row, tasks: list[Task]) -> Run:
+    spec: dict[str, Any] = json.loads(row["spec"])
+    return Run(
+        name=row["name"],
+        workspace=row["workspace"],
+        image=spec.get("image"),
+        command=spec["command"],
+        env=spec.get("env", {}),
+        priority=row["priority"],
+        time_limit_seconds=spec.get("time_limit_seconds"),
+        requested_resources=RequestedResources.model_validate(spec["requested_resources"]),
+        state=RunState(row["state"]),
+        reason=row["reason"],
+        shape=Shape.model_validate_json(row["shape"]) if row["shape"] else None,
+        landing=Landing.model_validate_json(row["landing"]) if row["landing"] else None,
+        tasks=tasks,
+        submitted_at=datetime.fromisoformat(row["submitted_at"]),
+        first_evaluated_at=when(row["first_evaluated_at"]),
+    )
+
+
+TASK_SELECT = (
+    "SELECT tasks.*, runs.name AS run_name FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+)

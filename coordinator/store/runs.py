@@ -1,0 +1,193 @@
+"""Runs and their tasks: submission, queries, cancellation, and settling a run's state."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
+
+from .db import Database, Row
+from .rows import RUN_FIELDS, TASK_SELECT, run_from_row, task_from_row
+
+LIVE = tuple(state.value for state in TaskState if state.holds_resources)
+
+
+class NameTakenError(Exception):
+    """A run of that name already exists in the workspace."""
+
+
+class Runs:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def submit(self, spec: RunSpec, workspace: str, now: datetime) -> Run:
+        """Store a run and its pending tasks: one per array element, else one until placed."""
+        body = spec.model_dump(mode="json", include=set(RUN_FIELDS), exclude_none=True)
+        array = spec.requested_resources.array
+        try:
+            with self._database.write() as conn:
+                cursor = conn.execute(
+                    "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        workspace,
+                        spec.name,
+                        json.dumps(body),
+                        spec.priority,
+                        "Pending",
+                        now.isoformat(),
+                    ),
+                )
+                seq = int(cursor.lastrowid or 0)
+                conn.executemany(
+                    "INSERT INTO tasks (run_seq, idx, name, state) VALUES (?, ?, ?, 'Pending')",
+                    [(seq, i, task_name(spec.name, i)) for i in range(array.size if array else 1)],
+                )
+        except sqlite3.IntegrityError:
+            raise NameTakenError(spec.name) from None
+        run = self.get(workspace, spec.name)
+        assert run is not None  # noqa: S101 - just written in this thread
+        return run
+
+    def _run_row(self, workspace: str, name: str) -> Row | None:
+        return self._database.read_one(
+            "SELECT * FROM runs WHERE workspace = ? AND name = ?", (workspace, name)
+        )
+
+    def get(self, workspace: str, name: str) -> Run | None:
+        row = self._run_row(workspace, name)
+        if row is None:
+            return None
+        return run_from_row(row, self._tasks(row["seq"]))
+
+    def _tasks(self, seq: int) -> list[Task]:
+        rows = self._database.read(f"{TASK_SELECT} WHERE run_seq = ? ORDER BY idx", (seq,))
+        return [task_from_row(row) for row in rows]
+
+    def find(self, workspace: str | None, state: RunState | None, limit: int = 1000) -> list[Run]:
+        where, params = _filters(workspace, state)
+        rows = self._database.read(
+            f"SELECT * FROM runs {where} ORDER BY seq LIMIT ?",  # noqa: S608 - fixed clauses
+            (*params, limit),
+        )
+        return [run_from_row(row, self._tasks(row["seq"])) for row in rows]
+
+    def task(self, workspace: str, name: str) -> Task | None:
+        row = self._database.read_one(
+            f"{TASK_SELECT} WHERE runs.workspace = ? AND tasks.name = ?", (workspace, name)
+        )
+        return task_from_row(row) if row else None
+
+    def logs(self, workspace: str, name: str) -> tuple[int, str] | None:
+        """The kept part of a task's log: where it starts, and the text."""
+        row = self._database.read_one(
+            "SELECT tasks.id FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+            " WHERE runs.workspace = ? AND tasks.name = ?",
+            (workspace, name),
+        )
+        if row is None:
+            return None
+        chunks = self._database.read(
+            "SELECT offset, data FROM logs WHERE task_id = ? ORDER BY offset, id", (row["id"],)
+        )
+        if not chunks:
+            return 0, ""
+        return chunks[0]["offset"], "".join(c["data"] for c in chunks)
+
+    def cancel(self, workspace: str, name: str, now: datetime) -> Run | None:
+        """Pending tasks end now; live ones are told to stop and end when their agent says so."""
+        row = self._run_row(workspace, name)
+        if row is None:
+            return None
+        if not RunState(row["state"]).ended:
+            with self._database.write() as conn:
+                conn.execute(
+                    "UPDATE tasks SET state = 'Cancelled', ended_at = ?"
+                    " WHERE run_seq = ? AND state = 'Pending'",
+                    (now.isoformat(), row["seq"]),
+                )
+                conn.execute(
+                    "UPDATE tasks SET cancel = 1 WHERE run_seq = ?"
+                    " AND state IN ('Assigned', 'Starting', 'Running')",
+                    (row["seq"],),
+                )
+                conn.execute(
+                    "UPDATE runs SET state = 'Cancelled', reason = 'cancelled by user',"
+                    " ended_at = ? WHERE seq = ?",
+                    (now.isoformat(), row["seq"]),
+                )
+        return self.get(workspace, name)
+
+    def pending_reasons(self) -> list[str | None]:
+        return [
+            r["reason"]
+            for r in self._database.read("SELECT reason FROM runs WHERE state = 'Pending'")
+        ]
+
+    def gpu_owners(self, machine: str) -> dict[str, str]:
+        """GPU UUID to the task holding it, on one machine."""
+        rows = self._database.read(
+            "SELECT gpu_holds.gpu_id, tasks.name FROM gpu_holds"
+            " JOIN tasks ON tasks.id = gpu_holds.task_id WHERE gpu_holds.machine = ?",
+            (machine,),
+        )
+        return {r["gpu_id"]: r["name"] for r in rows}
+
+    def held_gpu_ids(self) -> set[tuple[str, str]]:
+        """(machine, GPU UUID) of every GPU a live task holds."""
+        rows = self._database.read("SELECT machine, gpu_id FROM gpu_holds")
+        return {(r["machine"], r["gpu_id"]) for r in rows}
+
+    def counts_by_state(self) -> dict[str, int]:
+        rows = self._database.read("SELECT state, count(*) AS n FROM runs GROUP BY state")
+        return {row["state"]: row["n"] for row in rows}
+
+
+def _filters(workspace: str | None, state: RunState | None) -> tuple[str, tuple[object, ...]]:
+    clauses: list[str] = []
+    params: list[object] = []
+    if workspace is not None:
+        clauses.append("workspace = ?")
+        params.append(workspace)
+    if state is not None:
+        clauses.append("state = ?")
+        params.append(state.value)
+    return ("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params)
+
+
+def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
+    """Set a run's state from its tasks, and stop the rest of a gang when one of it failed."""
+    run = conn.execute("SELECT state, spec FROM runs WHERE seq = ?", (seq,)).fetchone()
+    if run is None or RunState(run[0]).ended:
+        return
+    states = [
+        TaskState(r[0]) for r in conn.execute("SELECT state FROM tasks WHERE run_seq = ?", (seq,))
+    ]
+    is_array = json.loads(run[1])["requested_resources"].get("array") is not None
+    failed = [s for s in states if s in (TaskState.FAILED, TaskState.LOST, TaskState.CANCELLED)]
+    if failed and not is_array:
+        # A gang cannot go on without a worker: stop the others, like a failed MPI rank.
+        conn.execute(
+            "UPDATE tasks SET cancel = 1 WHERE run_seq = ? AND state IN ('Assigned', 'Starting',"
+            " 'Running')",
+            (seq,),
+        )
+    new = _run_state(states)
+    if new is None:
+        return
+    ended_at = now.isoformat() if new.ended else None
+    conn.execute(
+        "UPDATE runs SET state = ?, ended_at = ? WHERE seq = ?", (new.value, ended_at, seq)
+    )
+
+
+def _run_state(states: list[TaskState]) -> RunState | None:
+    if all(s.ended for s in states):
+        if all(s == TaskState.SUCCEEDED for s in states):
+            return RunState.SUCCEEDED
+        return RunState.FAILED
+    if any(s.holds_resources or s.ended for s in states):
+        return RunState.RUNNING
+    return None

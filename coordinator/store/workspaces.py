@@ -1,0 +1,78 @@
+"""Workspaces: the pools they are granted, an optional GPU quota, the highest priority allowed."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+from astraeus.shared.base import UserModel, WireModel
+
+from .db import Database, Row
+
+WorkspaceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
+
+
+class WorkspaceSpec(UserModel):
+    """What an admin writes to create or change a workspace."""
+
+    name: WorkspaceName
+    pools: list[Annotated[str, StringConstraints(min_length=1, max_length=253)]] = Field(
+        default_factory=list, max_length=256, description="machines with pool=<name>; [] is all"
+    )
+    gpu_quota: int | None = Field(default=None, ge=0, description="GPUs held at once; null: none")
+    max_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+
+
+class Workspace(WireModel):
+    name: str
+    pools: list[str] = Field(default_factory=list)
+    gpu_quota: int | None = None
+    max_priority: int = 0
+    created_at: str
+
+
+class Workspaces:
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def put(self, spec: WorkspaceSpec, now: datetime) -> tuple[Workspace, bool]:
+        """Create or replace; the flag says whether it was created."""
+        existing = self.get(spec.name)
+        with self._database.write() as conn:
+            conn.execute(
+                "INSERT INTO workspaces (name, pools, gpu_quota, max_priority, created_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET pools = excluded.pools,"
+                " gpu_quota = excluded.gpu_quota, max_priority = excluded.max_priority",
+                (
+                    spec.name,
+                    json.dumps(spec.pools),
+                    spec.gpu_quota,
+                    spec.max_priority,
+                    now.isoformat(),
+                ),
+            )
+        stored = self.get(spec.name)
+        assert stored is not None  # noqa: S101 - just written in this thread
+        return stored, existing is None
+
+    def get(self, name: str) -> Workspace | None:
+        row = self._database.read_one("SELECT * FROM workspaces WHERE name = ?", (name,))
+        return _workspace(row) if row else None
+
+    def all(self) -> list[Workspace]:
+        return [
+            _workspace(r) for r in self._database.read("SELECT * FROM workspaces ORDER BY name")
+        ]
+
+
+def _workspace(row: Row) -> Workspace:
+    return Workspace(
+        name=row["name"],
+        pools=json.loads(row["pools"]),
+        gpu_quota=row["gpu_quota"],
+        max_priority=row["max_priority"],
+        created_at=row["created_at"],
+    )

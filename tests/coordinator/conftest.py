@@ -1,0 +1,125 @@
+"""A coordinator on a real SQLite file behind a real aiohttp test server, with a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from astraeus.coordinator.api import SCHEDULER, create_app
+from astraeus.coordinator.scheduler import PassResult, SessionFactory
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Role, Store
+
+from .fakes import FakeClock, FirstFitSession, report
+
+ClientFactory = Callable[..., Any]
+
+
+@dataclass
+class Cluster:
+    """A coordinator under test, and tokens for an admin, members and agents."""
+
+    client: TestClient[Any, Any]
+    store: Store
+    clock: FakeClock
+    admin: str
+    tokens: dict[str, str] = field(default_factory=dict)
+    seq: dict[str, int] = field(default_factory=dict)
+
+    def auth(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.admin}"}
+
+    async def call(
+        self, method: str, path: str, token: str | None = None, body: Any = None, **kw: Any
+    ) -> tuple[int, Any]:
+        response = await self.client.request(
+            method, path, json=body, headers=self.auth(token), **kw
+        )
+        try:
+            data = await response.json()
+        except Exception:
+            data = await response.text()
+        return response.status, data
+
+    async def workspace(self, name: str, **fields: Any) -> str:
+        """Create a workspace and a member token for it; returns the token."""
+        status, _ = await self.call("PUT", f"/api/v1/workspaces/{name}", body=fields)
+        assert status in (200, 201)
+        secret, _ = self.store.tokens.create(Role.MEMBER, self.clock.now(), workspace=name)
+        self.tokens[name] = secret
+        return secret
+
+    def agent_token(self, machine: str) -> str:
+        if machine not in self.tokens:
+            self.store.machines.ensure(machine, self.clock.now())
+            secret, _ = self.store.tokens.create(Role.AGENT, self.clock.now(), machine=machine)
+            self.tokens[machine] = secret
+        return self.tokens[machine]
+
+    async def report(
+        self,
+        machine: str,
+        updates: list[dict[str, Any]] | None = None,
+        logs: list[dict[str, Any]] | None = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """Post a machine's report with task updates (numbered here); returns the reply."""
+        numbered = []
+        for update in updates or []:
+            self.seq[machine] = self.seq.get(machine, -1) + 1
+            numbered.append(
+                {"seq": self.seq[machine], "at": self.clock.now().isoformat(), **update}
+            )
+        body = {"report": report(machine, **kw), "updates": numbered, "logs": logs or []}
+        status, data = await self.call(
+            "PUT", f"/api/v1/machines/{machine}/report", self.agent_token(machine), body
+        )
+        assert status == 200, data
+        return data  # type: ignore[no-any-return]
+
+    async def submit(
+        self, workspace: str, name: str, gpus: int = 1, **extra: Any
+    ) -> dict[str, Any]:
+        spec: dict[str, Any] = {"name": name, "command": ["python", "train.py"], **extra}
+        if gpus:
+            spec.setdefault("requested_resources", {})["gpu_requests"] = {"count": gpus}
+        status, data = await self.call("POST", "/api/v1/runs", self.tokens[workspace], spec)
+        assert status == 201, data
+        return data  # type: ignore[no-any-return]
+
+    async def run_pass(self) -> PassResult:
+        return await self.client.app[SCHEDULER].run_pass()
+
+
+def settings_for(tmp_path: Path, **changes: Any) -> Settings:
+    return replace(
+        Settings(db=tmp_path / "astraeus.db", state_dir=tmp_path, scheduler=False), **changes
+    )
+
+
+async def make_cluster(
+    aiohttp_client: ClientFactory,
+    tmp_path: Path,
+    session_factory: SessionFactory | None = None,
+    **changes: Any,
+) -> Cluster:
+    settings = settings_for(tmp_path, **changes)
+    store = Store.open(settings.db)
+    clock = FakeClock()
+    app = create_app(settings, store=store, clock=clock, session_factory=session_factory)
+    client = await aiohttp_client(app)
+    admin, _ = store.tokens.create(Role.ADMIN, clock.now())
+    return Cluster(client=client, store=store, clock=clock, admin=admin)
+
+
+@pytest.fixture
+async def fake_cluster(aiohttp_client: ClientFactory, tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A coordinator whose placement is the first-fit fake."""
+    cluster = await make_cluster(aiohttp_client, tmp_path, FirstFitSession)
+    yield cluster
+    cluster.store.close()

@@ -1,0 +1,138 @@
+"""Fakes for coordinator tests: a clock moved by hand, machine reports, a first-fit engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from astraeus.coordinator.placement import (
+    ClusterSnapshot,
+    Pending,
+    Placement,
+    RunRequest,
+    WorkerPlacement,
+)
+from astraeus.shared import (
+    SCHEMA_VERSION,
+    Landing,
+    MachineState,
+    NetworkKind,
+    NodeReasons,
+    PendingExplanation,
+    Shape,
+    reasons,
+)
+
+START = datetime(2026, 10, 1, 9, 0, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    """Tells the time it was set to; tests move it with `advance`."""
+
+    def __init__(self, now: datetime = START) -> None:
+        self._now = now
+
+    def now(self) -> datetime:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        self._now += timedelta(seconds=seconds)
+
+
+def gpu_uuid(machine: str, index: int) -> str:
+    return f"GPU-{machine}-{index}"
+
+
+def report(
+    name: str,
+    *,
+    gpus: int = 8,
+    model: str = "NVIDIA H100 80GB HBM3",
+    labels: dict[str, str] | None = None,
+    cpu_cores: float = 96,
+    memory_bytes: int = 1024**4,
+) -> dict[str, Any]:
+    """A machine report as an agent sends it, with `gpus` healthy GPUs."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "labels": labels or {},
+        "cpu_cores": cpu_cores,
+        "memory_bytes": memory_bytes,
+        "gpus": [
+            {
+                "index": i,
+                "uuid": gpu_uuid(name, i),
+                "vendor": "nvidia",
+                "model": model,
+                "memory_bytes": 85520809984,
+            }
+            for i in range(gpus)
+        ],
+    }
+
+
+@dataclass
+class FirstFitSession:
+    """A stand-in for the placement engine: one worker on the first Up machine, by name, with
+    enough free GPUs. Tests of the queue rules use it to control exactly what fits where."""
+
+    snapshot: ClusterSnapshot
+    taken: dict[str, set[str]] = field(default_factory=dict)
+
+    def _free(self, machine: str) -> list[str]:
+        view = next(m for m in self.snapshot.machines if m.name == machine)
+        gpus = [g.uuid for g in view.report.gpus] if view.report else []
+        used = view.used_gpu_ids | self.taken.get(machine, set())
+        return [g for g in gpus if g not in used]
+
+    def place(
+        self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
+    ) -> Placement | Pending:
+        need = run.ask.gpu_count
+        nodes: list[NodeReasons] = []
+        ready = [m for m in self.snapshot.machines if m.state == MachineState.UP]
+        for view in self.snapshot.machines:
+            free = self._free(view.name)
+            if view.state != MachineState.UP:
+                nodes.append(NodeReasons(name=view.name, state=view.state, reasons=["down"]))
+            elif view.cordon_reason is not None:
+                text = reasons.cordoned(view.cordon_reason)
+                nodes.append(NodeReasons(name=view.name, state=view.state, reasons=[text]))
+            elif len(free) < need or view.name in exclude:
+                text = reasons.insufficient_gpus(need, len(free))
+                nodes.append(NodeReasons(name=view.name, state=view.state, reasons=[text]))
+            else:
+                worker = WorkerPlacement(0, view.name, tuple(free[:need]), 0, 0)
+                return Placement(
+                    workers=(worker,),
+                    shape=Shape(tasks=1, gpus_each=need, why=f"1 machine × {need} GPUs"),
+                    landing=Landing(rung="node", where=view.name, machines=[view.name]),
+                    network=NetworkKind.LOCAL,
+                )
+        # Closest: the first machine that could hold the run once its GPUs free up.
+        could = [
+            v.name
+            for v in ready
+            if v.cordon_reason is None and v.report is not None and len(v.report.gpus) >= need
+        ]
+        closest = could[0] if could else None
+        explanation = PendingExplanation(
+            checked_nodes=len(self.snapshot.machines),
+            ready_nodes=len(ready),
+            down_nodes=len(self.snapshot.machines) - len(ready),
+            closest=closest,
+            nodes=nodes,
+            evaluated_at=now,
+        )
+        pending = Pending(
+            headline=reasons.no_machine_fits(len(ready), len(self.snapshot.machines)),
+            explanation=explanation,
+        )
+        object.__setattr__(pending, "wanted_machines", (closest,) if closest else ())
+        return pending
+
+    def take(self, placement: Placement) -> None:
+        for worker in placement.workers:
+            self.taken.setdefault(worker.machine, set()).update(worker.gpu_ids)
