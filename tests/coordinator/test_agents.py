@@ -1,0 +1,167 @@
+"""Agents: reports, assignments in the reply, task updates, logs, and silent machines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from astraeus.coordinator.placement import Placement, WorkerPlacement
+from astraeus.coordinator.store.commit import Placed, commit_pass
+from astraeus.coordinator.store.queue import read_queue
+from astraeus.shared import Landing, NetworkKind, Shape
+
+from .conftest import Cluster, make_cluster
+from .fakes import FirstFitSession, gpu_uuid, report
+
+
+async def _placed(c: Cluster, name: str = "finetune", gpus: int = 8) -> dict[str, Any]:
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", name, gpus=gpus)
+    await c.run_pass()
+    return await c.report("gpu-01")
+
+
+async def test_reply_carries_the_assignment(fake_cluster: Cluster) -> None:
+    """After a pass the machine's next reply lists its task with GPUs and rendezvous."""
+    reply = await _placed(fake_cluster)
+    [assignment] = reply["assignments"]
+    assert assignment["task"] == "finetune-0"
+    assert assignment["workspace"] == "vision"
+    assert assignment["command"] == ["python", "train.py"]
+    assert assignment["assigned_gpu_ids"] == [gpu_uuid("gpu-01", i) for i in range(8)]
+    assert assignment["cancel"] is False
+    rendezvous = assignment["rendezvous"]
+    assert rendezvous["master_addr"] == "127.0.0.1"
+    assert (rendezvous["world_size"], rendezvous["rank"], rendezvous["node_rank"]) == (1, 0, 0)
+    assert rendezvous["local_world_size"] == 1
+    assert reply["report_interval_seconds"] == 5.0
+
+
+async def test_updates_are_acked_and_move_the_task(fake_cluster: Cluster) -> None:
+    """Starting, Running then Succeeded are stored in order; the reply acks the last seq."""
+    c = fake_cluster
+    await _placed(c)
+    reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Starting"}])
+    assert reply["acked_seq"] == 0
+    reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}])
+    status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    assert (task["state"], task["started_at"]) == ("Running", "2026-10-01T09:00:00+00:00")
+    reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Succeeded", "exit_code": 0}])
+    assert reply["acked_seq"] == 2
+    assert reply["assignments"] == []
+    status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
+    assert run["state"] == "Succeeded"
+    assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
+
+
+async def test_a_retried_update_is_applied_once(fake_cluster: Cluster) -> None:
+    """An update whose seq was already acked is ignored (the agent retried before the ack)."""
+    c = fake_cluster
+    await _placed(c)
+    at = c.clock.now().isoformat()
+    failed = {"seq": 0, "task": "finetune-0", "state": "Failed", "exit_code": 3, "at": at}
+    body = {"report": report("gpu-01"), "updates": [failed]}
+    token = c.agent_token("gpu-01")
+    for _ in range(2):
+        status, reply = await c.call("PUT", "/api/v1/machines/gpu-01/report", token, body)
+        assert (status, reply["acked_seq"]) == (200, 0)
+    status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    assert (task["state"], task["exit_code"]) == ("Failed", 3)
+    status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
+    assert run["state"] == "Failed"
+
+
+async def test_cancel_tells_the_agent_to_stop(fake_cluster: Cluster) -> None:
+    """Cancelling a placed run marks its task `cancel` until the agent says it stopped."""
+    c = fake_cluster
+    await _placed(c)
+    status, run = await c.call("POST", "/api/v1/runs/finetune/cancel", c.tokens["vision"])
+    assert (status, run["state"], run["reason"]) == (200, "Cancelled", "cancelled by user")
+    reply = await c.report("gpu-01")
+    assert [a["cancel"] for a in reply["assignments"]] == [True]
+    reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Cancelled"}])
+    assert reply["assignments"] == []
+    assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
+
+
+async def test_cancel_of_a_pending_run_ends_it_at_once(fake_cluster: Cluster) -> None:
+    """A pending run cancelled never gets placed."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "later")
+    status, run = await c.call("POST", "/api/v1/runs/later/cancel", c.tokens["vision"])
+    assert [t["state"] for t in run["tasks"]] == ["Cancelled"]
+    result = await c.run_pass()
+    assert result.placed == 0
+
+
+async def test_logs_are_kept_per_task_and_capped(aiohttp_client: Any, tmp_path: Any) -> None:
+    """Log chunks are kept per task; past the cap the oldest go first."""
+    c = await make_cluster(aiohttp_client, tmp_path, FirstFitSession, log_cap_bytes=10)
+    await _placed(c)
+    logs = [
+        {"task": "finetune-0", "offset": 0, "data": "hello "},
+        {"task": "finetune-0", "offset": 6, "data": "world\n"},
+    ]
+    await c.report("gpu-01", logs=logs)
+    status, view = await c.call("GET", "/api/v1/tasks/finetune-0/logs", c.tokens["vision"])
+    assert (status, view) == (200, {"task": "finetune-0", "offset": 6, "data": "world\n"})
+    c.store.close()
+
+
+async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Cluster) -> None:
+    """No report for 30 s: Down; past the grace period its tasks are Lost and GPUs return."""
+    c = fake_cluster
+    await _placed(c)
+    c.clock.advance(31)
+    status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    assert machine["state"] == "Down"
+    result = await c.run_pass()
+    assert result.lost == 0  # Down, but still inside the grace period
+    c.clock.advance(30)
+    result = await c.run_pass()
+    assert result.lost == 1
+    status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    assert task["state"] == "Lost"
+    assert task["message"] == "machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00"
+    status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
+    assert run["state"] == "Failed"
+    assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
+    # Back again: the late Running update of a Lost task changes nothing, and nothing is assigned.
+    reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}])
+    assert reply["assignments"] == []
+    status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    assert (machine["state"], machine["gpus_free"]) == ("Up", 8)
+
+
+async def test_machine_view_shows_free_and_allocated(fake_cluster: Cluster) -> None:
+    """A machine's view counts free and allocated GPUs and names who holds each."""
+    c = fake_cluster
+    await _placed(c, gpus=3)
+    status, machine = await c.call("GET", "/api/v1/machines/gpu-01", c.tokens["vision"])
+    assert (machine["gpus_total"], machine["gpus_free"], machine["gpus_allocated"]) == (8, 5, 3)
+    assert machine["runs"] == ["finetune"]
+    assert [g["task"] for g in machine["gpus"]][:4] == ["finetune-0"] * 3 + [None]
+    assert machine["site"] == "127.0.0.0/24"
+
+
+async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
+    """The database refuses a second hold on a GPU: that placement is dropped, the pass stays."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "a", gpus=8)
+    await c.submit("vision", "b", gpus=8)
+    await c.run_pass()
+    [b] = [item for item in read_queue(c.store.database) if item.run == "b"]
+    taken = tuple(gpu_uuid("gpu-01", i) for i in range(8))  # all held by run a
+    placement = Placement(
+        workers=(WorkerPlacement(0, "gpu-01", taken, 0, 0),),
+        shape=Shape(tasks=1, gpus_each=8, why="1 machine × 8 GPUs"),
+        landing=Landing(rung="node", where="gpu-01"),
+        network=NetworkKind.LOCAL,
+    )
+    assert commit_pass(c.store.database, [Placed(b, placement)], [], c.clock.now()) == 0
+    status, run = await c.call("GET", "/api/v1/runs/b", c.tokens["vision"])
+    assert (run["state"], run["tasks"][0]["state"]) == ("Pending", "Pending")
