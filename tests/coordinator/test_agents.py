@@ -44,12 +44,12 @@ async def test_updates_are_acked_and_move_the_task(fake_cluster: Cluster) -> Non
     reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Starting"}])
     assert reply["acked_seq"] == 0
     reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}])
-    status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    _, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
     assert (task["state"], task["started_at"]) == ("Running", "2026-10-01T09:00:00+00:00")
     reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Succeeded", "exit_code": 0}])
     assert reply["acked_seq"] == 2
     assert reply["assignments"] == []
-    status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
+    _status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
     assert run["state"] == "Succeeded"
     assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
 
@@ -90,7 +90,7 @@ async def test_cancel_of_a_pending_run_ends_it_at_once(fake_cluster: Cluster) ->
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.submit("vision", "later")
-    status, run = await c.call("POST", "/api/v1/runs/later/cancel", c.tokens["vision"])
+    _status, run = await c.call("POST", "/api/v1/runs/later/cancel", c.tokens["vision"])
     assert [t["state"] for t in run["tasks"]] == ["Cancelled"]
     result = await c.run_pass()
     assert result.placed == 0
@@ -115,23 +115,23 @@ async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Clu
     c = fake_cluster
     await _placed(c)
     c.clock.advance(31)
-    status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    _, machine = await c.call("GET", "/api/v1/machines/gpu-01")
     assert machine["state"] == "Down"
     result = await c.run_pass()
     assert result.lost == 0  # Down, but still inside the grace period
     c.clock.advance(30)
     result = await c.run_pass()
     assert result.lost == 1
-    status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    _, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
     assert task["state"] == "Lost"
     assert task["message"] == "machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00"
-    status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
+    _, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
     assert run["state"] == "Failed"
     assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
     # Back again: the late Running update of a Lost task changes nothing, and nothing is assigned.
     reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}])
     assert reply["assignments"] == []
-    status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    _status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
     assert (machine["state"], machine["gpus_free"]) == ("Up", 8)
 
 
@@ -139,7 +139,7 @@ async def test_machine_view_shows_free_and_allocated(fake_cluster: Cluster) -> N
     """A machine's view counts free and allocated GPUs and names who holds each."""
     c = fake_cluster
     await _placed(c, gpus=3)
-    status, machine = await c.call("GET", "/api/v1/machines/gpu-01", c.tokens["vision"])
+    _status, machine = await c.call("GET", "/api/v1/machines/gpu-01", c.tokens["vision"])
     assert (machine["gpus_total"], machine["gpus_free"], machine["gpus_allocated"]) == (8, 5, 3)
     assert machine["runs"] == ["finetune"]
     assert [g["task"] for g in machine["gpus"]][:4] == ["finetune-0"] * 3 + [None]
@@ -163,5 +163,5 @@ async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
         network=NetworkKind.LOCAL,
     )
     assert commit_pass(c.store.database, [Placed(b, placement)], [], c.clock.now()) == 0
-    status, run = await c.call("GET", "/api/v1/runs/b", c.tokens["vision"])
+    _status, run = await c.call("GET", "/api/v1/runs/b", c.tokens["vision"])
     assert (run["state"], run["tasks"][0]["state"]) == ("Pending", "Pending")

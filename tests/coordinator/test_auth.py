@@ -46,7 +46,7 @@ async def test_admin_creates_member_and_agent_tokens(fake_cluster: Cluster) -> N
     )
     assert status == 201
     assert member["info"]["role"] == "member"
-    status, agent = await c.call(
+    status, _agent = await c.call(
         "POST", "/api/v1/tokens", body={"role": "agent", "machine": "gpu-01"}
     )
     assert status == 201

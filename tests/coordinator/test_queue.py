@@ -27,7 +27,7 @@ async def test_the_head_is_next_to_run_and_holds_its_machine(fake_cluster: Clust
     assert result.placed == 0
     assert await _reason(c, "big") == "Next to run: No machine fits: 1 of 1 machines ready"
     assert await _reason(c, "small") == "Queued behind big"
-    status, task = await c.call("GET", "/api/v1/tasks/small-0", c.tokens["vision"])
+    _status, task = await c.call("GET", "/api/v1/tasks/small-0", c.tokens["vision"])
     assert task["reason"] == "Queued behind big"
     assert task["placement"]["nodes"] == [
         {
@@ -49,7 +49,7 @@ async def test_runs_behind_the_head_start_elsewhere(fake_cluster: Cluster) -> No
     await c.submit("vision", "big", gpus=8)
     await c.submit("vision", "small", gpus=2)
     assert (await c.run_pass()).placed == 1
-    status, small = await c.call("GET", "/api/v1/runs/small", c.tokens["vision"])
+    _status, small = await c.call("GET", "/api/v1/runs/small", c.tokens["vision"])
     assert (small["state"], small["tasks"][0]["machine"]) == ("Running", "gpu-02")
 
 
@@ -61,7 +61,7 @@ async def test_a_lone_waiting_run_gives_the_room_reason(fake_cluster: Cluster) -
     await c.submit("vision", "finetune", gpus=8)
     await c.run_pass()
     assert await _reason(c, "finetune") == "No machine fits: 1 of 1 machines ready"
-    status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    _status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
     assert task["placement"] == {
         "checked_nodes": 1,
         "ready_nodes": 1,
@@ -100,7 +100,7 @@ async def test_array_concurrency_holds_elements_back(fake_cluster: Cluster) -> N
     ask = {"gpu_requests": {"count": 1}, "array": {"size": 4, "concurrency": 2}}
     await c.submit("vision", "sweep", gpus=0, requested_resources=ask)
     assert (await c.run_pass()).placed == 2
-    status, run = await c.call("GET", "/api/v1/runs/sweep", c.tokens["vision"])
+    _, run = await c.call("GET", "/api/v1/runs/sweep", c.tokens["vision"])
     assert run["state"] == "Running"
     assert [(t["name"], t["state"]) for t in run["tasks"]] == [
         ("sweep-0", "Assigned"),
@@ -111,7 +111,7 @@ async def test_array_concurrency_holds_elements_back(fake_cluster: Cluster) -> N
     assert run["tasks"][2]["reason"] == "Array runs at most 2 tasks at once"
     await c.report("gpu-01", [{"task": "sweep-0", "state": "Succeeded", "exit_code": 0}])
     assert (await c.run_pass()).placed == 1
-    status, task = await c.call("GET", "/api/v1/tasks/sweep-2", c.tokens["vision"])
+    _status, task = await c.call("GET", "/api/v1/tasks/sweep-2", c.tokens["vision"])
     assert task["state"] == "Assigned"
 
 
@@ -123,7 +123,7 @@ async def test_higher_priority_goes_first(fake_cluster: Cluster) -> None:
     await c.submit("vision", "early", gpus=8)
     await c.submit("vision", "urgent", gpus=8, priority=100)
     await c.run_pass()
-    status, urgent = await c.call("GET", "/api/v1/runs/urgent", c.tokens["vision"])
+    _status, urgent = await c.call("GET", "/api/v1/runs/urgent", c.tokens["vision"])
     assert urgent["state"] == "Running"
     assert await _reason(c, "early") == "No machine fits: 1 of 1 machines ready"
 
