@@ -1,8 +1,11 @@
 """The placement engine: a pure function of (run, cluster snapshot, now).
 
-Inputs and outputs are in `model`; the engine itself arrives with the placement issue.
+`place` decides one run; a `PlacementSession` decides many over one snapshot (one scheduler
+pass), and `score_breakdown` shows a machine's score term by term.
 """
 
+from .breakdown import score_breakdown
+from .engine import place
 from .model import (
     ClusterSnapshot,
     MachineView,
@@ -13,6 +16,8 @@ from .model import (
     RunRequest,
     WorkerPlacement,
 )
+from .rejection import Rejection
+from .session import PlacementSession
 
 __all__ = [
     "ClusterSnapshot",
@@ -20,7 +25,11 @@ __all__ = [
     "Pending",
     "Placement",
     "PlacementResult",
+    "PlacementSession",
+    "Rejection",
     "Reservation",
     "RunRequest",
     "WorkerPlacement",
+    "place",
+    "score_breakdown",
 ]

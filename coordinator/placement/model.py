@@ -111,6 +111,9 @@ class Pending:
     explanation: PendingExplanation
     patience_remaining_seconds: int | None = None
     """Set while the run waits for a tighter rung that could become free."""
+    wanted_machines: tuple[str, ...] = ()
+    """The machines the run would use if they were idle; empty when no machine could ever take
+    it. The scheduler holds these for the head of the queue so smaller runs cannot starve it."""
 
 
 PlacementResult = Placement | Pending

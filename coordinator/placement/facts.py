@@ -1,0 +1,82 @@
+"""Each machine read once per snapshot (`MachineFacts`), and what is free on it now (`Free`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from astraeus.shared import GpuInfo, MachineReport, MachineState, labels
+
+from . import fabrics
+from .model import MachineView
+
+
+@dataclass(frozen=True)
+class MachineFacts:
+    """What a machine is, independent of any run: read once when a session starts."""
+
+    view: MachineView
+    report: MachineReport | None
+    up: bool
+    site: str
+    """The machine's site; "" when neither the label nor the agent's network says."""
+    rack: str | None
+    nvlink_domain: str | None
+    gpus: tuple[GpuInfo, ...]
+    gpu_by_id: dict[str, GpuInfo]
+    """Each GPU under its UUID and under its index as a string, for pinned `ids`."""
+    local_drives: frozenset[str]
+    reachable_drives: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return self.view.name
+
+
+@dataclass
+class Free:
+    """What is free on one machine during a pass; `PlacementSession.take` shrinks it."""
+
+    gpu_ids: set[str]
+    cpu_cores: float
+    memory_bytes: int
+
+
+def machine_facts(view: MachineView) -> MachineFacts:
+    report = view.report
+    gpus = tuple(report.gpus) if report else ()
+    by_id = {gpu.uuid: gpu for gpu in gpus} | {str(gpu.index): gpu for gpu in gpus}
+    drives = report.drives if report else []
+    site = view.site or (report.labels.get(labels.SITE, "") if report else "")
+    return MachineFacts(
+        view=view,
+        report=report,
+        up=view.state is MachineState.UP and report is not None,
+        site=site,
+        rack=fabrics.rack(report),
+        nvlink_domain=fabrics.nvlink_domain(report),
+        gpus=gpus,
+        gpu_by_id=by_id,
+        local_drives=frozenset(drive.name for drive in drives if drive.local),
+        reachable_drives=frozenset(drive.name for drive in drives),
+    )
+
+
+def free_now(facts: MachineFacts) -> Free:
+    """Free capacity from the coordinator's own ledger of what live tasks hold."""
+    report, view = facts.report, facts.view
+    if report is None:
+        return Free(set(), 0, 0)
+    gpu_ids = {gpu.uuid for gpu in facts.gpus} - view.used_gpu_ids
+    return Free(
+        gpu_ids,
+        max(report.cpu_cores - view.used_cpu_cores, 0),
+        max(report.memory_bytes - view.used_memory_bytes, 0),
+    )
+
+
+def free_idle(facts: MachineFacts) -> Free:
+    """Free capacity if no run held anything: what could become free by itself."""
+    report = facts.report
+    if report is None:
+        return Free(set(), 0, 0)
+    return Free({gpu.uuid for gpu in facts.gpus}, report.cpu_cores, report.memory_bytes)

@@ -1,0 +1,158 @@
+"""Whole fake machines and runs in a line each, for tests, benchmarks and demos.
+
+GPU UUIDs derive from the machine and the index (`GPU-gpu-01-3`), so runs are reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from astraeus.shared import (
+    DriveInfo,
+    GpuHealth,
+    GpuHealthState,
+    GpuInfo,
+    LinkLayer,
+    MachineReport,
+    MachineState,
+    PressureCondition,
+    RdmaPort,
+    RequestedResources,
+    Vendor,
+    labels,
+)
+
+from .model import ClusterSnapshot, MachineView, Reservation, RunRequest
+
+GIB = 1024**3
+H100 = "NVIDIA H100 80GB HBM3"
+H100_GIB = 79.6
+
+
+def gpu_uuid(machine: str, index: int) -> str:
+    return f"GPU-{machine}-{index}"
+
+
+def gpus(
+    machine: str,
+    count: int,
+    *,
+    model: str = H100,
+    memory_gib: float = H100_GIB,
+    vendor: Vendor = Vendor.NVIDIA,
+    at_risk: Iterable[int] = (),
+    faulted: Iterable[int] = (),
+    nvlink_domain: str | None = None,
+) -> list[GpuInfo]:
+    """`count` GPUs of one model; the listed indices at risk or faulted."""
+    risky, broken = set(at_risk), set(faulted)
+    return [
+        GpuInfo(
+            index=index,
+            uuid=gpu_uuid(machine, index),
+            vendor=vendor,
+            model=model,
+            memory_bytes=int(memory_gib * GIB),
+            health=GpuHealth(state=_health(index, risky, broken)),
+            nvlink_domain=nvlink_domain,
+        )
+        for index in range(count)
+    ]
+
+
+def _health(index: int, at_risk: set[int], faulted: set[int]) -> GpuHealthState:
+    if index in faulted:
+        return GpuHealthState.FAULTED
+    return GpuHealthState.AT_RISK if index in at_risk else GpuHealthState.HEALTHY
+
+
+def rdma_port(
+    *,
+    device: str = "mlx5_0",
+    gbps: float = 400,
+    roce: bool = False,
+    subnet: str | None = None,
+    up: bool = True,
+    at_risk: bool = False,
+) -> RdmaPort:
+    return RdmaPort(
+        device=device,
+        port=1,
+        state="ACTIVE" if up else "DOWN",
+        link_layer=LinkLayer.ETHERNET if roce else LinkLayer.INFINIBAND,
+        rate_gbps=gbps,
+        subnet_prefix=subnet,
+        at_risk=at_risk,
+    )
+
+
+def machine(
+    name: str,
+    *,
+    gpu_list: list[GpuInfo] | None = None,
+    gpu_count: int = 8,
+    model: str = H100,
+    cpu_cores: float = 96,
+    memory_gib: int = 1024,
+    labels_: Mapping[str, str] | None = None,
+    rack: str | None = None,
+    fabric: str | None = None,
+    site: str | None = None,
+    ports: Iterable[RdmaPort] = (),
+    used_gpus: Iterable[int] = (),
+    used_cores: float = 0,
+    used_memory_gib: float = 0,
+    state: MachineState = MachineState.UP,
+    reported: bool = True,
+    cordon: str | None = None,
+    reservations: Iterable[Reservation] = (),
+    conditions: Iterable[PressureCondition] = (),
+    cpu_pressure: bool = False,
+    capabilities: Iterable[str] = ("container",),
+    drives: Iterable[DriveInfo] = (),
+    data_free_gib: float | None = None,
+    workers: Iterable[str] = (),
+) -> MachineView:
+    """A machine as the scheduler sees it: its report and what live tasks hold."""
+    found = gpu_list if gpu_list is not None else gpus(name, gpu_count, model=model)
+    tags = dict(labels_ or {})
+    for key, value in ((labels.RACK, rack), (labels.FABRIC, fabric)):
+        if value is not None:
+            tags[key] = value
+    report = MachineReport(
+        schema_version="1.0",
+        name=name,
+        labels=tags,
+        cpu_cores=cpu_cores,
+        memory_bytes=memory_gib * GIB,
+        conditions=list(conditions),
+        cpu_pressure=cpu_pressure,
+        capabilities=list(capabilities),
+        drives=list(drives),
+        data_free_bytes=None if data_free_gib is None else int(data_free_gib * GIB),
+        gpus=found,
+        rdma_ports=list(ports),
+    )
+    return MachineView(
+        name=name,
+        state=state,
+        report=report if reported else None,
+        site=site,
+        cordon_reason=cordon,
+        used_gpu_ids=frozenset(found[index].uuid for index in used_gpus),
+        used_cpu_cores=used_cores,
+        used_memory_bytes=int(used_memory_gib * GIB),
+        reservations=tuple(reservations),
+        workers=tuple(workers),
+    )
+
+
+def snapshot(*machines: MachineView) -> ClusterSnapshot:
+    return ClusterSnapshot(machines=tuple(sorted(machines, key=lambda view: view.name)))
+
+
+def run(name: str = "run", *, workspace: str = "vision", **fields: Any) -> RunRequest:
+    """A run whose `requested_resources` is `ask` (a dict, as the guide writes it)."""
+    ask = RequestedResources.model_validate(fields.pop("ask", {}))
+    return RunRequest(name=name, workspace=workspace, ask=ask, **fields)

@@ -1,0 +1,32 @@
+"""Filter 2: accepting runs: not cordoned, not held for a run ahead, and, for a machine reserved
+for some labels, the run selects them."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from astraeus.shared import reasons
+
+from ..rejection import Rejection
+from ..reserving import label_reservations, selects
+from .check import Check
+
+NAME: Final = "accepting"
+HELD: Final = "held for a run ahead in the queue"
+
+
+def reserved_for_labels(labels: dict[str, str]) -> str:
+    selected = ", ".join(f"{key}={value}" for key, value in sorted(labels.items()))
+    return f"machine is reserved for runs selecting {selected}"
+
+
+def check(c: Check) -> Rejection | None:
+    view = c.facts.view
+    if view.cordon_reason is not None:
+        return Rejection(NAME, reasons.cordoned(view.cordon_reason))
+    if c.held:
+        return Rejection(NAME, HELD)
+    for reservation in label_reservations(view.reservations, c.now):
+        if not selects(c.needs, reservation.labels):
+            return Rejection(NAME, reserved_for_labels(reservation.labels))
+    return None

@@ -1,0 +1,33 @@
+"""Filter 3: capabilities the run needs. A run with an image needs `container`; a Mac does not
+report it, so it runs only its native engines."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from astraeus.shared import Capability
+
+from ..rejection import Rejection
+from .check import Check
+
+NAME: Final = "capabilities"
+
+
+def lacks_capability(capability: str) -> str:
+    return f"machine lacks capability {capability}"
+
+
+def needed(c: Check) -> list[str]:
+    wanted = [capability.value for capability in c.needs.ask.capabilities]
+    if c.needs.run.image is not None:
+        wanted.insert(0, Capability.CONTAINER.value)
+    return wanted
+
+
+def check(c: Check) -> Rejection | None:
+    report = c.facts.report
+    have = set(report.capabilities) if report else set()
+    for capability in needed(c):
+        if capability not in have:
+            return Rejection(NAME, lacks_capability(capability))
+    return None

@@ -1,0 +1,40 @@
+"""Filter 10: drives: they exist, are reachable from the machine, and fit at its data location."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..rejection import Rejection
+from ..units import gib
+from .check import Check
+
+NAME: Final = "drives"
+
+
+def no_such_drive(name: str) -> str:
+    return f"drive {name} does not exist"
+
+
+def unreachable(name: str) -> str:
+    return f"drive {name} is not reachable from this machine"
+
+
+def no_data_room(need: int, free: int) -> str:
+    return f"drives need {gib(need)} at the data location, {gib(free)} free"
+
+
+def check(c: Check) -> Rejection | None:
+    drives = c.needs.ask.drives
+    if not drives:
+        return None
+    for drive in drives:
+        if drive.name not in c.known_drives:
+            return Rejection(NAME, no_such_drive(drive.name))
+        if drive.name not in c.facts.reachable_drives:
+            return Rejection(NAME, unreachable(drive.name))
+    report = c.facts.report
+    free = report.data_free_bytes if report else None
+    need = c.needs.drive_bytes
+    if free is not None and need > free:
+        return Rejection(NAME, no_data_room(need, free))
+    return None

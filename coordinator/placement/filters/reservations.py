@@ -1,0 +1,49 @@
+"""Filter 11: machines reserved for another workspace, or soon reserved when the run has no time
+limit that ends first."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Final
+
+from ..model import Reservation
+from ..rejection import Rejection
+from ..reserving import active
+from .check import Check
+
+NAME: Final = "reservations"
+
+
+def reserved_for(workspace: str, until: datetime | None) -> str:
+    end = f" until {until.isoformat()}" if until else ""
+    return f"machine is reserved for workspace {workspace}{end}"
+
+
+def soon_reserved(workspace: str, starts_at: datetime) -> str:
+    return (
+        f"machine is reserved for workspace {workspace} from {starts_at.isoformat()}, "
+        "and the run has no time limit that ends before then"
+    )
+
+
+def check(c: Check) -> Rejection | None:
+    for reservation in c.facts.view.reservations:
+        rejection = _one(c, reservation)
+        if rejection is not None:
+            return rejection
+    return None
+
+
+def _one(c: Check, reservation: Reservation) -> Rejection | None:
+    workspace = reservation.workspace
+    if workspace is None or workspace == c.needs.run.workspace:
+        return None
+    if active(reservation, c.now):
+        return Rejection(NAME, reserved_for(workspace, reservation.ends_at))
+    starts_at = reservation.starts_at
+    if starts_at is None or (reservation.ends_at is not None and reservation.ends_at <= c.now):
+        return None
+    limit = c.needs.run.time_limit_seconds
+    if limit is not None and c.now + timedelta(seconds=limit) <= starts_at:
+        return None
+    return Rejection(NAME, soon_reserved(workspace, starts_at))

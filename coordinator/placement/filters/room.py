@@ -1,0 +1,34 @@
+"""Filter 7: free cores, then free memory, for the smallest worker the run could put here."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from ..rejection import Rejection
+from ..units import gib, number
+from .check import Check
+
+NAME: Final = "room"
+
+
+def insufficient_cpu(need: float, free: float) -> str:
+    return f"insufficient cpu: need {number(need)}, {number(free)} free"
+
+
+def insufficient_memory(need: int, free: int) -> str:
+    return f"insufficient memory: need {gib(need)}, {gib(free)} free"
+
+
+def check(c: Check) -> Rejection | None:
+    report, worker, free = c.facts.report, c.worker, c.free
+    if report is None:
+        return None
+    if worker.cpu_cores > free.cpu_cores:
+        room = worker.cpu_cores <= report.cpu_cores
+        text = insufficient_cpu(worker.cpu_cores, free.cpu_cores)
+        return Rejection(NAME, text, room, worker.cpu_cores, free.cpu_cores)
+    if worker.memory_bytes > free.memory_bytes:
+        room = worker.memory_bytes <= report.memory_bytes
+        text = insufficient_memory(worker.memory_bytes, free.memory_bytes)
+        return Rejection(NAME, text, room, worker.memory_bytes, free.memory_bytes)
+    return None

@@ -1,0 +1,34 @@
+"""Filter 4: the run's selection: `names`, `match_labels`, and the workspace's pools."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from astraeus.shared import labels, reasons
+
+from ..rejection import Rejection
+from .check import Check
+
+NAME: Final = "selection"
+NOT_NAMED: Final = "machine is not among the run's names"
+
+
+def in_no_pool(pools: tuple[str, ...]) -> str:
+    """One pool reads as the guide's `machine lacks label pool=h100`; several list them all."""
+    if len(pools) == 1:
+        return reasons.lacks_label(labels.POOL, pools[0])
+    listed = ", ".join(f"{labels.POOL}={pool}" for pool in pools)
+    return f"machine is in none of the workspace's pools: {listed}"
+
+
+def check(c: Check) -> Rejection | None:
+    needs, have = c.needs, c.facts.view.labels
+    if needs.names and c.facts.name not in needs.names:
+        return Rejection(NAME, NOT_NAMED)
+    for key, value in sorted(needs.match_labels.items()):
+        if have.get(key) != value:
+            return Rejection(NAME, reasons.lacks_label(key, value))
+    pools = needs.run.pools
+    if pools and have.get(labels.POOL) not in pools:
+        return Rejection(NAME, in_no_pool(pools))
+    return None

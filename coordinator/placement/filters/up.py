@@ -1,0 +1,30 @@
+"""Filter 1: up and reporting capacity; not under memory or disk pressure."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from astraeus.shared import PressureCondition, reasons
+
+from ..rejection import Rejection
+from .check import Check
+
+NAME: Final = "up"
+DOWN: Final = "machine is down"
+NEVER_REPORTED: Final = "machine has not reported"
+NO_CAPACITY: Final = "machine reports no cores or memory"
+PRESSURES: Final = (PressureCondition.MEMORY, PressureCondition.DISK)
+
+
+def check(c: Check) -> Rejection | None:
+    report = c.facts.report
+    if report is None:
+        return Rejection(NAME, NEVER_REPORTED)
+    if not c.facts.up:
+        return Rejection(NAME, DOWN)
+    if report.cpu_cores <= 0 or report.memory_bytes <= 0:
+        return Rejection(NAME, NO_CAPACITY)
+    for condition in PRESSURES:
+        if condition in report.conditions:
+            return Rejection(NAME, reasons.under_pressure(condition.value))
+    return None

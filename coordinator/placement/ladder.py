@@ -1,0 +1,163 @@
+"""The topology ladder, as data: the scheduler climbs down and stops at the first rung where the
+whole run fits. Every group also stays in one site, and within a `keep_within` boundary."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from astraeus.shared import Interconnect, KeepWithin, LinkLayer, NetworkKind
+
+from .needs import Needs
+
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One machine as the ladder sees it, for one run."""
+
+    name: str
+    site: str
+    rack: str | None
+    fabric: str | None
+    link: LinkLayer | None
+    nvlink_domain: str | None
+
+
+def _node(m: Member) -> Key | None:
+    return (m.name,)
+
+
+def _nvlink(m: Member) -> Key | None:
+    return (m.nvlink_domain,) if m.nvlink_domain else None
+
+
+def _fabric_rack(m: Member) -> Key | None:
+    return (m.fabric, m.link.value, m.rack) if m.fabric and m.link and m.rack else None
+
+
+def _fabric(m: Member) -> Key | None:
+    return (m.fabric, m.link.value) if m.fabric and m.link else None
+
+
+def _rdma_rack(m: Member) -> Key | None:
+    return (m.link.value, m.rack) if m.link and not m.fabric and m.rack else None
+
+
+def _rdma(m: Member) -> Key | None:
+    return (m.link.value,) if m.link and not m.fabric else None
+
+
+def _rack(m: Member) -> Key | None:
+    return (m.rack,) if m.rack else None
+
+
+def _anywhere(m: Member) -> Key | None:
+    return ()
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str
+    """Stable id, written to the run's `landing.rung`."""
+    title: str
+    """`one InfiniBand fabric`: how "Asked and got" names it."""
+    key: Callable[[Member], Key | None]
+    network: NetworkKind
+    single: bool = False
+    """Holds one machine only."""
+
+
+RUNGS: tuple[Rung, ...] = (
+    Rung("node", "one machine", _node, NetworkKind.LOCAL, single=True),
+    Rung("nvlink_domain", "one NVLink domain", _nvlink, NetworkKind.NVLINK),
+    Rung("fabric_rack", "one InfiniBand fabric and one rack", _fabric_rack, NetworkKind.INFINIBAND),
+    Rung("fabric", "one InfiniBand fabric", _fabric, NetworkKind.INFINIBAND),
+    Rung("rdma_rack", "RDMA in one rack", _rdma_rack, NetworkKind.RDMA),
+    Rung("rdma", "RDMA", _rdma, NetworkKind.RDMA),
+    Rung("rack", "one rack over Ethernet", _rack, NetworkKind.ETHERNET),
+    Rung("ethernet", "Ethernet", _anywhere, NetworkKind.ETHERNET),
+)
+
+FABRIC_RUNGS = frozenset({"fabric_rack", "fabric"})
+RDMA_RUNGS = frozenset({"fabric_rack", "fabric", "rdma_rack", "rdma"})
+
+_LAST_RUNG = {
+    Interconnect.AUTO: "ethernet",
+    Interconnect.RDMA: "rdma",
+    Interconnect.INFINIBAND: "fabric",
+    Interconnect.NVLINK: "nvlink_domain",
+}
+
+
+def allowed_rungs(needs: Needs) -> tuple[Rung, ...]:
+    """The rungs the run's rules allow, tightest first."""
+    if needs.keep_within is KeepWithin.NODE:
+        return RUNGS[:1]
+    last = _LAST_RUNG[needs.interconnect]
+    if needs.asks_rdma and last == "ethernet":
+        last = "rdma"
+    names = [rung.name for rung in RUNGS]
+    return RUNGS[: names.index(last) + 1]
+
+
+def group_key(rung: Rung, needs: Needs, m: Member) -> Key | None:
+    """The group a machine belongs to on a rung: one site, the `keep_within` boundary, the rung's
+    own key; None when the machine is not on that rung."""
+    own = rung.key(m)
+    if own is None:
+        return None
+    wrong_link = needs.link is not None and m.link is not needs.link
+    if rung.name in FABRIC_RUNGS and wrong_link:
+        return None
+    keep = _keep(needs.keep_within, m)
+    if keep is None:
+        return None
+    return (m.site, *keep, *own)
+
+
+def _keep(keep_within: KeepWithin | None, m: Member) -> Key | None:
+    if keep_within is None or keep_within is KeepWithin.NODE:
+        return ()
+    value = {
+        KeepWithin.NVLINK_DOMAIN: m.nvlink_domain,
+        KeepWithin.FABRIC: m.fabric,
+        KeepWithin.RACK: m.rack,
+    }[keep_within]
+    return (value,) if value else None
+
+
+def network(rung: Rung, m: Member) -> NetworkKind:
+    """The network a group lands on; a RoCE fabric is RDMA, not InfiniBand."""
+    if rung.name in FABRIC_RUNGS and m.link is LinkLayer.ETHERNET:
+        return NetworkKind.RDMA
+    return rung.network
+
+
+def where(rung: Rung, m: Member) -> tuple[str, str]:
+    """(landing `where`, the shape's `why` tail) for a group, named from one of its machines."""
+    fabric_title = "one InfiniBand fabric" if m.link is LinkLayer.INFINIBAND else "one RoCE fabric"
+    fabric_kind = "InfiniBand" if m.link is LinkLayer.INFINIBAND else "RoCE"
+    link = "InfiniBand" if m.link is LinkLayer.INFINIBAND else "RoCE"
+    site = f" in site {m.site}" if m.site else ""
+    match rung.name:
+        case "node":
+            return f"one machine, {m.name}", f"on {m.name}"
+        case "nvlink_domain":
+            return f"one NVLink domain, {m.nvlink_domain}", f"in NVLink domain {m.nvlink_domain}"
+        case "fabric_rack":
+            return (
+                f"{fabric_title} and one rack, {m.fabric} and {m.rack}",
+                f"on {fabric_kind} fabric {m.fabric} in rack {m.rack}",
+            )
+        case "fabric":
+            return f"{fabric_title}, {m.fabric}", f"on {fabric_kind} fabric {m.fabric}"
+        case "rdma_rack":
+            return f"RDMA in one rack, {m.rack}", f"over RDMA ({link}) in rack {m.rack}"
+        case "rdma":
+            return f"RDMA, {link}{site}", f"over RDMA ({link}){site}"
+        case "rack":
+            return f"one rack over Ethernet, {m.rack}", f"over Ethernet in rack {m.rack}"
+        case _:
+            return f"Ethernet{', site ' + m.site if m.site else ''}", f"over Ethernet{site}"

@@ -1,0 +1,117 @@
+"""What a run needs, derived once from its `requested_resources` and context."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from astraeus.shared import (
+    GpuRequests,
+    Interconnect,
+    KeepWithin,
+    LinkLayer,
+    RequestedResources,
+    SelectionMode,
+    Spread,
+)
+
+from .model import RunRequest
+
+
+@dataclass(frozen=True)
+class WorkerAsk:
+    """One worker's share: its GPUs, and the cores and memory that go with them."""
+
+    gpus: int
+    cpu_cores: float
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class Needs:
+    """The run's ask, read once: every filter, score and rung reads this, never the raw ask."""
+
+    run: RunRequest
+
+    @property
+    def ask(self) -> RequestedResources:
+        return self.run.ask
+
+    @cached_property
+    def gpus(self) -> int:
+        return self.ask.gpu_count
+
+    @cached_property
+    def gpu_requests(self) -> GpuRequests:
+        return self.ask.gpu_requests or GpuRequests()
+
+    @cached_property
+    def interconnect(self) -> Interconnect:
+        return self.ask.network.interconnect if self.ask.network else Interconnect.AUTO
+
+    @cached_property
+    def min_gbps(self) -> float | None:
+        return self.ask.network.min_gbps if self.ask.network else None
+
+    @cached_property
+    def asks_rdma(self) -> bool:
+        """The network asks for RDMA: `rdma` or `infiniband`, or an RDMA port speed."""
+        return self.interconnect in (Interconnect.RDMA, Interconnect.INFINIBAND) or bool(
+            self.min_gbps
+        )
+
+    @cached_property
+    def link(self) -> LinkLayer | None:
+        """The link layer the run insists on, if any."""
+        return LinkLayer.INFINIBAND if self.interconnect is Interconnect.INFINIBAND else None
+
+    @cached_property
+    def keep_within(self) -> KeepWithin | None:
+        return self.ask.topology.keep_within if self.ask.topology else None
+
+    @cached_property
+    def spread(self) -> Spread | None:
+        return self.ask.topology.spread if self.ask.topology else None
+
+    @cached_property
+    def mode(self) -> SelectionMode:
+        selection = self.ask.node_selection
+        return selection.mode if selection else SelectionMode.EXACT
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        selection = self.ask.node_selection
+        return frozenset(selection.names) if selection else frozenset()
+
+    @cached_property
+    def match_labels(self) -> dict[str, str]:
+        selection = self.ask.node_selection
+        return dict(selection.match_labels) if selection else {}
+
+    @cached_property
+    def drive_bytes(self) -> int:
+        return sum(drive.size_bytes for drive in self.ask.drives)
+
+    def worker(self, gpus: int) -> WorkerAsk:
+        """A worker with `gpus` GPUs: `per_gpu` scales with them, a fixed ask does not."""
+        per_gpu = self.ask.per_gpu
+        cores = float(self.ask.cpu_cores or 0)
+        memory = self.ask.memory_bytes or 0
+        if per_gpu is not None:
+            cores += float(per_gpu.cpu_cores) * gpus
+            memory += per_gpu.memory_bytes * gpus
+        return WorkerAsk(gpus=gpus, cpu_cores=cores, memory_bytes=memory)
+
+    def most_gpus(self, free_cores: float, free_memory: int) -> int:
+        """How many GPUs' worth of `per_gpu` cores and memory fit in what is free."""
+        fixed = self.worker(0)
+        per_gpu = self.ask.per_gpu
+        if fixed.cpu_cores > free_cores or fixed.memory_bytes > free_memory:
+            return -1
+        most = self.gpus
+        if per_gpu is not None and per_gpu.cpu_cores:
+            most = min(most, math.floor((free_cores - fixed.cpu_cores) / float(per_gpu.cpu_cores)))
+        if per_gpu is not None and per_gpu.memory_bytes:
+            most = min(most, (free_memory - fixed.memory_bytes) // per_gpu.memory_bytes)
+        return most

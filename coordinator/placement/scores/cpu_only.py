@@ -1,0 +1,14 @@
+"""CPU-only worker on a GPU machine: −30, so CPU work leaves GPU machines' cores to GPU runs."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .term import ScoreInput
+
+NAME: Final = "cpu_only_on_gpu_machine"
+POINTS: Final = -30
+
+
+def points(s: ScoreInput) -> int:
+    return POINTS if s.worker.gpus == 0 and s.facts.gpus else 0

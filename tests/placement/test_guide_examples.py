@@ -1,0 +1,145 @@
+"""One test per example in the product guide's GPUs and placement page."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, place
+from astraeus.coordinator.placement.fake_cluster import (
+    gpus,
+    machine,
+    rdma_port,
+    run,
+    snapshot,
+)
+from astraeus.shared import GpuHealthState, NetworkKind, RequestedResources
+
+NOW = datetime(2026, 10, 1, 9, 14, 2, 511843, tzinfo=UTC)
+
+FINETUNE = {
+    "gpu_requests": {
+        "count": 8,
+        "models": ["H100", "H200"],
+        "min_memory_gb": 80,
+        "healthy_only": True,
+        "min_per_machine": 8,
+    },
+    "per_gpu": {"cpu_cores": 12, "memory_bytes": 128849018880},
+}
+
+GUIDE_PLACEMENT_JSON = """{
+  "checked_nodes": 3,
+  "ready_nodes": 3,
+  "down_nodes": 0,
+  "closest": "gpu-02",
+  "nodes": [
+    { "name": "gpu-01", "state": "Up", "reasons": ["no H100 or H200 with at least 80 GB GPU"] },
+    { "name": "gpu-02", "state": "Up",
+      "reasons": ["insufficient gpus: need 8, 4 free and usable"] },
+    { "name": "gpu-03", "state": "Up", "reasons": ["machine is cordoned: firmware update"] }
+  ],
+  "evaluated_at": "2026-10-01T09:14:02.511843+00:00"
+}"""
+
+
+def three_machines() -> ClusterSnapshot:
+    a100 = gpus("gpu-01", 8, model="NVIDIA A100-SXM4-40GB", memory_gib=39.5)
+    return snapshot(
+        machine("gpu-01", gpu_list=a100),
+        machine(
+            "gpu-02",
+            cpu_cores=192,
+            memory_gib=2048,
+            used_gpus=range(4),
+            used_cores=48,
+            used_memory_gib=480,
+        ),
+        machine("gpu-03", cordon="firmware update"),
+    )
+
+
+def test_three_machine_pending_example_matches_guide_json() -> None:
+    """The guide's finetune run on its three machines waits with exactly the guide's JSON."""
+    result = place(run("finetune", ask=FINETUNE), three_machines(), NOW)
+    assert isinstance(result, Pending)
+    assert result.headline == "No machine fits: 3 of 3 machines ready"
+    got = json.loads(result.explanation.model_dump_json())
+    want = json.loads(GUIDE_PLACEMENT_JSON)
+    del got["evaluated_at"], want["evaluated_at"]
+    assert got == want
+    assert result.wanted_machines == ("gpu-02",)
+
+
+def test_finetune_ask_places_on_an_idle_h100_with_per_gpu_cores_and_memory() -> None:
+    """The guide's finetune ask takes all 8 GPUs of one H100 machine, with 8× the per-GPU ask."""
+    result = place(run("finetune", ask=FINETUNE), snapshot(machine("gpu-09")), NOW)
+    assert isinstance(result, Placement)
+    (worker,) = result.workers
+    assert worker.gpu_ids == tuple(f"GPU-gpu-09-{i}" for i in range(8))
+    assert worker.cpu_cores == 96
+    assert worker.memory_bytes == 8 * 128849018880
+
+
+def test_memory_ask_has_half_a_gigabyte_of_slack() -> None:
+    """An 80 GB H100 reporting 79.6 GB matches `min_memory_gb: 80`."""
+    ask = {"gpu_requests": {"count": 1, "min_memory_gb": 80}}
+    result = place(run(ask=ask), snapshot(machine("gpu-01")), NOW)
+    assert isinstance(result, Placement)
+
+
+def test_healthy_only_waits_naming_the_at_risk_gpus() -> None:
+    """With `healthy_only` a machine with 2 GPUs at risk says `needs 8 healthy GPUs, 6 free
+    (2 more free but at risk)`."""
+    risky = gpus("gpu-01", 8, at_risk=(6, 7))
+    ask = {"gpu_requests": {"count": 8, "healthy_only": True}}
+    result = place(run(ask=ask), snapshot(machine("gpu-01", gpu_list=risky)), NOW)
+    assert isinstance(result, Pending)
+    assert result.explanation.nodes[0].reasons == [
+        "needs 8 healthy GPUs, 6 free (2 more free but at risk)"
+    ]
+    assert result.headline == "needs 8 healthy GPUs, 6 free (2 more free but at risk)"
+
+
+def test_at_risk_gpus_are_used_only_when_no_healthy_one_is_free() -> None:
+    """Without `healthy_only`, a worker takes the healthy GPUs first, then the at-risk ones."""
+    risky = gpus("gpu-01", 8, at_risk=(0, 1))
+    ask = {"gpu_requests": {"count": 7}}
+    result = place(run(ask=ask), snapshot(machine("gpu-01", gpu_list=risky)), NOW)
+    assert isinstance(result, Placement)
+    assert result.workers[0].gpu_ids[:6] == tuple(f"GPU-gpu-01-{i}" for i in range(2, 8))
+    assert result.workers[0].gpu_ids[6] == "GPU-gpu-01-0"
+    assert risky[0].health.state is GpuHealthState.AT_RISK
+
+
+def test_machines_must_divide_the_gpu_count() -> None:
+    """`machines: 5` with 12 GPUs is refused with the guide's `Cannot plan workers` text."""
+    with pytest.raises(ValidationError, match="cannot evenly distribute 12 gpus across 5 machines"):
+        RequestedResources.model_validate({"gpu_requests": {"count": 12}, "machines": 5})
+
+
+def test_two_by_eight_on_one_infiniband_fabric_says_why() -> None:
+    """16 GPUs on two idle 8-GPU machines of fabric ib-0 land as the guide's example shape."""
+    snap = snapshot(*(machine(f"gpu-0{i}", ports=[rdma_port()], fabric="ib-0") for i in (1, 2)))
+    result = place(run(ask={"gpu_requests": {"count": 16}}), snap, NOW)
+    assert isinstance(result, Placement)
+    assert result.shape.model_dump() == {
+        "tasks": 2,
+        "gpus_each": 8,
+        "why": "2 machines × 8 GPUs on InfiniBand fabric ib-0",
+    }
+    assert result.landing.where == "one InfiniBand fabric, ib-0"
+    assert result.network is NetworkKind.INFINIBAND
+
+
+def test_four_by_four_in_one_fabric_beats_two_by_eight_over_ethernet() -> None:
+    """A 4×4 inside one InfiniBand fabric beats a 2×8 over Ethernet."""
+    fabric = [
+        machine(f"ib-{i}", ports=[rdma_port()], fabric="ib-0", used_gpus=range(4)) for i in range(4)
+    ]
+    ethernet = [machine(f"eth-{i}") for i in range(2)]
+    result = place(run(ask={"gpu_requests": {"count": 16}}), snapshot(*fabric, *ethernet), NOW)
+    assert isinstance(result, Placement)
+    assert (result.shape.tasks, result.shape.gpus_each) == (4, 4)
+    assert result.landing.machines == ["ib-0", "ib-1", "ib-2", "ib-3"]
