@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 
-from astraeus.shared import GpuHealthState
+from astraeus.shared import GpuHealthState, SelectionMode
 
 from . import gpu_match, scores
 from .cluster import Cluster
@@ -48,6 +49,8 @@ class Decision:
         self._supply: dict[int, gpu_match.Supply] = {}
         self._caps: dict[int, int] = {}
         self._scores: dict[tuple[int, int, bool], int] = {}
+        if self.needs.mode is SelectionMode.ALL and not self.needs.gpus:
+            self.options = (ShapeOption(self._every_machine(), 0),)
 
     def rejection(self, i: int) -> Rejection | None:
         """The first filter keeping machine `i` out of the run's smallest worker, or None."""
@@ -87,19 +90,28 @@ class Decision:
             return False
         return prepared.late(i) is None
 
+    def _every_machine(self) -> int:
+        """`mode: All`: one worker on every machine that can take one, in the site with most."""
+        sites = Counter(self.cluster.facts[i].site for i in self.eligible)
+        return max(sites.values(), default=1)
+
     @cached_property
     def eligible(self) -> list[int]:
         """Machines no filter rejects, in name order."""
         return [i for i in range(len(self.free)) if self.passes(i)]
 
     def explained_gpus(self) -> int:
-        """The worker an explanation checks: the smallest of any shape that enough machines
-        could hold if idle (call on an idle decision); else that of the fewest-machines shape."""
+        """The worker an explanation checks (call on an idle decision): the smallest of any
+        shape that enough machines could hold if idle. When none could, and sizes are what
+        stops it, that of the fewest-machines shape, so machines tell how short they fall;
+        when no machine takes even the smallest worker, the smallest, so they tell why."""
         for option in sorted(self.options, key=lambda option: option.gpus_each):
             holders = sum(self.cap(i) >= option.gpus_each for i in self.eligible)
             if holders >= option.tasks:
                 return option.gpus_each
-        return self.options[0].gpus_each if self.options else self.needs.gpus
+        if not self.options or not self.eligible:
+            return self.smallest.gpus
+        return self.options[0].gpus_each
 
     def cap(self, i: int) -> int:
         """The most GPUs one worker of this run can get on machine `i` (1 for a CPU worker)."""

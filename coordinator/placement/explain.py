@@ -23,11 +23,16 @@ def pending(
     wanted: tuple[str, ...] = (),
     patience_remaining: int | None = None,
     waits_for: str | None = None,
+    unplannable: Rejection | None = None,
 ) -> Pending:
     """The explanation; `wanted` empty means no machine could ever take the run, so no machine
-    is the closest. `waits_for` is the headline of a run that waits for a tighter rung."""
+    is the closest. `waits_for` is the headline of a run that waits for a tighter rung;
+    `unplannable` is every machine's reason when the run's rules leave it no shape at all."""
     facts = now.cluster.facts
-    rejections = [now.rejection(i) or survivor(i) for i in range(len(facts))]
+    if unplannable is not None:
+        rejections = [unplannable] * len(facts)
+    else:
+        rejections = [now.rejection(i) or survivor(i) for i in range(len(facts))]
     # Plain dicts validated in one call: one model per machine costs more than the decision.
     nodes = [
         {"name": machine.name, "state": _state(machine.up), "reasons": [rejection.reason]}

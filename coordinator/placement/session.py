@@ -9,10 +9,12 @@ from .cluster import Cluster
 from .decision import Decision
 from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
 from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
+from .filters import topology
 from .free_index import FreeIndex
 from .model import ClusterSnapshot, Pending, Placement, RunRequest
 from .needs import Needs
 from .prepared import Prepared
+from .rejection import Rejection
 from .scores import Home, ScoreInput
 
 
@@ -43,6 +45,9 @@ class PlacementSession:
         needs = Needs(run)
         prepared = self._prepare(needs, now, exclude)
         current = Decision(prepared, self._free, self._free_index.free_gpus)
+        if not current.options:
+            never = Rejection(topology.NAME, topology.no_even_split(needs.gpus))
+            return explain.pending(current, current, survivors.waiting(""), now, unplannable=never)
         rungs = ladder.allowed_rungs(needs)
         choice = gang.search(current, rungs, self._free_index)
         if choice is not None:
