@@ -24,6 +24,8 @@ class Cluster:
     drive_homes: dict[str, tuple[Home, ...]]
     label_reservations: bool = False
     """Some machine is reserved for labels (its runs may score up to +95 for it)."""
+    most_gpus: int = 0
+    """The most GPUs any machine has: no worker can get more."""
     _groups: dict[tuple[object, ...], Groups] = field(default_factory=dict)
 
     def groups(self, rung: ladder.Rung, needs: Needs) -> Groups:

@@ -46,6 +46,7 @@ class Decision:
         )
         self._rejections: dict[int, Rejection | None] = {}
         self._passes: dict[int, bool] = {}
+        self._verdicts: dict[tuple[object, ...], Rejection | None] = {}
         self._supply: dict[int, gpu_match.Supply] = {}
         self._caps: dict[int, int] = {}
         self._scores: dict[tuple[int, int, bool], int] = {}
@@ -61,6 +62,26 @@ class Decision:
         return self._rejections[i]
 
     def _dynamic(self, i: int) -> Rejection | None:
+        """Filters 6–8. Their verdict depends only on the numbers in the key (for a fixed run
+        and worker), and many machines share them, so each verdict is written once."""
+        facts, free = self.cluster.facts[i], self.free[i]
+        if self.needs.gpu_requests.ids or facts.report is None:
+            return self._dynamic_check(i)
+        supply = self.supply(i) if self.needs.gpus else None
+        counts = supply.counts if supply else ()
+        key = (
+            not self.idle and self.needs.run.name in facts.view.workers,
+            facts.report.cpu_cores,
+            facts.report.memory_bytes,
+            free.cpu_cores,
+            free.memory_bytes,
+            *counts,
+        )
+        if key not in self._verdicts:
+            self._verdicts[key] = self._dynamic_check(i)
+        return self._verdicts[key]
+
+    def _dynamic_check(self, i: int) -> Rejection | None:
         check = Check(
             needs=self.needs,
             facts=self.cluster.facts[i],

@@ -37,6 +37,8 @@ def search(
         for option in decision.options:
             if rung.single != (option.tasks == 1):
                 continue
+            if option.gpus_each > decision.cluster.most_gpus:
+                continue
             if rung.single:
                 best = _single(decision, option, index)
             else:

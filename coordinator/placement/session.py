@@ -135,7 +135,8 @@ class PlacementSession:
         known = frozenset().union(*(facts.reachable_drives for facts in self._facts))
         homes = _drive_homes(self._facts, places)
         reserved = any(r.labels for facts in self._facts for r in facts.view.reservations)
-        return Cluster(self._facts, places, members, known, homes, reserved)
+        most = max((len(facts.gpus) for facts in self._facts), default=0)
+        return Cluster(self._facts, places, members, known, homes, reserved, most)
 
 
 def _drive_homes(
