@@ -103,7 +103,7 @@ class Decision:
         prepared, needs = self.prepared, self.needs
         if self.free_gpus[i] < self.smallest.gpus or prepared.early(i) is not None:
             return False
-        if needs.gpu_requests.ids or (needs.gpus and self.smallest.gpus == 0):
+        if needs.gpu_requests.ids:
             return self.rejection(i) is None
         if not self.idle and needs.run.name in self.cluster.facts[i].view.workers:
             return self.rejection(i) is None

@@ -6,7 +6,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Placement, place
+from astraeus.coordinator.placement import (
+    ClusterSnapshot,
+    MachineView,
+    Placement,
+    place,
+    score_breakdown,
+)
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import GpuHealthState
 
@@ -133,3 +139,32 @@ def test_no_tighter_rung_could_have_held_it(snap: ClusterSnapshot, ask: dict[str
         if last < landed:
             tighter = place(run(ask={**ask, **rule}), snap, NOW)
             assert not isinstance(tighter, Placement), (rule, tighter)
+
+
+def total_score(ask: dict[str, Any], view: MachineView, snap: ClusterSnapshot) -> int:
+    gpus_taken = ask["gpu_requests"]["count"]
+    breakdown = score_breakdown(run(ask=ask), view, gpus_taken, now=NOW, snapshot=snap)
+    return sum(points for _name, points in breakdown)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snap=clusters(), ask=asks())
+def test_single_worker_takes_the_best_scoring_machine(
+    snap: ClusterSnapshot, ask: dict[str, Any]
+) -> None:
+    """A one-worker run lands on a machine no other able machine outscores (ties by name),
+    although the session searches its index rather than scoring every machine."""
+    count = ask["gpu_requests"]["count"]
+    ask = {**ask, "gpu_requests": {**ask["gpu_requests"], "min_per_machine": count}}
+    result = place(run(ask=ask), snap, NOW)
+    if not isinstance(result, Placement):
+        return
+    (chosen,) = result.landing.machines
+    by_name = views(snap)
+    best = total_score(ask, by_name[chosen], snap)
+    for view in snap.machines:
+        alone = place(run(ask=ask), snapshot(view), NOW)
+        if view.name == chosen or not isinstance(alone, Placement):
+            continue
+        score = total_score(ask, view, snap)
+        assert score < best or (score == best and chosen < view.name), (view.name, score, best)
