@@ -20,7 +20,12 @@ from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import ClusterSnapshot, Placement
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import Waiting, commit_pass, mark_lost
+from astraeus.coordinator.store.commit import (
+    Waiting,
+    commit_pass,
+    drop_unused_explanations,
+    mark_lost,
+)
 from astraeus.coordinator.store.queue import (
     Parsed,
     QueueItem,
@@ -96,12 +101,14 @@ class Scheduler:
         placed or still pending, never half placed."""
         committed = 0
         placed, waiting = decisions.placed, decisions.waiting
+        stored: dict[int, int] = {}
         for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
             end = start + COMMIT_CHUNK
             committed += commit_pass(
-                self._store.database, placed[start:end], waiting[start:end], now
+                self._store.database, placed[start:end], waiting[start:end], now, stored
             )
             await asyncio.sleep(0)
+        drop_unused_explanations(self._store.database)
         return committed
 
     async def _decide(
