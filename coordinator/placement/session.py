@@ -141,7 +141,13 @@ class PlacementSession:
             (f.report.cpu_cores, f.report.memory_bytes) if f.report else (0.0, 0)
             for f in self._facts
         ]
-        return Cluster(self._facts, places, members, known, homes, reserved, most, names, capacity)
+        largest = (
+            max((cores for cores, _memory in capacity), default=0.0),
+            max((memory for _cores, memory in capacity), default=0),
+        )
+        return Cluster(
+            self._facts, places, members, known, homes, reserved, most, largest, names, capacity
+        )
 
 
 def _drive_homes(
