@@ -77,7 +77,10 @@ class ProcessLauncher:
             return False
         child = self._children.get(record.pid)
         if child is not None:
-            return child.poll() is None  # also reaps it
+            if child.poll() is None:  # also reaps it
+                return True
+            del self._children[record.pid]
+            return False
         return proc_alive(record.pid, record.pid_start)
 
 

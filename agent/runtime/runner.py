@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from subprocess import SubprocessError
 from typing import Any
 
 from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
@@ -128,7 +129,7 @@ class Runner:
         self._set(record, TaskState.STARTING)
         try:
             launched = self._launch(record, report)
-        except (WorkerEnvironmentError, CannotStartError, OSError) as error:
+        except (WorkerEnvironmentError, CannotStartError, OSError, SubprocessError) as error:
             log.warning("task %s cannot start: %s", assignment.task, error)
             self._end(record, TaskState.FAILED, message=str(error))
             return

@@ -49,7 +49,9 @@ class StateDir:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        (root / "tasks").mkdir(parents=True, exist_ok=True)
+        # Specs hold the workers' environments, which may carry the users' secrets.
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (root / "tasks").mkdir(mode=0o700, exist_ok=True)
 
     def task_dir(self, task: str) -> Path:
         return self.root / "tasks" / UNSAFE.sub("_", task)

@@ -1,14 +1,15 @@
 """Real workers started by the real runner, for assignments from a coordinator on loopback."""
 
+import asyncio
 import json
 import resource
 import signal
 from pathlib import Path
 
 import pytest
-from runtime_rig import Coordinator, Harness, assignment, python, until, uuid
+from runtime_rig import Coordinator, Harness, assignment, machine_report, python, until, uuid
 
-from astraeus.shared import TaskState
+from astraeus.shared import MachineReport, TaskState
 
 REPORT_SELF = (
     "import json, os, resource, sys\n"
@@ -222,3 +223,35 @@ async def test_unplaceable_assignment_fails_with_the_reason(
 def test_signal_numbers_are_linux() -> None:
     """The table above assumes Linux signal numbers (SIGSEGV 11, SIGKILL 9)."""
     assert (signal.SIGSEGV, signal.SIGKILL) == (11, 9)
+
+
+async def test_finished_task_is_forgotten_once_the_coordinator_has_it_all(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """After its end is acknowledged and its log shipped, a task leaves the state directory."""
+    coordinator.assignments["t-0"] = assignment("t-0", python("print('bye')"))
+    agent = await harness.start()
+    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until(lambda: "t-0" not in agent.runner.records, "t-0 to be forgotten")
+    assert coordinator.log("t-0") == "bye\n"
+    assert list((harness.state_dir / "tasks").iterdir()) == []
+
+
+async def test_a_failing_scan_does_not_stop_the_agent(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """A scan that raises is a failed report, retried with backoff; the agent carries on."""
+    calls: list[int] = []
+
+    def flaky_scan() -> MachineReport:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("sysfs went away")
+        return machine_report()
+
+    agent = harness.build(flaky_scan)
+    task = asyncio.create_task(agent.run(harness.stop))
+    await until(lambda: coordinator.reports >= 1, "a successful report")
+    harness.stop.set()
+    await task
+    assert (len(calls) >= 2, agent.failures) == (True, 0)
