@@ -13,7 +13,7 @@ from typing import Any
 from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
-from .launch import Launcher
+from .launch import Launched, Launcher
 from .logs import next_chunk
 from .spec import CannotStartError, Files, shim_spec, worker_env
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
@@ -24,6 +24,8 @@ CANCELLED = "cancelled"
 UNASSIGNED = "cancelled: no longer assigned by the coordinator"
 TERMINATED = "stopped with SIGTERM"
 KILLED = "killed with SIGKILL after the grace period"
+MESSAGE_CHARS = 4096
+"""The most a task update's message may hold."""
 LOST = "exit status unknown: the worker ended while nothing was left to record it"
 
 
@@ -139,7 +141,7 @@ class Runner:
         self.state.save(record)
         log.info("task %s started (%s, pid %d)", assignment.task, self.launcher.name, launched.pid)
 
-    def _launch(self, record: TaskRecord, report: MachineReport) -> Any:
+    def _launch(self, record: TaskRecord, report: MachineReport) -> Launched:
         assignment = record.assignment
         worker = worker_environment(
             assignment,
@@ -196,8 +198,8 @@ class Runner:
         elif code == 0:
             self._end(record, TaskState.SUCCEEDED, exit_code=0)
         elif sig is not None:
-            name = signal.Signals(sig).name
-            self._end(record, TaskState.FAILED, signal=sig, message=f"killed by signal {name}")
+            message = f"killed by signal {signal_name(sig)}"
+            self._end(record, TaskState.FAILED, signal=sig, message=message)
         else:
             self._end(record, TaskState.FAILED, exit_code=code, message=f"exited with code {code}")
 
@@ -222,6 +224,8 @@ class Runner:
         log.info("task %s %s %s", record.task, state.value, detail.get("message") or "")
 
     def _set(self, record: TaskRecord, state: TaskState, **detail: Any) -> None:
+        if detail.get("message"):
+            detail["message"] = detail["message"][:MESSAGE_CHARS]
         record.state = state
         self.state.save(record)
         at = datetime.fromtimestamp(self.clock(), UTC)
@@ -239,3 +243,11 @@ class Runner:
     def _logs_shipped(self, record: TaskRecord) -> bool:
         log_file = self._files(record.task).log
         return not log_file.exists() or record.log_shipped >= log_file.stat().st_size
+
+
+def signal_name(number: int) -> str:
+    """`SIGSEGV` for 11; the number itself for one Python has no name for (real-time signals)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

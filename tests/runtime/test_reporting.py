@@ -13,6 +13,7 @@ from astraeus.agent.runtime import Outbox
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
 from astraeus.agent.runtime.logs import next_chunk
 from astraeus.agent.runtime.loop import backoff_delay
+from astraeus.agent.runtime.runner import signal_name
 from astraeus.shared import AgentReport, TaskState
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -126,3 +127,15 @@ async def test_client_rejects_a_reply_that_is_not_one(aiohttp_server: Any) -> No
             await client.report(_body())
     assert "is not a ReportReply" in str(caught.value)
     assert "acked_seq" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("number", "name"),
+    [
+        pytest.param(11, "SIGSEGV", id="named"),
+        pytest.param(40, "40", id="real-time"),
+    ],
+)
+def test_signal_name(number: int, name: str) -> None:
+    """Signals are named as Linux names them; one without a name keeps its number."""
+    assert signal_name(number) == name
