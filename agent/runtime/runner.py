@@ -14,7 +14,7 @@ from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from .launch import Launched, Launcher
-from .logs import next_chunk
+from .logs import CHUNK_BYTES, next_chunk
 from .spec import CannotStartError, Files, shim_spec, worker_env
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
 
@@ -24,6 +24,8 @@ CANCELLED = "cancelled"
 UNASSIGNED = "cancelled: no longer assigned by the coordinator"
 TERMINATED = "stopped with SIGTERM"
 KILLED = "killed with SIGKILL after the grace period"
+REPORT_LOG_BYTES = 4 * 1024 * 1024
+"""At most this much log in one report, across tasks, so a report stays a few MiB."""
 MESSAGE_CHARS = 4096
 """The most a task update's message may hold."""
 LOST = "exit status unknown: the worker ended while nothing was left to record it"
@@ -90,17 +92,21 @@ class Runner:
 
     def log_chunks(self) -> list[LogChunk]:
         """The next piece of every task's log that the coordinator has not received."""
-        chunks, self.shipped = [], {}
+        chunks, self.shipped, room = [], {}, REPORT_LOG_BYTES
         for record in self.records.values():
             found = next_chunk(
                 record.task,
                 self._files(record.task).log,
                 record.log_shipped,
                 final=record.state.ended,
+                limit=min(CHUNK_BYTES, room),
             )
             if found:
                 chunks.append(found[0])
                 self.shipped[record.task] = found[1]
+                room -= found[1] - record.log_shipped
+            if room <= 0:
+                break  # the rest goes in the next report
         return chunks
 
     def logs_received(self) -> None:

@@ -7,13 +7,15 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from runtime_rig import TOKEN, Coordinator, free_port, machine_report
+from runtime_rig import TOKEN, Coordinator, assignment, free_port, machine_report
 
-from astraeus.agent.runtime import Outbox
+from astraeus.agent.runtime import Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
+from astraeus.agent.runtime.launch import ProcessLauncher
 from astraeus.agent.runtime.logs import next_chunk
 from astraeus.agent.runtime.loop import backoff_delay
 from astraeus.agent.runtime.runner import signal_name
+from astraeus.agent.runtime.state import TaskRecord
 from astraeus.shared import AgentReport, TaskState
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -139,3 +141,18 @@ async def test_client_rejects_a_reply_that_is_not_one(aiohttp_server: Any) -> No
 def test_signal_name(number: int, name: str) -> None:
     """Signals are named as Linux names them; one without a name keeps its number."""
     assert signal_name(number) == name
+
+
+def test_one_report_carries_at_most_4_mib_of_logs(tmp_path: Path) -> None:
+    """256 KiB per task and 4 MiB per report; the rest waits for the next report."""
+    state = StateDir(tmp_path)
+    for i in range(20):
+        record = TaskRecord(assignment=assignment(f"t-{i}", ["x"]), state=TaskState.SUCCEEDED)
+        state.save(record)
+        state.path(record.task, "output.log").write_bytes(b"x" * 300 * 1024)
+    runner = Runner(state, Outbox(tmp_path / "outbox.json"), ProcessLauncher(), RunnerConfig())
+    chunks = runner.log_chunks()
+    assert [len(c.data) for c in chunks] == [256 * 1024] * 16
+    runner.logs_received()
+    second = [len(c.data) for c in runner.log_chunks()]
+    assert second == [44 * 1024] * 16 + [256 * 1024] * 4

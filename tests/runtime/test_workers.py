@@ -3,7 +3,6 @@
 import asyncio
 import json
 import resource
-import signal
 from pathlib import Path
 
 import pytest
@@ -220,11 +219,6 @@ async def test_unplaceable_assignment_fails_with_the_reason(
     assert coordinator.states("t-0") == [TaskState.STARTING, TaskState.FAILED]
 
 
-def test_signal_numbers_are_linux() -> None:
-    """The table above assumes Linux signal numbers (SIGSEGV 11, SIGKILL 9)."""
-    assert (signal.SIGSEGV, signal.SIGKILL) == (11, 9)
-
-
 async def test_finished_task_is_forgotten_once_the_coordinator_has_it_all(
     harness: Harness, coordinator: Coordinator
 ) -> None:
@@ -254,4 +248,5 @@ async def test_a_failing_scan_does_not_stop_the_agent(
     await until(lambda: coordinator.reports >= 1, "a successful report")
     harness.stop.set()
     await task
-    assert (len(calls) >= 2, agent.failures) == (True, 0)
+    assert len(calls) >= 2
+    assert agent.failures == 0
