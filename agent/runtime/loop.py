@@ -65,13 +65,22 @@ class Agent:
         active = sum(not r.state.ended for r in self.runner.records.values())
         if active:
             log.info("found %d workers started before this agent; watching them again", active)
-        pinger = asyncio.create_task(self._watchdog(stop))
+        # A report in flight (up to its 30 s timeout) must not delay a stop: it is cancelled, which
+        # is safe because nothing is acknowledged or shipped until its reply has arrived.
+        tasks = [
+            asyncio.create_task(self._loop(stop)),
+            asyncio.create_task(self._watchdog(stop)),
+            asyncio.create_task(stop.wait()),
+        ]
         try:
-            await self._loop(stop)
+            await asyncio.wait([tasks[0], tasks[2]], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            pinger.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pinger
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        error = None if tasks[0].cancelled() else tasks[0].exception()
+        if error is not None:
+            raise error
 
     async def _loop(self, stop: asyncio.Event) -> None:
         next_report = time.monotonic()

@@ -103,6 +103,9 @@ class Coordinator:
     updates: dict[int, TaskUpdate] = field(default_factory=dict)
     logs: dict[str, bytearray] = field(default_factory=dict)
     reports: int = 0
+    arrived: int = 0
+    hold: asyncio.Event | None = None
+    """While set to an unset event, reports are received but not answered."""
     port: int = 0
     runner: web.AppRunner | None = None
 
@@ -121,6 +124,9 @@ class Coordinator:
         return bytes(self.logs.get(task, b"")).decode()
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.arrived += 1
+        if self.hold is not None:
+            await self.hold.wait()
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response({"error": "bad token"}, status=401)
         body = AgentReport.model_validate(await request.json())

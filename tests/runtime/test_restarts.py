@@ -119,3 +119,16 @@ async def test_coordinator_outage_during_a_run_loses_nothing(
     await until(lambda: "done" in coordinator.log("t-0"), "the whole log")
     assert coordinator.log("t-0") == "waiting\ndone\n"
     await until(lambda: agent.runner.outbox.pending == [], "every update to be acknowledged")
+
+
+async def test_stop_does_not_wait_for_a_report_in_flight(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """A stop during a report that gets no answer ends the agent at once, not at the timeout."""
+    coordinator.hold = asyncio.Event()
+    await harness.start()
+    await until(lambda: coordinator.arrived >= 1, "a report to arrive")
+    await asyncio.wait_for(harness.halt(), timeout=10)
+    assert harness.task is not None
+    assert harness.task.done()
+    coordinator.hold.set()
