@@ -15,7 +15,7 @@ from typing import Protocol
 
 from astraeus.shared import Assignment
 
-from .state import UNSAFE, TaskRecord
+from .state import TaskRecord, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class SystemdLauncher:
     name = "systemd"
 
     def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched:
-        unit = unit_name(record.assignment)
+        unit = worker_name(record.assignment)
         command = systemd_run_command(unit, record.assignment, shim_command(spec))
         subprocess.run(command, check=True, capture_output=True, env=_shim_env())  # noqa: S603
         shown = subprocess.run(  # noqa: S603
@@ -112,10 +112,6 @@ class SystemdLauncher:
 
     def alive(self, record: TaskRecord) -> bool:
         return record.pid is not None and proc_alive(record.pid, record.pid_start)
-
-
-def unit_name(assignment: Assignment) -> str:
-    return f"astraeus-{UNSAFE.sub('_', assignment.workspace)}-{UNSAFE.sub('_', assignment.task)}"
 
 
 def systemd_run_command(unit: str, assignment: Assignment, command: list[str]) -> list[str]:

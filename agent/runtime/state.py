@@ -12,6 +12,7 @@ Layout (every JSON file replaced atomically):
 import json
 import os
 import re
+import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from pydantic import BaseModel, Field
 from astraeus.shared import Assignment, TaskState, TaskUpdate
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def worker_name(assignment: Assignment) -> str:
+    """`astraeus-<workspace>-<task>`: the worker's unit or container name, safe for both."""
+    return f"astraeus-{UNSAFE.sub('_', assignment.workspace)}-{UNSAFE.sub('_', assignment.task)}"
 
 
 class TaskRecord(BaseModel):
@@ -72,10 +78,8 @@ class StateDir:
         return found
 
     def remove(self, task: str) -> None:
-        folder = self.task_dir(task)
-        for child in folder.iterdir():
-            child.unlink()
-        folder.rmdir()
+        """The task's folder, with whatever its worker left in it (its working directory)."""
+        shutil.rmtree(self.task_dir(task), ignore_errors=True)
 
 
 class Outbox:

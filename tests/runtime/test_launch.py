@@ -21,9 +21,9 @@ from astraeus.agent.runtime.launch import (
     proc_alive,
     proc_start_time,
     systemd_run_command,
-    unit_name,
 )
 from astraeus.agent.runtime.main import uverbs_nodes
+from astraeus.agent.runtime.state import worker_name
 from astraeus.shared import SCHEMA_VERSION, MachineReport
 
 
@@ -57,7 +57,7 @@ def test_launcher_choice_is_logged(caplog: pytest.LogCaptureFixture) -> None:
 def test_systemd_run_command() -> None:
     """A worker's unit: unlimited memlock, its CPU and memory, collected when it ends."""
     task = assignment("train-3", ["python"], cpu_cores=12.5, memory_bytes=64 * 1024**3)
-    unit = unit_name(task)
+    unit = worker_name(task)
     assert systemd_run_command(unit, task, ["shim", "spec.json"]) == [
         "systemd-run",
         "--unit=astraeus-vision-train-3",
@@ -107,7 +107,7 @@ SHARED = [
     "run",
     "--rm",
     "--name",
-    "astraeus-t-0",
+    "astraeus-vision-t-0",
     "--network=host",
     "--shm-size=1073741824",
     "--ulimit",
