@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import os
+import re
 import resource
 import shutil
 import signal
@@ -144,12 +145,22 @@ def choose_launcher(*, pid1: str | None = None, which: Which = shutil.which) -> 
     return ProcessLauncher()
 
 
-def memlock() -> str:
+CAP_SYS_RESOURCE = 24
+
+
+def memlock(status: Path = Path("/proc/self/status")) -> str:
     """How far a worker's locked-memory limit can be raised from here, in words for the log."""
     _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    if hard == resource.RLIM_INFINITY or os.geteuid() == 0:
+    if hard == resource.RLIM_INFINITY or _has_capability(status, CAP_SYS_RESOURCE):
         return "locked memory: unlimited"
-    return f"locked memory: raised to the hard limit {hard} bytes (unlimited needs root)"
+    return (
+        f"locked memory: raised to the hard limit {hard} bytes (unlimited needs CAP_SYS_RESOURCE)"
+    )
+
+
+def _has_capability(status: Path, bit: int) -> bool:
+    found = re.search(r"^CapEff:\s*([0-9a-fA-F]+)$", status.read_text(), re.M)
+    return found is not None and bool(int(found.group(1), 16) >> bit & 1)
 
 
 def proc_start_time(pid: int, proc: Path = Path("/proc")) -> int | None:

@@ -1,5 +1,6 @@
 """Choosing how workers are started, and the exact systemd-run and container command lines."""
 
+import resource
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from astraeus.agent.runtime import (
 from astraeus.agent.runtime.launch import (
     ProcessLauncher,
     SystemdLauncher,
+    memlock,
     proc_alive,
     proc_start_time,
     systemd_run_command,
@@ -192,3 +194,24 @@ def test_uverbs_nodes_from_sysfs(tmp_path: Path) -> None:
         "ibp12s0": "/dev/infiniband/uverbs3",
         "mlx5_0": "/dev/infiniband/uverbs0",
     }
+
+
+@pytest.mark.parametrize(
+    ("capeff", "unlimited"),
+    [
+        pytest.param("000001ffffffffff", True, id="cap-sys-resource"),
+        pytest.param("000001fffeffffff", False, id="root-in-a-container-without-it"),
+    ],
+)
+def test_memlock_log_reads_the_capability(tmp_path: Path, capeff: str, unlimited: bool) -> None:
+    """Unlimited locked memory is announced only with CAP_SYS_RESOURCE (or no hard limit)."""
+    status = tmp_path / "status"
+    status.write_text(f"Name:\tastraeus-agent\nCapEff:\t{capeff}\n")
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    expected = (
+        "locked memory: unlimited"
+        if unlimited or hard == resource.RLIM_INFINITY
+        else f"locked memory: raised to the hard limit {hard} bytes (unlimited needs "
+        "CAP_SYS_RESOURCE)"
+    )
+    assert memlock(status) == expected
