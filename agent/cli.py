@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -108,9 +109,13 @@ def serve(args: argparse.Namespace) -> int:
         runner = web.AppRunner(create_app(service))
         await runner.setup()
         await web.TCPSite(runner, args.host, args.port).start()
-        print(f"astraeus-agent: serving on http://{args.host}:{args.port}/v1/machine", flush=True)
+        host, port = runner.addresses[0][:2]  # the real port when --port 0
+        print(f"astraeus-agent: serving on http://{host}:{port}/v1/machine", flush=True)
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         try:
-            await asyncio.Event().wait()
+            await stop.wait()
         finally:
             await runner.cleanup()
             await service.stop()
@@ -141,3 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"astraeus-agent {args[0]}: {exc}", file=sys.stderr)
         return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
