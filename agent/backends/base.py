@@ -46,6 +46,8 @@ class GpuSample:
     pcie_gen: int | None = None
     pcie_width: int | None = None
     nvlinks_down: list[int] = field(default_factory=list)
+    clock_event_reasons: int | None = None
+    """NVML's clock event ("throttle") reasons bitmask right now."""
     fabric: FabricSample | None = None
     xgmi_hive: str | None = None
     unavailable: list[str] = field(default_factory=list)

@@ -147,6 +147,7 @@ class NvmlBackend:
 
     def _throttle(self, h: Any, s: GpuSample) -> None:
         lib = self.lib
+        s.clock_event_reasons = self._optional(s, lib.nvmlDeviceGetCurrentClocksEventReasons, h)
         for key, policy in (
             ("thermal_ns", lib.NVML_PERF_POLICY_THERMAL),
             ("power_ns", lib.NVML_PERF_POLICY_POWER),

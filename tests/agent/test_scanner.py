@@ -76,7 +76,7 @@ def test_at_risk_machine_over_time(
         "PCIe replays: 41/min, above 31/min for Gen5 x16"
     ]
     assert [s.message for s in later.gpus[4].health.signals] == [
-        "Thermal throttling: 18 s of the last 60 s"
+        "Thermal throttling: 18 s of the last 60 s (HW thermal slowdown now)"
     ]
     ports = {p.device: p for p in later.rdma_ports}
     assert (ports["mlx5_2"].state, ports["mlx5_2"].physical_state) == ("DOWN", "Polling")
