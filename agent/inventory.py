@@ -15,6 +15,7 @@ from .backends.select import open_backend, open_fake_backend
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
 from .host import DiskReader, read_host, statvfs_disk
+from .known import KNOWN_FILE, KnownGpus
 from .topology.imex import imex_status
 from .topology.nvlink import machine_domain
 from .topology.rdma import read_ports
@@ -71,7 +72,7 @@ class Scanner:
             self.backend = open_backend(str(backend), sysfs_root=sysfs_root, clock=clock)
         self.sysfs_root, self.proc_root, self.dev_root = sysfs_root, proc_root, dev_root
         self.tracker = HealthTracker(policy, state_file=data_dir / FAULTS_FILE)
-        self._seen: dict[str, GpuInfo] = {}
+        self.known = KnownGpus(data_dir / KNOWN_FILE)
         self.warnings: list[str] = []
 
     def scan(self) -> MachineReport:
@@ -104,6 +105,13 @@ class Scanner:
         """Hear Xid events as they happen (a thread) and call `wake` for each."""
         self.backend.start_listening(wake)
 
+    def revalidate(self, uuid: str) -> bool:
+        """An operator checked this GPU: forget its Xid faults, and stop expecting it if it is
+        gone. True when there was something to forget."""
+        faults = self.tracker.revalidate(uuid)
+        gone = uuid not in {s.uuid for s in _sample(self.backend)} and self.known.forget(uuid)
+        return faults or gone
+
     def close(self) -> None:
         self.backend.close()
 
@@ -114,16 +122,15 @@ class Scanner:
         domain, warning = machine_domain(samples)
         infos = [self._info(s, domain, now) for s in samples]
         present = {info.uuid for info in infos}
-        for uuid, before in self._seen.items():
-            if uuid not in present:
-                where = before.pci_bus_id or f"index {before.index}"
-                health = self.tracker.missing(uuid, where, now)
-                infos.append(before.model_copy(update={"health": health}))
-        self._seen.update({info.uuid: info for info in infos})
-        return infos, [warning] if warning else []
+        for before in self.known.missing(present):
+            where = before.pci_bus_id or f"index {before.index}"
+            health = self.tracker.missing(before.uuid, where, now)
+            infos.append(before.model_copy(update={"health": health}))
+        self.known.remember(infos)
+        return infos, ([warning] if warning else []) + _unavailable(samples)
 
     def _info(self, s: GpuSample, domain: str | None, now: datetime) -> GpuInfo:
-        before = self._seen.get(s.uuid)
+        before = self.known.get(s.uuid)
         if s.lost and before is not None:  # a lost GPU cannot say what it is; we remember
             s.model, s.memory_bytes = before.model, before.memory_bytes
             s.pci_bus_id, s.numa_node = before.pci_bus_id, before.numa_node
@@ -148,6 +155,16 @@ class Scanner:
         except (OSError, ValueError):
             return None
         return node if node >= 0 else None
+
+
+def _unavailable(samples: list[GpuSample]) -> list[str]:
+    """`nvmlDeviceGetRemappedRows: Not Supported (GPUs 0, 1)`: what the driver could not give."""
+    by_problem: dict[str, list[str]] = {}
+    for s in samples:
+        if not s.lost:
+            for problem in s.unavailable:
+                by_problem.setdefault(problem, []).append(str(s.index))
+    return [f"{p} (GPUs {', '.join(indexes)})" for p, indexes in by_problem.items()]
 
 
 def _sample(backend: GpuBackend) -> list[GpuSample]:

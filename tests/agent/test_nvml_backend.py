@@ -48,6 +48,13 @@ def test_fake_behaves_like_pynvml(machine_factory: Factory) -> None:
         lib.nvmlDeviceGetSerial(h)
 
 
+def test_fake_functions_all_exist_in_pynvml() -> None:
+    """Every function the fake offers is a real nvidia-ml-py function of the same name."""
+    faked = [n for n in vars(FakeNvml) if n.startswith("nvml")]
+    assert len(faked) >= 25
+    assert [n for n in faked if not callable(getattr(pynvml, n, None))] == []
+
+
 def test_samples_carry_identity_and_fabric(machine_factory: Factory, clock: FakeClock) -> None:
     """Each GPU's identity, sysfs bus id, NUMA node and completed fabric come through."""
     machine = machine_factory("gb200-nvl72-tray")

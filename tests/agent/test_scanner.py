@@ -52,10 +52,10 @@ def test_gb200_tray_has_a_domain_and_imex(
 
 def test_mi300x_and_l40s(machine_factory: Factory, tmp_path: Path, clock: FakeClock) -> None:
     """MI300X reports its XGMI hive and RoCE netdevs; the L40S box has no RDMA at all."""
-    amd = _scanner(machine_factory("mi300x"), tmp_path, clock).scan()
+    amd = _scanner(machine_factory("mi300x"), tmp_path / "amd", clock).scan()
     assert {(g.vendor.value, g.xgmi_hive) for g in amd.gpus} == {("amd", "0x5ee5c0de")}
     assert [p.netdev for p in amd.rdma_ports][:2] == ["ens1f0np0", "ens2f0np0"]
-    l40s = _scanner(machine_factory("l40s-pcie"), tmp_path, clock).scan()
+    l40s = _scanner(machine_factory("l40s-pcie"), tmp_path / "l40s", clock).scan()
     assert len(l40s.gpus) == 4
     assert l40s.rdma_ports == []
 
@@ -102,6 +102,34 @@ def test_missing_and_lost_gpus_are_faulted(
     assert (lost.health.state, lost.model, lost.pci_bus_id) == (
         GpuHealthState.FAULTED, "NVIDIA H100 80GB HBM3", "0000:18:00.0",
     )  # fmt: skip
+
+
+def test_missing_gpu_survives_a_restart_until_revalidated(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """A GPU gone while the agent was down is still reported missing; revalidating forgets it."""
+    machine = machine_factory("l40s-pcie")
+    _scanner(machine, tmp_path, clock).scan()
+    machine.remove_gpu(2)
+    restarted = _scanner(machine, tmp_path, clock)
+    report = restarted.scan()
+    assert [(g.index, g.health.state.value) for g in report.gpus] == [
+        (0, "healthy"), (1, "healthy"), (2, "healthy"), (2, "faulted"),
+    ]  # fmt: skip
+    assert restarted.revalidate(machine.gpu_uuid(2)) is True
+    assert len(restarted.scan().gpus) == 3
+    assert restarted.revalidate(machine.gpu_uuid(2)) is False
+
+
+def test_driver_gaps_are_warnings_grouped_by_call(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Calls the driver lacks are one warning per call, naming the GPUs, not a failure."""
+    machine = machine_factory("l40s-pcie")
+    machine.spec.gpus.unsupported = ["nvmlDeviceGetRemappedRows"]
+    scanner = _scanner(machine, tmp_path, clock)
+    assert [g.health.state.value for g in scanner.scan().gpus] == ["healthy"] * 4
+    assert scanner.warnings == ["nvmlDeviceGetRemappedRows: Function Not Found (GPUs 0, 1, 2, 3)"]
 
 
 def test_fatal_xid_is_remembered_across_scanners(
