@@ -5,10 +5,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from .machine import FakeMachineError, FakeMachineSpec, gpu_uuid, read_spec, shipped_machines
-from .state import FakeMachine, _utcnow
+from .state import FakeMachine, utc_now
 
 
-def load_fake_machine(name_or_path: str, *, clock: Callable[[], datetime] = _utcnow) -> FakeMachine:
+def load_fake_machine(name_or_path: str, *, clock: Callable[[], datetime] = utc_now) -> FakeMachine:
     """A shipped machine by name (`h100-sxm`, see `shipped_machines()`) or a file by path."""
     return FakeMachine(read_spec(name_or_path), clock=clock)
 

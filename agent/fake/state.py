@@ -18,14 +18,14 @@ _GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 _NIC_BUSES = (0x17, 0x29, 0x39, 0x5C, 0x99, 0xAA, 0xB9, 0xDA)
 
 
-def _utcnow() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
 class FakeMachine:
     """A whole, stateful fake machine built from a `FakeMachineSpec`."""
 
-    def __init__(self, spec: FakeMachineSpec, *, clock: Clock = _utcnow) -> None:
+    def __init__(self, spec: FakeMachineSpec, *, clock: Clock = utc_now) -> None:
         self.spec = spec
         self.clock = clock
         self.started = clock()

@@ -78,7 +78,9 @@ def _port_dirs(device_dir: Path) -> list[Path]:
         names = os.listdir(device_dir / "ports")
     except OSError:
         return []
-    return [device_dir / "ports" / n for n in sorted(names, key=_numeric) if n.isdigit()]
+    # port 0 is a switch's management port; RDMA ports for work are numbered from 1
+    ports = sorted(n for n in names if n.isdigit() and int(n) >= 1)
+    return [device_dir / "ports" / n for n in sorted(ports, key=_numeric)]
 
 
 def _numeric(name: str) -> int:

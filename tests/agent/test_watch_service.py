@@ -141,3 +141,12 @@ async def test_xid_event_triggers_rescan(
                     and service.report.gpus[6].health.state == "faulted")  # fmt: skip
     assert service.last_cause == "Xid event"
     await service.stop()
+
+
+def test_real_udev_monitor_when_netlink_is_there() -> None:
+    """Where netlink is available, the real pyudev monitor starts with a pollable fd."""
+    try:
+        monitor = udev_monitor()
+    except WatchUnavailableError as exc:
+        pytest.skip(str(exc))
+    assert monitor.fileno() >= 0
