@@ -47,6 +47,8 @@ class GpuSample:
     pcie_width: int | None = None
     nvlinks_down: list[int] = field(default_factory=list)
     clock_event_reasons: int | None = None
+    throttled_now: bool | None = None
+    """A backend without throttle-time counters (AMD) says only whether it throttles now."""
     """NVML's clock event ("throttle") reasons bitmask right now."""
     fabric: FabricSample | None = None
     xgmi_hive: str | None = None

@@ -35,6 +35,7 @@ class _Gpu:
     history: deque[tuple[datetime, dict[str, float]]] = field(default_factory=deque)
     at_risk: dict[str, _Active] = field(default_factory=dict)
     xid_faults: dict[str, HealthSignal] = field(default_factory=dict)
+    throttled_since: datetime | None = None
 
 
 class HealthTracker:
@@ -67,6 +68,7 @@ class HealthTracker:
             self._save()
         window = self._window(gpu, sample, now)
         found = {**state_signals(sample), **counter_signals(sample, window, self.policy)}
+        found.update(self._throttling(gpu, sample, now))
         for kind, message in found.items():
             self._seen(gpu, kind, message, now)
         self._expire(gpu, now)
@@ -74,6 +76,17 @@ class HealthTracker:
             HealthSignal(kind=k, message=m, since=now) for k, m in fault_signals(sample).items()
         ]
         return self._health(gpu, faults)
+
+    def _throttling(self, gpu: _Gpu, sample: GpuSample, now: datetime) -> dict[str, str]:
+        """Throttling without a break for a whole window, for backends that only say "now"."""
+        if not sample.throttled_now:
+            gpu.throttled_since = None
+            return {}
+        gpu.throttled_since = gpu.throttled_since or now
+        seconds = (now - gpu.throttled_since).total_seconds()
+        if seconds < self.policy.window_seconds:
+            return {}
+        return {"throttle": f"Throttling: for {seconds:.0f} s without a break"}
 
     def missing(self, uuid: str, where: str, now: datetime) -> GpuHealth:
         """A GPU that was there before and is no longer listed: faulted."""

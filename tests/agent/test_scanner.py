@@ -168,3 +168,52 @@ def test_fake_by_name_writes_its_tree_and_explicit_labels_win(
     assert (tmp_path / "fake/l40s-pcie/proc/meminfo").exists()
     assert report.name == "n1"
     assert report.labels["pool"] == "special"
+
+
+def _spec(tmp_path: Path, text: str, clock: FakeClock) -> FakeMachine:
+    path = tmp_path / "machine.toml"
+    path.write_text('name = "m"\ncores = 8\nmemory_gb = 64\n' + text)
+    machine = load_fake_machine(str(path), clock=clock)
+    machine.write_tree(tmp_path / "root")
+    return machine
+
+
+def test_amd_throttling_without_a_break_is_at_risk(tmp_path: Path, clock: FakeClock) -> None:
+    """AMD only says whether it throttles now: a whole minute of it puts the GPU at risk."""
+    machine = _spec(tmp_path, '[gpus]\nvendor = "amd"\ncount = 2\nmodel = "AMD Instinct MI300X"\n'
+                    "memory_gb = 192\n[gpu.1]\nthermal_throttle_fraction = 1\n", clock)  # fmt: skip
+    scanner = _scanner(machine, tmp_path, clock)
+    assert _states(scanner.scan()) == ["healthy", "healthy"]
+    clock.advance(60)
+    report = scanner.scan()
+    assert _states(report) == ["healthy", "at_risk"]
+    assert report.gpus[1].health.signals[0].message == "Throttling: for 60 s without a break"
+
+
+def test_intel_fake_machine_reports_identity(tmp_path: Path, clock: FakeClock) -> None:
+    """A fake Intel machine is found through its sysfs DRM devices alone."""
+    machine = _spec(tmp_path, '[gpus]\nvendor = "intel"\ncount = 2\n', clock)
+    report = _scanner(machine, tmp_path, clock).scan()
+    assert [(g.vendor.value, g.model, g.pci_bus_id) for g in report.gpus] == [
+        ("intel", "Intel GPU 0x0bd5", "0000:18:00.0"),
+        ("intel", "Intel GPU 0x0bd5", "0000:2a:00.0"),
+    ]
+
+
+def test_fabric_disagreement_and_degraded_health(tmp_path: Path, clock: FakeClock) -> None:
+    """GPUs in two cliques give no domain and a warning; a degraded fabric is at risk."""
+    uuid = 'cluster_uuid = "7b968a6d-c8aa-45e1-9e07-e1e51be99c31"'
+    machine = _spec(tmp_path, '[gpus]\ncount = 2\nmodel = "NVIDIA GB200"\nmemory_gb = 186\n'
+                    f"fabric = {{ {uuid}, clique_id = 1 }}\n[gpu.1]\n"
+                    f'fabric = {{ {uuid}, clique_id = 2, health = "degraded" }}\n',
+                    clock)  # fmt: skip
+    scanner = _scanner(machine, tmp_path, clock)
+    report = scanner.scan()
+    assert [g.nvlink_domain for g in report.gpus] == [None, None]
+    assert scanner.warnings == [
+        "GPUs disagree on their NVLink domain (7b968a6d-c8aa-45e1-9e07-e1e51be99c31/1, "
+        "7b968a6d-c8aa-45e1-9e07-e1e51be99c31/2); reporting none"
+    ]
+    assert [s.message for s in report.gpus[1].health.signals] == [
+        "NVLink fabric bandwidth degraded"
+    ]
