@@ -121,12 +121,13 @@ class Scanner:
             self.tracker.record_xid(event)
         domain, warning = machine_domain(samples)
         infos = [self._info(s, domain, now) for s in samples]
+        # a lost GPU that never answered has a made-up UUID: not one to expect back
+        self.known.remember([i for i, s in zip(infos, samples, strict=True) if not s.lost])
         present = {info.uuid for info in infos}
         for before in self.known.missing(present):
             where = before.pci_bus_id or f"index {before.index}"
             health = self.tracker.missing(before.uuid, where, now)
             infos.append(before.model_copy(update={"health": health}))
-        self.known.remember(infos)
         return infos, ([warning] if warning else []) + _unavailable(samples)
 
     def _info(self, s: GpuSample, domain: str | None, now: datetime) -> GpuInfo:
