@@ -34,6 +34,7 @@ Run `astraeus-agent <command> --help` for a command's options.
 """
 
 COMMANDS = ("inspect", "serve")
+# The report loop (`astraeus.agent.runtime`, its own issue) joins here as another command.
 
 
 def _parser(command: str) -> argparse.ArgumentParser:

@@ -34,7 +34,8 @@ class Scanner:
     """Builds the machine report; every root is injectable so tests read fixture trees.
 
     `backend` is `auto`, `nvml`, `amdsmi`, `intel`, `none`, `fake:<name or file>`, or a
-    `FakeMachine`. An empty `name` means the fake machine's name, else the hostname. A fake
+    `FakeMachine`. An empty `name` means the fake machine's name, else the hostname; a name given
+    with `fake:` renames the fake machine (its GPU UUIDs derive from the name). A fake
     machine writes its own sysfs/proc/dev tree under `data_dir` (unless it has one already) and
     that tree replaces the given roots."""
 
@@ -57,7 +58,8 @@ class Scanner:
         self.labels = dict(labels or {})
         self._disk: DiskReader = statvfs_disk
         if isinstance(backend, str) and backend.startswith("fake:"):
-            backend = load_fake_machine(backend.removeprefix("fake:"), clock=clock)
+            spec = backend.removeprefix("fake:")
+            backend = load_fake_machine(spec, clock=clock, name=name or None)
         self.machine = backend if isinstance(backend, FakeMachine) else None
         self.name = name or (self.machine.name if self.machine else socket.gethostname())
         if self.machine is not None:

@@ -25,8 +25,10 @@ def utc_now() -> datetime:
 class FakeMachine:
     """A whole, stateful fake machine built from a `FakeMachineSpec`."""
 
-    def __init__(self, spec: FakeMachineSpec, *, clock: Clock = utc_now) -> None:
-        self.spec = spec
+    def __init__(
+        self, spec: FakeMachineSpec, *, clock: Clock = utc_now, name: str | None = None
+    ) -> None:
+        self.spec = spec.model_copy(update={"name": name}) if name else spec
         self.clock = clock
         self.started = clock()
         self.root: Path | None = None

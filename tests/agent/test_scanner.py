@@ -217,3 +217,13 @@ def test_fabric_disagreement_and_degraded_health(tmp_path: Path, clock: FakeCloc
     assert [s.message for s in report.gpus[1].health.signals] == [
         "NVLink fabric bandwidth degraded"
     ]
+
+
+def test_one_fake_file_many_agents(tmp_path: Path, clock: FakeClock) -> None:
+    """Two agents running one fake file under different names report different GPU UUIDs."""
+    one = Scanner(name="node-1", backend="fake:l40s-pcie", data_dir=tmp_path / "1", clock=clock)
+    two = Scanner(name="node-2", backend="fake:l40s-pcie", data_dir=tmp_path / "2", clock=clock)
+    uuids_one = {g.uuid for g in one.scan().gpus}
+    uuids_two = {g.uuid for g in two.scan().gpus}
+    assert len(uuids_one) == 4
+    assert uuids_one.isdisjoint(uuids_two)
