@@ -165,7 +165,7 @@ def test_fake_by_name_writes_its_tree_and_explicit_labels_win(
     scanner = Scanner(name="n1", backend="fake:l40s-pcie", data_dir=tmp_path, clock=clock,
                       labels={"pool": "special"})  # fmt: skip
     report = scanner.scan()
-    assert (tmp_path / "fake/l40s-pcie/proc/meminfo").exists()
+    assert (tmp_path / "fake/n1/proc/meminfo").exists()
     assert report.name == "n1"
     assert report.labels["pool"] == "special"
 
