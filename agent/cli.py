@@ -19,6 +19,7 @@ from .fake import FakeMachineError
 from .inventory import Scanner
 from .service import SCAN_SECONDS, ScanService
 from .table import render
+from .watch import udev_monitor
 
 USAGE = """\
 usage: astraeus-agent <command> [options]
@@ -60,6 +61,12 @@ def _parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--host", default=DEFAULT_HOST)
         parser.add_argument("--port", type=int, default=DEFAULT_PORT)
         parser.add_argument("--scan-seconds", type=float, default=SCAN_SECONDS)
+        parser.add_argument(
+            "--udev-source",
+            choices=("udev", "kernel"),
+            default="udev",
+            help="kernel: in a container that sees the host's kernel events but not its udevd",
+        )
     return parser
 
 
@@ -105,7 +112,11 @@ def inspect(args: argparse.Namespace) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     async def run() -> None:
-        service = ScanService(_scanner(args), scan_seconds=args.scan_seconds)
+        service = ScanService(
+            _scanner(args),
+            scan_seconds=args.scan_seconds,
+            monitor_factory=lambda: udev_monitor(args.udev_source),
+        )
         await service.start()
         runner = web.AppRunner(create_app(service))
         await runner.setup()
