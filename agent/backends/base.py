@@ -36,6 +36,7 @@ class GpuSample:
     pci_bus_id: str | None = None
     numa_node: int | None = None
     lost: bool = False
+    reset_required: bool = False
     counters: dict[str, float] = field(default_factory=dict)
     """Cumulative: ecc_corrected, pcie_replays, nvlink_replay, nvlink_recovery, nvlink_crc,
     thermal_ns, power_ns (throttled time), as far as the driver gives them."""

@@ -78,6 +78,10 @@ class NvmlBackend:
             self._health(handle, sample)
         except _LostError:
             sample.lost = True
+        except self.lib.NVMLError_ResetRequired:
+            sample.reset_required = True
+        except self.lib.NVMLError as exc:  # one GPU's odd answer must not sink the others
+            sample.unavailable.append(f"health reads stopped: {exc}")
         return sample
 
     def _lost_sample(self, index: int, why: str) -> GpuSample:

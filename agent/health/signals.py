@@ -108,6 +108,8 @@ def fault_signals(sample: GpuSample) -> dict[str, str]:
     if sample.lost:
         why = sample.unavailable[-1] if sample.unavailable else "GPU is lost"
         found["lost"] = f"{why}: the GPU has fallen off the bus or cannot be reached"
+    if sample.reset_required:
+        found["reset_required"] = "GPU requires reset: reset the GPU or reboot the node"
     if sample.ecc_uncorrected > 0:
         found["ecc_uncorrectable"] = (
             f"Uncorrectable ECC errors: {sample.ecc_uncorrected} since the driver loaded; "
