@@ -5,7 +5,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -16,7 +15,7 @@ from aiohttp import web
 from .api import DEFAULT_HOST, DEFAULT_PORT, create_app
 from .backends.select import UnknownBackendError
 from .fake import FakeMachineError
-from .inventory import Scanner
+from .inventory import Scanner, default_data_dir
 from .service import SCAN_SECONDS, ScanService
 from .table import render
 from .watch import udev_monitor
@@ -53,7 +52,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
     parser.add_argument("--sysfs-root", type=Path, default=Path("/sys"))
     parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
     parser.add_argument("--dev-root", type=Path, default=Path("/dev"))
-    parser.add_argument("--data-dir", type=Path, default=_default_data_dir())
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     if command == "inspect":
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -68,11 +67,6 @@ def _parser(command: str) -> argparse.ArgumentParser:
             help="kernel: in a container that sees the host's kernel events but not its udevd",
         )
     return parser
-
-
-def _default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local/share")
-    return Path(base) / "astraeus-agent"
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:

@@ -3,8 +3,9 @@ pressure, from whichever backend fits. `/sys`, `/proc` and `/dev` appear here on
 
 import contextlib
 import logging
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,17 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """systemd's StateDirectory= when set, /var/lib/astraeus/agent as root, else the user's XDG
+    state directory: the same rule as the agent runtime's state directory."""
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/astraeus/agent")
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "astraeus-agent"
+
+
 class Scanner:
     """Builds the machine report; every root is injectable so tests read fixture trees.
 
@@ -47,11 +59,12 @@ class Scanner:
         sysfs_root: Path = Path("/sys"),
         proc_root: Path = Path("/proc"),
         dev_root: Path = Path("/dev"),
-        data_dir: Path,
+        data_dir: Path | None = None,
         labels: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utc_now,
         policy: HealthPolicy | None = None,
     ) -> None:
+        data_dir = data_dir or default_data_dir()
         self.data_dir, self.clock = data_dir, clock
         with contextlib.suppress(OSError):  # a missing disk figure is reported, not fatal
             data_dir.mkdir(parents=True, exist_ok=True)

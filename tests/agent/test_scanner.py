@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from astraeus.agent.fake import FakeMachine, load_fake_machine
 from astraeus.agent.inventory import Scanner
 from astraeus.shared import SCHEMA_VERSION, GpuHealthState, LinkLayer, MachineReport
@@ -227,3 +229,21 @@ def test_one_fake_file_many_agents(tmp_path: Path, clock: FakeClock) -> None:
     uuids_two = {g.uuid for g in two.scan().gpus}
     assert len(uuids_one) == 4
     assert uuids_one.isdisjoint(uuids_two)
+
+
+def test_data_dir_defaults_like_the_runtime_state_dir(tmp_path: Path) -> None:
+    """Without a data dir the scanner uses systemd's StateDirectory, as the runtime does."""
+    from astraeus.agent.inventory import default_data_dir
+
+    assert default_data_dir({"STATE_DIRECTORY": f"{tmp_path}/a:{tmp_path}/b"}) == tmp_path / "a"
+    assert default_data_dir({"XDG_STATE_HOME": str(tmp_path)}) in (
+        tmp_path / "astraeus-agent", Path("/var/lib/astraeus/agent"),
+    )  # fmt: skip
+
+
+def test_scanner_as_the_runtime_calls_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Scanner(name=, backend=, sysfs_root=)` alone works, keeping its files in the state dir."""
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path))
+    scanner = Scanner(name="n", backend="fake:l40s-pcie", sysfs_root=Path("/sys"))
+    assert len(scanner.scan().gpus) == 4
+    assert (tmp_path / "known-gpus.json").exists()
