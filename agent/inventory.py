@@ -15,11 +15,12 @@ from .backends import GpuBackend, GpuSample
 from .backends.select import open_backend, open_fake_backend
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
+from .health.ports import PortHealthTracker
 from .host import DiskReader, read_host, statvfs_disk
 from .known import KNOWN_FILE, KnownGpus
 from .topology.imex import imex_status
 from .topology.nvlink import machine_domain
-from .topology.rdma import read_ports
+from .topology.rdma import read_counters, read_ports
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class Scanner:
         self.sysfs_root, self.proc_root, self.dev_root = sysfs_root, proc_root, dev_root
         self.tracker = HealthTracker(policy, state_file=data_dir / FAULTS_FILE)
         self.known = KnownGpus(data_dir / KNOWN_FILE)
+        self.ports = PortHealthTracker(policy)
         self.warnings: list[str] = []
 
     def scan(self) -> MachineReport:
@@ -111,7 +113,9 @@ class Scanner:
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),
-            rdma_ports=read_ports(self.sysfs_root),
+            rdma_ports=self.ports.classify(
+                read_ports(self.sysfs_root), read_counters(self.sysfs_root), now
+            ),
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,
         )

@@ -104,11 +104,19 @@ class FakeMachine:
 
     def set_port_state(self, index: int, state: str, phys_state: str) -> None:
         """Rewrite port `index`'s sysfs state files, e.g. `1: DOWN`, `2: Polling`."""
-        if self.root is None:
-            raise RuntimeError("write_tree() first: the port lives in the sysfs tree")
-        port_dir = self.root / "sys/class/infiniband" / str(self.port(index).name) / "ports/1"
+        port_dir = self._port_dir(index)
         (port_dir / "state").write_text(state + "\n")
         (port_dir / "phys_state").write_text(phys_state + "\n")
+
+    def add_port_errors(self, index: int, counter: str, count: int) -> None:
+        """Port `index`'s error counter `counter` (e.g. `symbol_error`) grows by `count`."""
+        path = self._port_dir(index) / "counters" / counter
+        path.write_text(f"{int(path.read_text()) + count}\n")
+
+    def _port_dir(self, index: int) -> Path:
+        if self.root is None:
+            raise RuntimeError("write_tree() first: the port lives in the sysfs tree")
+        return self.root / "sys/class/infiniband" / str(self.port(index).name) / "ports/1"
 
     def _build_gpu(self, index: int) -> FakeGpu:
         gpu = self.spec.gpu_at(index)

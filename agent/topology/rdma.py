@@ -155,3 +155,34 @@ def _text(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+PORT_COUNTERS = (
+    "link_downed",
+    "link_error_recovery",
+    "symbol_error",
+    "port_rcv_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+)
+"""The IB port error counters port health watches (decimal; `N/A (no PMA)` is skipped)."""
+
+
+def read_counters(sysfs_root: Path) -> dict[str, dict[str, float]]:
+    """`{"mlx5_0:1": {"symbol_error": 0.0, ...}}` for every port that has counters."""
+    base = sysfs_root / "class/infiniband"
+    found: dict[str, dict[str, float]] = {}
+    try:
+        devices = os.listdir(base)
+    except OSError:
+        return found
+    for device in devices:
+        for port_dir in _port_dirs(base / device):
+            values = {}
+            for name in PORT_COUNTERS:
+                text = _text(port_dir / "counters" / name) or ""
+                if text.isdigit():
+                    values[name] = float(text)
+            if values:
+                found[f"{device}:{port_dir.name}"] = values
+    return found
