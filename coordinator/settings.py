@@ -40,6 +40,8 @@ class Settings:
     """Waiting runs explained per pass; later ones keep their previous explanation."""
     max_pass_seconds: float = 2.0
     """A pass decides for at most this long, commits, and the next one goes on."""
+    pass_process: bool = True
+    """Compute scheduler passes in a separate process, so reports keep a core of their own."""
     scheduler: bool = True
     """Run the scheduler loop in the background (tests drive passes by hand)."""
 

@@ -7,6 +7,7 @@ and runs behind it may start only elsewhere.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -85,6 +86,30 @@ def decide(
     for _ in steps(items, session, now, context, out):
         pass
     return out
+
+
+def decide_within(
+    items: Sequence[QueueItem],
+    session: Session,
+    now: datetime,
+    context: PassContext,
+    seconds: float,
+    stopping: Callable[[], bool] = lambda: False,
+) -> tuple[Decisions, bool]:
+    """`decide` for at most `seconds`; the flag says it stopped before the end of the queue.
+
+    `stopping` is asked between runs: true raises `InterruptedError` (the service is stopping)."""
+    out = Decisions()
+    walk = steps(items, session, now, context, out)
+    deadline = time.perf_counter() + seconds
+    for done, _ in enumerate(walk, start=1):
+        if stopping():
+            raise InterruptedError("the scheduler is stopping")
+        if time.perf_counter() > deadline and done < len(items):
+            out.skipped += len(items) - done
+            walk.close()
+            return out, True
+    return out, False
 
 
 def steps(

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import threading
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,13 +31,12 @@ from astraeus.coordinator.store.commit import (
 from astraeus.coordinator.store.queue import (
     Parsed,
     QueueItem,
-    gpus_by_workspace,
-    live_by_run,
     read_queue,
 )
 
-from .decide import Decisions, PassContext, SessionFactory, engine, steps
+from .decide import Decisions, PassContext, SessionFactory, decide_within, engine
 from .snapshot import build_snapshot
+from .worker import compute_pass, pass_context
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,10 @@ class Scheduler:
         session_factory: SessionFactory | None = None,
     ) -> None:
         self._session_factory = session_factory or engine()
+        self._pool: ProcessPoolExecutor | None = None
+        if session_factory is None and settings.pass_process:
+            # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
+            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
         self._settings = settings
         self._store = store
         self._clock = clock
@@ -86,13 +91,30 @@ class Scheduler:
             now = self._clock.now()
             lost = self._mark_lost(now)
             self._store.reservations.expire(now)
-            snapshot = build_snapshot(self._store, now, self.down_after)
-            items = read_queue(self._store.database, self._asks)
-            context = self._context()
-            decisions = await self._decide(items, snapshot, now, context)
+            if self._pool is not None:
+                decisions, cut = await self._decide_elsewhere(now)
+            else:
+                snapshot = build_snapshot(self._store, now, self.down_after)
+                items = read_queue(self._store.database, self._asks)
+                decisions, cut = await self._decide(items, snapshot, now, self._context())
+            if cut:
+                self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             committed = await self._commit(decisions, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
+
+    async def _decide_elsewhere(self, now: datetime) -> tuple[Decisions, bool]:
+        assert self._pool is not None  # noqa: S101 - only called with a pool
+        settings = self._settings
+        return await asyncio.get_running_loop().run_in_executor(
+            self._pool,
+            compute_pass,
+            str(self._store.database.path),
+            now,
+            settings.down_after_seconds,
+            settings.max_pending_evaluations,
+            settings.max_pass_seconds,
+        )
 
     async def _commit(self, decisions: Decisions, now: datetime) -> int:
         """Commit in chunks, each its own transaction, so reports are answered in between.
@@ -113,39 +135,25 @@ class Scheduler:
 
     async def _decide(
         self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
-    ) -> Decisions:
-        """Decide in a worker thread: the engine is pure, and reports keep being answered.
+    ) -> tuple[Decisions, bool]:
+        """Decide in a worker thread (with a fake engine, or for a dry run).
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
-        return await asyncio.to_thread(self._decide_here, items, snapshot, now, context)
-
-    def _decide_here(
-        self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
-    ) -> Decisions:
-        """The pass's computation, in the worker thread; it stops early when the service does
-        (nothing is committed then, so the next start simply runs the pass again)."""
-        out = Decisions()
-        walk = steps(items, self._session_factory(snapshot), now, context, out)
-        deadline = time.perf_counter() + self._settings.max_pass_seconds
-        for done, _ in enumerate(walk, start=1):
-            if self._stopping.is_set():
-                raise asyncio.CancelledError
-            if time.perf_counter() > deadline:
-                # Commit what is decided; the next pass, on a fresh snapshot, goes on.
-                out.skipped += len(items) - done
-                walk.close()
-                self.poke()
-                break
-        return out
+        session = self._session_factory
+        return await asyncio.to_thread(
+            lambda: decide_within(
+                items,
+                session(snapshot),
+                now,
+                context,
+                self._settings.max_pass_seconds,
+                self._stopping.is_set,
+            )
+        )
 
     def _context(self) -> PassContext:
-        return PassContext(
-            workspaces={w.name: w for w in self._store.workspaces.all()},
-            gpus_by_workspace=gpus_by_workspace(self._store.database),
-            live_by_run=live_by_run(self._store.database),
-            max_pending_evaluations=self._settings.max_pending_evaluations,
-        )
+        return pass_context(self._store, self._settings.max_pending_evaluations)
 
     def _mark_lost(self, now: datetime) -> int:
         """Tasks on machines silent past the grace period become Lost."""
@@ -166,7 +174,7 @@ class Scheduler:
         snapshot = build_snapshot(self._store, now, self.down_after)
         queue = read_queue(self._store.database)
         ahead = [q for q in queue if q.priority >= item.priority]
-        decisions = await self._decide([*ahead, item], snapshot, now, self._context())
+        decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:
             if placed.item is item:
                 return placed.placement
@@ -195,6 +203,8 @@ class Scheduler:
 
     async def stop(self) -> None:
         self._stopping.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -69,9 +69,19 @@ class Machines:
     def __init__(self, database: Database) -> None:
         self._database = database
         self._records: dict[str, MachineRecord] = {}
-        for row in database.read("SELECT * FROM machines"):
-            record = _record(row)
-            self._records[record.name] = record
+        self._raw: dict[str, str | None] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Read every machine from the file again (for a process that does not write them);
+        a report whose stored text did not change is not parsed again."""
+        records: dict[str, MachineRecord] = {}
+        for row in self._database.read("SELECT * FROM machines"):
+            old = self._records.get(row["name"])
+            same = old is not None and self._raw.get(row["name"]) == row["report"]
+            records[row["name"]] = _record(row, old.report if same and old else None)
+            self._raw[row["name"]] = row["report"]
+        self._records = records
 
     def get(self, name: str) -> MachineRecord | None:
         return self._records.get(name)
@@ -160,8 +170,10 @@ class Machines:
         return record
 
 
-def _record(row: Row) -> MachineRecord:
-    report = MachineReport.model_validate_json(row["report"]) if row["report"] else None
+def _record(row: Row, parsed: MachineReport | None = None) -> MachineRecord:
+    report = parsed
+    if report is None and row["report"]:
+        report = MachineReport.model_validate_json(row["report"])
     return MachineRecord(
         name=row["name"],
         report=report,

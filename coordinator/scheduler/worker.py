@@ -1,0 +1,50 @@
+"""A scheduler pass computed in a separate process.
+
+The engine is pure Python: computed in a thread of the service, it holds the GIL, and every
+report the event loop answers meanwhile waits for it at each database call. In its own process
+the pass has a core of its own. The worker reads what it needs from the SQLite file (committed
+data only, as WAL readers do) and sends back only the decisions; the service commits them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from astraeus.coordinator.placement import PlacementSession
+from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.queue import (
+    Parsed,
+    gpus_by_workspace,
+    live_by_run,
+    read_queue,
+)
+
+from .decide import Decisions, PassContext, decide_within
+from .snapshot import build_snapshot
+
+_OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
+"""The worker's store and parsed asks, kept between passes (one worker serves one file)."""
+
+
+def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:
+    return PassContext(
+        workspaces={w.name: w for w in store.workspaces.all()},
+        gpus_by_workspace=gpus_by_workspace(store.database),
+        live_by_run=live_by_run(store.database),
+        max_pending_evaluations=max_pending_evaluations,
+    )
+
+
+def compute_pass(
+    db: str, now: datetime, down_after_seconds: float, max_pending: int, max_seconds: float
+) -> tuple[Decisions, bool]:
+    """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
+    if db not in _OPEN:
+        _OPEN[db] = (Store.open(Path(db)), {})
+    store, asks = _OPEN[db]
+    store.machines.reload()
+    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds))
+    items = read_queue(store.database, asks)
+    context = pass_context(store, max_pending)
+    return decide_within(items, PlacementSession(snapshot), now, context, max_seconds)
