@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -36,7 +37,7 @@ from astraeus.coordinator.store.queue import (
 
 from .decide import Decisions, PassContext, SessionFactory, decide_within, engine
 from .snapshot import build_snapshot
-from .worker import compute_pass, pass_context
+from .worker import compute_pass, pass_context, watch_parent
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,12 @@ class Scheduler:
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
             # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
-            self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=watch_parent,
+                initargs=(os.getpid(),),
+            )
         self._settings = settings
         self._store = store
         self._clock = clock

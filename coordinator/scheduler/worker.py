@@ -8,6 +8,9 @@ data only, as WAL readers do) and sends back only the decisions; the service com
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -25,6 +28,18 @@ from .snapshot import build_snapshot
 
 _OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
 """The worker's store and parsed asks, kept between passes (one worker serves one file)."""
+
+
+def watch_parent(parent: int) -> None:
+    """Run in the worker at start: exit when the service is gone (even killed with SIGKILL),
+    instead of waiting forever for work that will not come."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:

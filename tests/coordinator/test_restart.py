@@ -71,10 +71,21 @@ class Coordinator:
             assert r.status < 300, await r.text()
             return await r.json()
 
-    async def kill(self) -> None:
+    def children(self) -> set[int]:
+        """The coordinator's child processes (its pass worker, multiprocessing's tracker)."""
         assert self.process is not None
+        found: set[int] = set()
+        for listing in Path(f"/proc/{self.process.pid}/task").glob("*/children"):
+            found.update(int(pid) for pid in listing.read_text().split())
+        return found
+
+    async def kill(self) -> set[int]:
+        """SIGKILL the coordinator; returns the children it had."""
+        assert self.process is not None
+        children = self.children()
         os.kill(self.process.pid, signal.SIGKILL)
         await self.process.wait()
+        return children
 
 
 @asynccontextmanager
@@ -97,6 +108,10 @@ async def _report_all(c: Coordinator, agents: dict[str, str]) -> None:
     )
 
 
+def _alive(pids: set[int]) -> bool:
+    return any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
 async def _pending(c: Coordinator, member: str) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = (await c.call("GET", "/api/v1/runs?state=Pending", token=member))[
         "runs"
@@ -110,8 +125,9 @@ def _clocks(store: Store) -> dict[str, str]:
 
 
 async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
-    """Killed with SIGKILL while passes commit: after a restart every run is still there, no GPU
-    is held twice, pending runs get placed, and patience clocks keep their start."""
+    """Killed with SIGKILL while passes commit: its pass worker exits too, and after a restart
+    every run is still there, no GPU is held twice, pending runs get placed, and patience clocks
+    keep their start."""
     async with coordinator(tmp_path) as c:
         await c.start()
         assert oct((tmp_path / "admin.token").stat().st_mode & 0o777) == "0o600"
@@ -146,12 +162,19 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
         # Kill while the second half arrives and each arrival triggers passes.
         tasks = [asyncio.ensure_future(s) for s in submissions[RUNS // 2 :]]
         await asyncio.sleep(0.3)
-        await c.kill()
+        orphans = await c.kill()
         accepted = sum(
             1
             for t in await asyncio.gather(*tasks, return_exceptions=True)
             if not isinstance(t, BaseException)
         )
+
+        assert orphans  # the pass worker was running
+        for _ in range(100):  # it notices its parent is gone within a second or so
+            if not _alive(orphans):
+                break
+            await asyncio.sleep(0.05)
+        assert not _alive(orphans)
 
         store = Store.open(tmp_path / "astraeus.db")
         stored = sum(store.runs.counts_by_state().values())
