@@ -1,24 +1,143 @@
 """`astraeus-agent`: the node agent's entry point."""
 
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+from aiohttp import web
+
+from .api import DEFAULT_HOST, DEFAULT_PORT, create_app
+from .backends.select import UnknownBackendError
+from .fake import FakeMachineError
+from .inventory import Scanner
+from .service import SCAN_SECONDS, ScanService
+from .table import render
 
 USAGE = """\
-usage: astraeus-agent [--help]
+usage: astraeus-agent <command> [options]
 
 The Astraeus node agent runs on every GPU machine: it discovers GPUs, classifies their health,
 reports to the coordinator and launches the workers it is assigned.
 
-Not built yet in this version: discovery (`astraeus-agent inspect`) and the report loop arrive
-with the node-agent issues. Nothing runs from this command today.
+commands:
+  inspect   print this machine's report once, as a table or --json; no server, no coordinator
+  serve     scan continuously and serve the local API (loopback by default)
+
+Run `astraeus-agent <command> --help` for a command's options.
 """
+
+COMMANDS = ("inspect", "serve")
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"astraeus-agent {command}")
+    parser.add_argument(
+        "--name",
+        default="",
+        help="machine name to report (default: the hostname, or the fake machine's name)",
+    )
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        help="auto, nvml, amdsmi, intel, none or fake:FILE (a path or a shipped machine name)",
+    )
+    parser.add_argument("--sysfs-root", type=Path, default=Path("/sys"))
+    parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
+    parser.add_argument("--dev-root", type=Path, default=Path("/dev"))
+    parser.add_argument("--data-dir", type=Path, default=_default_data_dir())
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    if command == "inspect":
+        parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    else:
+        parser.add_argument("--host", default=DEFAULT_HOST)
+        parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+        parser.add_argument("--scan-seconds", type=float, default=SCAN_SECONDS)
+    return parser
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local/share")
+    return Path(base) / "astraeus-agent"
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--label {pair!r} is not KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+def _scanner(args: argparse.Namespace) -> Scanner:
+    return Scanner(
+        name=args.name,
+        backend=args.backend,
+        sysfs_root=args.sysfs_root,
+        proc_root=args.proc_root,
+        dev_root=args.dev_root,
+        data_dir=args.data_dir,
+        labels=_labels(args.label),
+    )
+
+
+def inspect(args: argparse.Namespace) -> int:
+    scanner = _scanner(args)
+    try:
+        report = scanner.scan()
+    finally:
+        scanner.close()
+    if args.json:
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        print(render(report, scanner.warnings), end="")
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    async def run() -> None:
+        service = ScanService(_scanner(args), scan_seconds=args.scan_seconds)
+        await service.start()
+        runner = web.AppRunner(create_app(service))
+        await runner.setup()
+        await web.TCPSite(runner, args.host, args.port).start()
+        print(f"astraeus-agent: serving on http://{args.host}:{args.port}/v1/machine", flush=True)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+            await service.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] not in ("-h", "--help"):
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0
+    if args[0] not in COMMANDS:
         print(f"astraeus-agent: unknown command {args[0]!r}\n", file=sys.stderr)
         print(USAGE, file=sys.stderr, end="")
         return 2
-    print(USAGE, end="")
-    return 0
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        parsed = _parser(args[0]).parse_args(args[1:])
+        return inspect(parsed) if args[0] == "inspect" else serve(parsed)
+    except SystemExit as exc:  # argparse's own errors and --help
+        return int(exc.code or 0)
+    except (FakeMachineError, UnknownBackendError, ValueError) as exc:
+        print(f"astraeus-agent {args[0]}: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"astraeus-agent {args[0]}: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,24 @@
+"""Fake machines: whole, stateful machines from a documented TOML file (docs/agent.md) that drive
+the agent's real code paths through a fake `pynvml`, a fake `amdsmi` and real sysfs/proc trees."""
+
+from collections.abc import Callable
+from datetime import datetime
+
+from .machine import FakeMachineError, FakeMachineSpec, gpu_uuid, read_spec, shipped_machines
+from .state import FakeMachine, _utcnow
+
+
+def load_fake_machine(name_or_path: str, *, clock: Callable[[], datetime] = _utcnow) -> FakeMachine:
+    """A shipped machine by name (`h100-sxm`, see `shipped_machines()`) or a file by path."""
+    return FakeMachine(read_spec(name_or_path), clock=clock)
+
+
+__all__ = [
+    "FakeMachine",
+    "FakeMachineError",
+    "FakeMachineSpec",
+    "gpu_uuid",
+    "load_fake_machine",
+    "read_spec",
+    "shipped_machines",
+]

@@ -1,0 +1,115 @@
+"""A fake machine while it runs: its description plus what happened to it since (lost GPUs,
+Xids, ports going down). Counters grow with the clock it is given."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+
+from astraeus.agent.host import DiskStats
+
+from .machine import FakeGpu, FakeMachineSpec, FakePort, gpu_uuid
+from .tree import write_tree
+
+Clock = Callable[[], datetime]
+
+# A DGX H100's GPU and NIC buses; more GPUs than that get made-up ones.
+_GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+_NIC_BUSES = (0x17, 0x29, 0x39, 0x5C, 0x99, 0xAA, 0xB9, 0xDA)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class FakeMachine:
+    """A whole, stateful fake machine built from a `FakeMachineSpec`."""
+
+    def __init__(self, spec: FakeMachineSpec, *, clock: Clock = _utcnow) -> None:
+        self.spec = spec
+        self.clock = clock
+        self.started = clock()
+        self.root: Path | None = None
+        self.on_xid: Callable[[int, int], None] | None = None
+        self._removed: set[int] = set()
+        self._lost: set[int] = set()
+        self._gpu = cache(self._build_gpu)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # --- what the fakes read
+    def elapsed_seconds(self) -> float:
+        return max(0.0, (self.clock() - self.started).total_seconds())
+
+    def present_gpus(self) -> list[int]:
+        return [i for i in range(self.spec.gpus.count) if i not in self._removed]
+
+    def spec_gpu(self, index: int) -> FakeGpu:
+        return self._gpu(index)
+
+    def gpu_uuid(self, index: int) -> str:
+        return gpu_uuid(self.spec.name, index)
+
+    def gpu_bus(self, index: int) -> int:
+        return _GPU_BUSES[index] if index < len(_GPU_BUSES) else 0x100 - 2 * (index + 1)
+
+    def nic_bus(self, index: int) -> int:
+        return _NIC_BUSES[index] if index < len(_NIC_BUSES) else 0x60 + index
+
+    def gpu_numa(self, index: int) -> int:
+        return index * self.spec.numa_nodes // max(1, self.spec.gpus.count)
+
+    def nic_numa(self, index: int) -> int:
+        return index * self.spec.numa_nodes // max(1, self.spec.rdma.count)
+
+    def port(self, index: int) -> FakePort:
+        return self.spec.port_at(index)
+
+    def disk_stats(self, _path: Path) -> DiskStats:
+        """What `statvfs` would say about the data directory."""
+        p = self.spec.pressure
+        total = int(p.disk_total_gb * 1024**3)
+        files = 64_000_000
+        return DiskStats(
+            total_bytes=total,
+            free_bytes=int(total * p.disk_free_percent / 100),
+            total_inodes=files,
+            free_inodes=int(files * p.inodes_free_percent / 100),
+        )
+
+    # --- what tests and the demo do to it
+    def write_tree(self, root: Path) -> Path:
+        """Write the machine's /sys, /proc and /dev under `root`; return `root`."""
+        write_tree(self, root)
+        self.root = root
+        return root
+
+    def inject_xid(self, index: int, xid: int) -> None:
+        """The driver reports Xid `xid` on GPU `index`."""
+        if self.on_xid is not None:
+            self.on_xid(index, xid)
+
+    def lose_gpu(self, index: int) -> None:
+        """GPU `index` falls off the bus: every query answers `GPU is lost`."""
+        self._lost.add(index)
+        self._gpu.cache_clear()
+
+    def remove_gpu(self, index: int) -> None:
+        """GPU `index` disappears from the driver's list altogether."""
+        self._removed.add(index)
+
+    def set_port_state(self, index: int, state: str, phys_state: str) -> None:
+        """Rewrite port `index`'s sysfs state files, e.g. `1: DOWN`, `2: Polling`."""
+        if self.root is None:
+            raise RuntimeError("write_tree() first: the port lives in the sysfs tree")
+        port_dir = self.root / "sys/class/infiniband" / str(self.port(index).name) / "ports/1"
+        (port_dir / "state").write_text(state + "\n")
+        (port_dir / "phys_state").write_text(phys_state + "\n")
+
+    def _build_gpu(self, index: int) -> FakeGpu:
+        gpu = self.spec.gpu_at(index)
+        if index in self._lost:
+            gpu.lost = True
+        return gpu

@@ -1,0 +1,155 @@
+"""RDMA ports from `/sys/class/infiniband` under a configurable root (hardware.md §5)."""
+
+import ipaddress
+import logging
+import os
+import re
+from pathlib import Path
+
+from astraeus.shared import LinkLayer, RdmaPort
+
+log = logging.getLogger(__name__)
+
+# Every kernel form: "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)" and the old "10 Gb/sec (4X)".
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+Gb/sec(?:\s+\((\d+)X(?:\s+(\w+))?\))?")
+
+
+def parse_rate(text: str) -> float | None:
+    """The port's rate in Gb/s, or None for a form we do not know."""
+    match = _RATE.match(text)
+    return float(match.group(1)) if match else None
+
+
+def parse_state(text: str) -> str:
+    """`4: ACTIVE` → `ACTIVE`; `5: LinkUp` → `LinkUp`; `7: Phy Test` → `Phy Test`."""
+    _, sep, name = text.strip().partition(": ")
+    return name if sep else text.strip()
+
+
+def subnet_prefix(gid: str) -> str | None:
+    """The first 64 bits of a GID as 16 hex digits, e.g. `fe80000000000000`; None when unset."""
+    try:
+        raw = ipaddress.IPv6Address(gid.strip()).packed
+    except ValueError:
+        return None
+    return raw[:8].hex() if any(raw) else None
+
+
+def fabric_name(prefix: str) -> str:
+    """The derived fabric of an InfiniBand port: its GID 0 subnet prefix."""
+    return f"ib-{prefix}"
+
+
+def read_ports(sysfs_root: Path) -> list[RdmaPort]:
+    """Every port of every RDMA device, sorted by device and port."""
+    base = sysfs_root / "class/infiniband"
+    try:
+        devices = sorted(os.listdir(base))
+    except OSError:
+        return []
+    ports = []
+    for device in devices:
+        for port_dir in _port_dirs(base / device):
+            port = _read_port(base / device, port_dir)
+            if port is not None:
+                ports.append(port)
+    return ports
+
+
+def read_states(sysfs_root: Path) -> dict[str, str]:
+    """`{"mlx5_0:1": "4: ACTIVE/5: LinkUp", ...}`: cheap to poll, since port changes raise no
+    udev event."""
+    base = sysfs_root / "class/infiniband"
+    states = {}
+    try:
+        devices = os.listdir(base)
+    except OSError:
+        return {}
+    for device in devices:
+        for port_dir in _port_dirs(base / device):
+            state = _text(port_dir / "state") or ""
+            phys = _text(port_dir / "phys_state") or ""
+            states[f"{device}:{port_dir.name}"] = f"{state}/{phys}"
+    return states
+
+
+def _port_dirs(device_dir: Path) -> list[Path]:
+    try:
+        names = os.listdir(device_dir / "ports")
+    except OSError:
+        return []
+    return [device_dir / "ports" / n for n in sorted(names, key=_numeric) if n.isdigit()]
+
+
+def _numeric(name: str) -> int:
+    return int(name) if name.isdigit() else 0
+
+
+def _read_port(device_dir: Path, port_dir: Path) -> RdmaPort | None:
+    layer_text = _text(port_dir / "link_layer")
+    if layer_text not in (LinkLayer.INFINIBAND, LinkLayer.ETHERNET):
+        log.info(
+            "skipping %s: link layer %r is neither InfiniBand nor Ethernet", port_dir, layer_text
+        )
+        return None
+    layer = LinkLayer(layer_text)
+    rate_text = _text(port_dir / "rate") or ""
+    rate = parse_rate(rate_text)
+    if rate is None:
+        log.warning("%s: rate %r is not a form we know; reporting 0 Gb/s", port_dir, rate_text)
+    prefix = subnet_prefix(_text(port_dir / "gids/0") or "")
+    pci = _pci(device_dir)
+    return RdmaPort(
+        device=device_dir.name,
+        port=int(port_dir.name),
+        state=parse_state(_text(port_dir / "state") or "UNKNOWN"),
+        physical_state=_optional_state(port_dir / "phys_state"),
+        link_layer=layer,
+        rate_gbps=rate or 0.0,
+        subnet_prefix=prefix,
+        fabric=fabric_name(prefix) if prefix and layer == LinkLayer.INFINIBAND else None,
+        numa_node=_numa(device_dir / "device/numa_node"),
+        pci_device=pci,
+        netdev=_netdev(port_dir) if layer == LinkLayer.ETHERNET else None,
+    )
+
+
+def _optional_state(path: Path) -> str | None:
+    text = _text(path)
+    return parse_state(text) if text else None
+
+
+def _netdev(port_dir: Path) -> str | None:
+    """The netdev of a RoCE port: the first GID that names one (IB GIDs answer EINVAL)."""
+    try:
+        indexes = sorted(os.listdir(port_dir / "gid_attrs/ndevs"), key=_numeric)
+    except OSError:
+        return None
+    for index in indexes:
+        name = _text(port_dir / "gid_attrs/ndevs" / index)
+        if name:
+            return name
+    return None
+
+
+def _pci(device_dir: Path) -> str | None:
+    try:
+        return Path(os.path.realpath(device_dir / "device", strict=True)).name
+    except OSError:
+        return None
+
+
+def _numa(path: Path) -> int | None:
+    text = _text(path)
+    try:
+        node = int(text) if text else -1
+    except ValueError:
+        return None
+    return node if node >= 0 else None
+
+
+def _text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
