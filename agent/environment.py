@@ -1,0 +1,187 @@
+"""The environment, device nodes and limits a worker gets from its assignment. Pure: no I/O.
+
+The runner calls `worker_environment` once per task, just before it starts the worker; a
+`WorkerEnvironmentError` fails the task with its message instead of starting it.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from astraeus.shared import Assignment, GpuInfo, LinkLayer, MachineReport, NetworkKind, RdmaPort
+from astraeus.shared.ask import Vendor
+
+IMEX_CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
+"""Channel 0, the one every worker of an NVLink domain shares (hardware reference §6)."""
+
+RDMA_CM = "/dev/infiniband/rdma_cm"
+RDMA_DIR = "/dev/infiniband"
+AMD_DEVICES = ("/dev/kfd", "/dev/dri")
+INTEL_DEVICES = ("/dev/dri",)
+
+MIB = 1024**2
+DEFAULT_SHM_BYTES = 64 * MIB
+"""Docker's and podman's own default, kept for workers without GPUs."""
+GPU_SHM_MIN_BYTES = 1024 * MIB
+"""The larger /dev/shm of a GPU worker: half its memory, and never less than this."""
+
+RDMA_NETWORKS = (NetworkKind.INFINIBAND, NetworkKind.RDMA)
+
+
+class WorkerEnvironmentError(ValueError):
+    """The assignment cannot be started on this machine as it is now; the text says why."""
+
+
+@dataclass(frozen=True)
+class WorkerEnvironment:
+    """What a worker is given besides its command."""
+
+    env: dict[str, str]
+    devices: tuple[str, ...]
+    capabilities: tuple[str, ...]
+    memlock_unlimited: bool
+    shm_size_bytes: int
+
+
+def worker_environment(
+    assignment: Assignment,
+    report: MachineReport,
+    *,
+    imex_channel_path: str = IMEX_CHANNEL0,
+    uverbs: Mapping[str, str] | None = None,
+) -> WorkerEnvironment:
+    """Everything the worker of `assignment` needs on the machine described by `report`.
+
+    `uverbs` maps an RDMA device name to its `/dev/infiniband/uverbsN` node where the caller
+    knows it; an RDMA run whose devices are not all mapped gets all of `/dev/infiniband`.
+    """
+    gpus = assigned_gpus(assignment, report)
+    ports = nccl_ports(assignment, report)
+    env = {
+        **_task_variables(assignment),
+        **_gpu_variables(gpus, report),
+        **_rendezvous_variables(assignment),
+        **_network_variables(assignment, ports),
+    }
+    devices = [*_gpu_devices(gpus), *_rdma_devices(ports, uverbs or {})]
+    if assignment.network is NetworkKind.NVLINK:
+        devices.append(_imex_channel(report, imex_channel_path))
+    rdma = bool(ports)
+    return WorkerEnvironment(
+        env=env,
+        devices=tuple(dict.fromkeys(devices)),
+        capabilities=("IPC_LOCK",) if rdma else (),
+        memlock_unlimited=bool(gpus) or rdma,
+        shm_size_bytes=_shm_size(assignment, gpus),
+    )
+
+
+def assigned_gpus(assignment: Assignment, report: MachineReport) -> list[GpuInfo]:
+    """The report's GPUs named by `assigned_gpu_ids`, in the assignment's order."""
+    by_uuid = {gpu.uuid: gpu for gpu in report.gpus}
+    missing = [uuid for uuid in assignment.assigned_gpu_ids if uuid not in by_uuid]
+    if missing:
+        raise WorkerEnvironmentError(
+            f"assigned_gpu_ids: {', '.join(missing)} not on machine {report.name}"
+        )
+    return [by_uuid[uuid] for uuid in assignment.assigned_gpu_ids]
+
+
+def nccl_ports(assignment: Assignment, report: MachineReport) -> list[RdmaPort]:
+    """The ports NCCL may use: up, at least `min_gbps`, one link layer (InfiniBand first)."""
+    if assignment.network not in RDMA_NETWORKS:
+        return []
+    fast = [p for p in report.rdma_ports if p.up and p.rate_gbps >= (assignment.min_gbps or 0)]
+    layers = [LinkLayer.INFINIBAND]
+    if assignment.network is NetworkKind.RDMA:
+        layers.append(LinkLayer.ETHERNET)
+    for layer in layers:
+        chosen = [port for port in fast if port.link_layer is layer]
+        if chosen:
+            return chosen
+    speed = f" at {assignment.min_gbps:g} Gb/s or more" if assignment.min_gbps else ""
+    kind = "InfiniBand" if assignment.network is NetworkKind.INFINIBAND else "RDMA"
+    raise WorkerEnvironmentError(f"no {kind} port is up{speed} on machine {report.name}")
+
+
+def _task_variables(assignment: Assignment) -> dict[str, str]:
+    return {
+        "ASTRAEUS_TASK": assignment.task,
+        "ASTRAEUS_RUN": assignment.run,
+        "ASTRAEUS_WORKSPACE": assignment.workspace,
+    }
+
+
+def _gpu_variables(gpus: Sequence[GpuInfo], report: MachineReport) -> dict[str, str]:
+    env = {
+        "ASTRAEUS_GPU_COUNT": str(len(gpus)),
+        "ASTRAEUS_ASSIGNED_GPU_IDS": ",".join(gpu.uuid for gpu in gpus),
+    }
+    vendors = {gpu.vendor for gpu in gpus}
+    # CUDA numbers GPUs its own way (NVML's index may differ), so NVIDIA GPUs go by UUID. An
+    # empty CUDA_VISIBLE_DEVICES hides every GPU from a worker that was given none.
+    if Vendor.NVIDIA in vendors or any(gpu.vendor is Vendor.NVIDIA for gpu in report.gpus):
+        env["CUDA_VISIBLE_DEVICES"] = _ids(gpus, Vendor.NVIDIA, uuid=True)
+    if Vendor.AMD in vendors:
+        env["ROCR_VISIBLE_DEVICES"] = _ids(gpus, Vendor.AMD, uuid=False)
+    if Vendor.INTEL in vendors:
+        env["ZE_AFFINITY_MASK"] = _ids(gpus, Vendor.INTEL, uuid=False)
+    return env
+
+
+def _ids(gpus: Sequence[GpuInfo], vendor: Vendor, *, uuid: bool) -> str:
+    return ",".join(gpu.uuid if uuid else str(gpu.index) for gpu in gpus if gpu.vendor is vendor)
+
+
+def _rendezvous_variables(assignment: Assignment) -> dict[str, str]:
+    rdv = assignment.rendezvous
+    return {
+        "MASTER_ADDR": rdv.master_addr,
+        "MASTER_PORT": str(rdv.master_port),
+        "WORLD_SIZE": str(rdv.world_size),
+        "RANK": str(rdv.rank),
+        "NODE_RANK": str(rdv.node_rank),
+        "LOCAL_WORLD_SIZE": str(rdv.local_world_size),
+    }
+
+
+def _network_variables(assignment: Assignment, ports: Sequence[RdmaPort]) -> dict[str, str]:
+    if ports:
+        # `=` makes NCCL match names exactly, so mlx5_1 does not also select mlx5_10.
+        return {"NCCL_IB_HCA": "=" + ",".join(port.hca_name for port in ports)}
+    if assignment.network is NetworkKind.ETHERNET:
+        return {"NCCL_IB_DISABLE": "1"}
+    return {}
+
+
+def _gpu_devices(gpus: Sequence[GpuInfo]) -> list[str]:
+    devices: list[str] = []
+    for gpu in gpus:
+        if gpu.vendor is Vendor.NVIDIA:
+            devices.append(f"nvidia.com/gpu={gpu.uuid}")
+        elif gpu.vendor is Vendor.AMD:
+            devices.extend(AMD_DEVICES)
+        elif gpu.vendor is Vendor.INTEL:
+            devices.extend(INTEL_DEVICES)
+    return devices
+
+
+def _rdma_devices(ports: Sequence[RdmaPort], uverbs: Mapping[str, str]) -> list[str]:
+    if not ports:
+        return []
+    names = list(dict.fromkeys(port.device for port in ports))
+    if not all(name in uverbs for name in names):
+        return [RDMA_DIR]
+    return [RDMA_CM, *(uverbs[name] for name in names)]
+
+
+def _imex_channel(report: MachineReport, path: str) -> str:
+    if not report.imex.available:
+        detail = f": {report.imex.detail}" if report.imex.detail else ""
+        raise WorkerEnvironmentError(f"IMEX channel is not available on this machine{detail}")
+    return path
+
+
+def _shm_size(assignment: Assignment, gpus: Sequence[GpuInfo]) -> int:
+    if not gpus:
+        return DEFAULT_SHM_BYTES
+    return max(GPU_SHM_MIN_BYTES, assignment.memory_bytes // 2)

@@ -1,0 +1,24 @@
+"""The agent runtime: the report loop, workers launched with their environment, restarts."""
+
+from .container import container_command, container_runtime, runtime_capabilities
+from .launch import choose_launcher
+from .loop import Agent, LoopConfig
+from .main import main
+from .runner import Runner, RunnerConfig
+from .sdnotify import Notifier
+from .state import Outbox, StateDir
+
+__all__ = [
+    "Agent",
+    "LoopConfig",
+    "Notifier",
+    "Outbox",
+    "Runner",
+    "RunnerConfig",
+    "StateDir",
+    "choose_launcher",
+    "container_command",
+    "container_runtime",
+    "main",
+    "runtime_capabilities",
+]

@@ -1,0 +1,186 @@
+"""How a worker's shim is started: a transient systemd unit, or a child in its own session."""
+
+import contextlib
+import logging
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from astraeus.shared import Assignment
+
+from .state import UNSAFE, TaskRecord
+
+log = logging.getLogger(__name__)
+
+SHIM = Path(__file__).with_name("shim.py")
+Which = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class Launched:
+    pid: int
+    pid_start: int | None
+    unit: str | None = None
+
+
+class Launcher(Protocol):
+    name: str
+
+    def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched: ...
+
+    def signal(self, record: TaskRecord, sig: signal.Signals) -> None: ...
+
+    def alive(self, record: TaskRecord) -> bool: ...
+
+
+def shim_command(spec: Path) -> list[str]:
+    """The shim runs isolated from the user's site-packages and PYTHON* variables."""
+    return [sys.executable, "-I", str(SHIM), str(spec)]
+
+
+class ProcessLauncher:
+    """Shims as child processes in their own session, so they outlive the agent."""
+
+    name = "process"
+
+    def __init__(self) -> None:
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched:
+        with open(log_path, "ab") as out:
+            child = subprocess.Popen(  # noqa: S603 - our own shim
+                shim_command(spec),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                env=_shim_env(),
+            )
+        self._children[child.pid] = child
+        return Launched(pid=child.pid, pid_start=proc_start_time(child.pid))
+
+    def signal(self, record: TaskRecord, sig: signal.Signals) -> None:
+        if record.pid is None or not self.alive(record):
+            return
+        with contextlib.suppress(ProcessLookupError):  # it ended between check and signal
+            os.killpg(record.pid, sig)
+
+    def alive(self, record: TaskRecord) -> bool:
+        if record.pid is None:
+            return False
+        child = self._children.get(record.pid)
+        if child is not None:
+            return child.poll() is None  # also reaps it
+        return proc_alive(record.pid, record.pid_start)
+
+
+class SystemdLauncher:
+    """Shims in transient units, so the agent's own unit can restart without killing them."""
+
+    name = "systemd"
+
+    def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched:
+        unit = unit_name(record.assignment)
+        command = systemd_run_command(unit, record.assignment, shim_command(spec))
+        subprocess.run(command, check=True, capture_output=True, env=_shim_env())  # noqa: S603
+        shown = subprocess.run(  # noqa: S603
+            ["systemctl", "show", "--property=MainPID", "--value", unit],  # noqa: S607
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        pid = int(shown.stdout.strip() or 0)
+        return Launched(pid=pid, pid_start=proc_start_time(pid), unit=unit)
+
+    def signal(self, record: TaskRecord, sig: signal.Signals) -> None:
+        if record.unit:
+            subprocess.run(  # noqa: S603 - best effort: the unit may be gone already
+                ["systemctl", "kill", f"--signal={sig.name}", record.unit],  # noqa: S607
+                check=False,
+                capture_output=True,
+            )
+
+    def alive(self, record: TaskRecord) -> bool:
+        return record.pid is not None and proc_alive(record.pid, record.pid_start)
+
+
+def unit_name(assignment: Assignment) -> str:
+    return f"astraeus-{UNSAFE.sub('_', assignment.workspace)}-{UNSAFE.sub('_', assignment.task)}"
+
+
+def systemd_run_command(unit: str, assignment: Assignment, command: list[str]) -> list[str]:
+    """`systemd-run` for one worker: its own unit, unlimited locked memory, the task's limits."""
+    properties = ["LimitMEMLOCK=infinity", "KillMode=control-group"]
+    if assignment.cpu_cores:
+        properties.append(f"CPUQuota={round(assignment.cpu_cores * 100)}%")
+    if assignment.memory_bytes:
+        properties.append(f"MemoryMax={assignment.memory_bytes}")
+    return [
+        "systemd-run",
+        f"--unit={unit}",
+        f"--description=Astraeus task {assignment.task}",
+        "--collect",
+        "--quiet",
+        *(f"--property={p}" for p in properties),
+        "--",
+        *command,
+    ]
+
+
+def choose_launcher(*, pid1: str | None = None, which: Which = shutil.which) -> Launcher:
+    """systemd-run when systemd is PID 1 and the tool is there, else child processes."""
+    pid1 = _pid1_name() if pid1 is None else pid1
+    if pid1 == "systemd" and which("systemd-run"):
+        log.info("workers run in transient systemd units (systemd-run); agent restarts keep them")
+        return SystemdLauncher()
+    reason = "systemd-run not found" if pid1 == "systemd" else f"PID 1 is {pid1}, not systemd"
+    log.info("workers run as child processes in their own session (%s); %s", reason, memlock())
+    return ProcessLauncher()
+
+
+def memlock() -> str:
+    """How far a worker's locked-memory limit can be raised from here, in words for the log."""
+    _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if hard == resource.RLIM_INFINITY or os.geteuid() == 0:
+        return "locked memory: unlimited"
+    return f"locked memory: raised to the hard limit {hard} bytes (unlimited needs root)"
+
+
+def proc_start_time(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    fields = _stat_fields(pid, proc)
+    return int(fields[19]) if fields else None
+
+
+def proc_alive(pid: int, start: int | None, proc: Path = Path("/proc")) -> bool:
+    """True while `pid` runs and is the process we started (not a zombie, not a reused pid)."""
+    fields = _stat_fields(pid, proc)
+    if not fields or fields[0] in ("Z", "X"):
+        return False
+    return start is None or int(fields[19]) == start
+
+
+def _stat_fields(pid: int, proc: Path) -> list[str] | None:
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat[stat.rindex(")") + 2 :].split()  # the name may hold spaces and parentheses
+
+
+def _pid1_name() -> str:
+    try:
+        return Path("/proc/1/comm").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _shim_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TZ")}

@@ -1,0 +1,137 @@
+"""The agent's loop: scan, report, act on the reply; back off while the coordinator is away."""
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from astraeus.shared import AgentReport, MachineReport, ReportReply
+
+from .client import CoordinatorClient, CoordinatorError
+from .runner import Runner
+from .sdnotify import Notifier
+
+log = logging.getLogger(__name__)
+
+Scan = Callable[[], MachineReport]
+
+
+@dataclass
+class LoopConfig:
+    report_interval_seconds: float | None = None
+    """None: as the coordinator's reply says."""
+    watch_interval_seconds: float = 1.0
+    backoff_base_seconds: float = 1.0
+    backoff_max_seconds: float = 60.0
+
+
+def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], float]) -> float:
+    """Doubling from `base` up to `cap`, then a random half of it taken off ("equal jitter"),
+    so agents cut off together do not all come back in the same second."""
+    ceiling: float = min(cap, base * 2.0 ** min(failures - 1, 30))
+    return ceiling * (0.5 + rng() / 2)
+
+
+class Agent:
+    """Reports every few seconds and whenever a task changes; keeps workers through outages."""
+
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        runner: Runner,
+        scan: Scan,
+        *,
+        notifier: Notifier | None = None,
+        config: LoopConfig | None = None,
+        capabilities: list[str] | None = None,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.client, self.runner, self.scan = client, runner, scan
+        self.notifier = notifier or Notifier({})
+        self.config = config or LoopConfig()
+        self.capabilities = capabilities or []
+        self.rng = rng
+        self.failures = 0
+        self.reports = 0
+        self.sent_seq = -1
+        self.interval = self.config.report_interval_seconds or ReportReply().report_interval_seconds
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set. Workers are left running: they belong to their tasks."""
+        active = sum(not r.state.ended for r in self.runner.records.values())
+        if active:
+            log.info("found %d workers started before this agent; watching them again", active)
+        pinger = asyncio.create_task(self._watchdog(stop))
+        try:
+            await self._loop(stop)
+        finally:
+            pinger.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pinger
+
+    async def _loop(self, stop: asyncio.Event) -> None:
+        next_report = time.monotonic()
+        while not stop.is_set():
+            self.runner.watch()
+            now = time.monotonic()
+            news = self.failures == 0 and self.runner.outbox.next_seq - 1 > self.sent_seq
+            if news or now >= next_report:
+                next_report = now + await self._report_or_back_off()
+            wait = min(self.config.watch_interval_seconds, max(0.0, next_report - now))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait)
+
+    async def _report_or_back_off(self) -> float:
+        """Seconds until the next report."""
+        try:
+            await self.report_once()
+        except CoordinatorError as error:
+            self.failures += 1
+            delay = backoff_delay(
+                self.failures,
+                self.config.backoff_base_seconds,
+                self.config.backoff_max_seconds,
+                self.rng,
+            )
+            log.warning(
+                "report failed (%d in a row): %s; next try in %.1f s", self.failures, error, delay
+            )
+            return delay
+        if self.failures:
+            log.info("coordinator reachable again after %d failed reports", self.failures)
+        self.failures = 0
+        return self.interval
+
+    async def report_once(self) -> ReportReply:
+        """Scan, send the report with every unacknowledged update and new log, act on the reply."""
+        report = await asyncio.to_thread(self.scan)
+        capabilities = sorted({*report.capabilities, *self.capabilities})
+        now = datetime.now(UTC)
+        report = report.model_copy(update={"capabilities": capabilities, "reported_at": now})
+        updates = list(self.runner.outbox.pending)
+        body = AgentReport(report=report, updates=updates, logs=self.runner.log_chunks())
+        reply = await self.client.report(body)
+        self.sent_seq = max(self.sent_seq, self.runner.outbox.next_seq - 1)
+        self.runner.outbox.ack(reply.acked_seq)
+        self.runner.logs_received()
+        self.runner.sync(reply.assignments, report)
+        self.runner.forget_finished(a.task for a in reply.assignments)
+        if self.config.report_interval_seconds is None:
+            self.interval = reply.report_interval_seconds
+        self.reports += 1
+        if self.reports == 1:
+            self.notifier.ready()
+        return reply
+
+    async def _watchdog(self, stop: asyncio.Event) -> None:
+        seconds = self.notifier.watchdog_seconds
+        if seconds is None:
+            return
+        while not stop.is_set():
+            self.notifier.watchdog()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), seconds / 2)

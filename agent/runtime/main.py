@@ -1,0 +1,105 @@
+"""`astraeus-agent --coordinator URL --token-file PATH`: the agent's long-running service."""
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import aiohttp
+
+from .client import CoordinatorClient
+from .container import container_runtime, runtime_capabilities
+from .launch import choose_launcher
+from .loop import Agent, LoopConfig, Scan
+from .runner import Runner, RunnerConfig
+from .sdnotify import Notifier
+from .settings import Settings, SettingsError, load_settings, read_token
+from .state import Outbox, StateDir
+
+log = logging.getLogger("astraeus.agent")
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the agent until SIGTERM or SIGINT; 2 for bad settings, 0 after a clean stop."""
+    try:
+        settings = load_settings(argv, os.environ)
+        token = read_token(settings.token_file)
+        scan = make_scan(settings)
+    except SystemExit as done:  # argparse: --help, or a usage error it already printed
+        return int(done.code or 0)
+    except SettingsError as error:
+        print(f"astraeus-agent: {error}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(settings, token, scan))
+    return 0
+
+
+def make_scan(settings: Settings) -> Scan:
+    """The inventory scanner's `scan`, imported only here so the runtime works without it."""
+    try:
+        inventory = importlib.import_module("astraeus.agent.inventory")
+    except ImportError as error:
+        raise SettingsError(
+            f"machine discovery (astraeus.agent.inventory) is not available: {error}"
+        ) from None
+    try:
+        scanner = inventory.Scanner(
+            name=settings.name, backend=settings.backend, sysfs_root=settings.sysfs_root
+        )
+    except (TypeError, ValueError) as error:
+        raise SettingsError(f"backend {settings.backend}: {error}") from None
+    scan: Scan = scanner.scan
+    return scan
+
+
+async def serve(settings: Settings, token: str, scan: Scan) -> None:
+    """The agent's whole life: workers outlive it, on purpose."""
+    notifier = Notifier.from_environment()
+    state = StateDir(settings.state_dir)
+    config = RunnerConfig(
+        stop_grace_seconds=settings.stop_grace_seconds,
+        container_runtime=container_runtime(),
+        uverbs=lambda: uverbs_nodes(settings.sysfs_root),
+    )
+    runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
+    loop_config = LoopConfig(
+        report_interval_seconds=settings.report_interval_seconds,
+        backoff_max_seconds=settings.backoff_max_seconds,
+    )
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, _stopper(notifier, stop))
+    async with aiohttp.ClientSession() as session:
+        client = CoordinatorClient(session, settings.coordinator, settings.name, token)
+        agent = Agent(
+            client,
+            runner,
+            scan,
+            notifier=notifier,
+            config=loop_config,
+            capabilities=runtime_capabilities(),
+        )
+        log.info("reporting as %s to %s", settings.name, settings.coordinator)
+        await agent.run(stop)
+
+
+def _stopper(notifier: Notifier, stop: asyncio.Event) -> Callable[[], None]:
+    def handler() -> None:
+        notifier.stopping()
+        log.info("stopping; workers keep running and are found again at the next start")
+        stop.set()
+
+    return handler
+
+
+def uverbs_nodes(sysfs_root: Path) -> dict[str, str]:
+    """RDMA device name → its `/dev/infiniband/uverbsN` node, from sysfs."""
+    nodes = {}
+    for verbs in sorted((sysfs_root / "class" / "infiniband").glob("*/device/infiniband_verbs/*")):
+        nodes[verbs.parent.parent.parent.name] = f"/dev/infiniband/{verbs.name}"
+    return nodes

@@ -1,0 +1,240 @@
+"""Turns assignments into running workers and their ends into task updates."""
+
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
+
+from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
+from .launch import Launcher
+from .logs import next_chunk
+from .spec import CannotStartError, Files, shim_spec, worker_env
+from .state import Outbox, StateDir, TaskRecord, read_json, write_json
+
+log = logging.getLogger(__name__)
+
+CANCELLED = "cancelled"
+UNASSIGNED = "cancelled: no longer assigned by the coordinator"
+TERMINATED = "stopped with SIGTERM"
+KILLED = "killed with SIGKILL after the grace period"
+LOST = "exit status unknown: the worker ended while nothing was left to record it"
+
+
+@dataclass
+class RunnerConfig:
+    stop_grace_seconds: float = 30.0
+    imex_channel_path: str = IMEX_CHANNEL0
+    container_runtime: str | None = None
+    uverbs: Callable[[], Mapping[str, str]] = dict
+    agent_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class Runner:
+    """Owns the task records: starts, watches and stops workers, and records every change."""
+
+    def __init__(
+        self,
+        state: StateDir,
+        outbox: Outbox,
+        launcher: Launcher,
+        config: RunnerConfig,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.state, self.outbox, self.launcher = state, outbox, launcher
+        self.config, self.clock = config, clock
+        self.records = {record.task: record for record in state.records()}
+        self.shipped: dict[str, int] = {}
+
+    def sync(self, assignments: Iterable[Assignment], report: MachineReport) -> None:
+        """Start what is new, stop what is cancelled or no longer assigned."""
+        wanted = {a.task: a for a in assignments}
+        for task, assignment in wanted.items():
+            record = self.records.get(task)
+            if record is None:
+                self._start(assignment, report)
+            elif assignment.cancel:
+                self.stop(record, CANCELLED)
+        for task, record in self.records.items():
+            if task not in wanted:
+                self.stop(record, UNASSIGNED)
+
+    def watch(self) -> bool:
+        """Look at every live worker once; True when some task changed state."""
+        changed = False
+        for record in list(self.records.values()):
+            if not record.state.ended:
+                changed |= self._watch(record)
+        return changed
+
+    def stop(self, record: TaskRecord, reason: str) -> None:
+        """SIGTERM now; `watch` sends SIGKILL once the grace period is over."""
+        if record.state.ended or record.stop_reason is not None:
+            return
+        record.stop_reason = reason
+        if record.pid is None:
+            self._end(record, TaskState.CANCELLED, message=f"{reason} before it started")
+            return
+        self.launcher.signal(record, signal.SIGTERM)
+        record.term_sent_at = self.clock()
+        self.state.save(record)
+        log.info("task %s: %s; SIGTERM sent", record.task, reason)
+
+    def log_chunks(self) -> list[LogChunk]:
+        """The next piece of every task's log that the coordinator has not received."""
+        chunks, self.shipped = [], {}
+        for record in self.records.values():
+            found = next_chunk(
+                record.task,
+                self._files(record.task).log,
+                record.log_shipped,
+                final=record.state.ended,
+            )
+            if found:
+                chunks.append(found[0])
+                self.shipped[record.task] = found[1]
+        return chunks
+
+    def logs_received(self) -> None:
+        """The coordinator stored the chunks of the last report: move past them."""
+        for task, offset in self.shipped.items():
+            record = self.records.get(task)
+            if record is not None:
+                record.log_shipped = offset
+                self.state.save(record)
+        self.shipped.clear()
+
+    def forget_finished(self, assigned: Iterable[str]) -> None:
+        """Drop ended tasks whose updates and logs the coordinator has, and that it dropped too."""
+        keep = set(assigned)
+        unacked = {update.task for update in self.outbox.pending}
+        for task, record in list(self.records.items()):
+            done = record.state.ended and task not in keep and task not in unacked
+            if done and self._logs_shipped(record):
+                self.state.remove(task)
+                del self.records[task]
+
+    def _start(self, assignment: Assignment, report: MachineReport) -> None:
+        record = TaskRecord(assignment=assignment)
+        self.records[assignment.task] = record
+        if assignment.cancel:
+            self._end(record, TaskState.CANCELLED, message=f"{CANCELLED} before it started")
+            return
+        self._set(record, TaskState.STARTING)
+        try:
+            launched = self._launch(record, report)
+        except (WorkerEnvironmentError, CannotStartError, OSError) as error:
+            log.warning("task %s cannot start: %s", assignment.task, error)
+            self._end(record, TaskState.FAILED, message=str(error))
+            return
+        record.launcher, record.unit = self.launcher.name, launched.unit
+        record.pid, record.pid_start = launched.pid, launched.pid_start
+        record.started_at = self.clock()
+        self.state.save(record)
+        log.info("task %s started (%s, pid %d)", assignment.task, self.launcher.name, launched.pid)
+
+    def _launch(self, record: TaskRecord, report: MachineReport) -> Any:
+        assignment = record.assignment
+        worker = worker_environment(
+            assignment,
+            report,
+            imex_channel_path=self.config.imex_channel_path,
+            uverbs=self.config.uverbs(),
+        )
+        files = self._files(assignment.task)
+        env = worker_env(self.config.agent_env, assignment, worker)
+        spec = shim_spec(assignment, worker, env, files, runtime=self.config.container_runtime)
+        write_json(files.spec, spec)
+        return self.launcher.start(record, files.spec, files.log)
+
+    def _watch(self, record: TaskRecord) -> bool:
+        files = self._files(record.task)
+        status = read_json(files.status)
+        if status is not None:
+            if record.state is TaskState.STARTING and files.started.exists():
+                self._set(record, TaskState.RUNNING)
+            self._ended_with(record, status)
+            return True
+        if not self.launcher.alive(record):
+            self._ended_without_status(record)
+            return True
+        changed = False
+        if record.state is TaskState.STARTING and files.started.exists():
+            self._set(record, TaskState.RUNNING)
+            changed = True
+        self._enforce_limits(record)
+        return changed
+
+    def _enforce_limits(self, record: TaskRecord) -> None:
+        now, limit = self.clock(), record.assignment.time_limit_seconds
+        started = record.started_at
+        if limit is not None and started is not None and now - started >= limit:
+            self.stop(record, f"time limit of {limit} s reached")
+        term = record.term_sent_at
+        if (
+            term is not None
+            and not record.kill_sent
+            and now - term >= self.config.stop_grace_seconds
+        ):
+            self.launcher.signal(record, signal.SIGKILL)
+            record.kill_sent = True
+            self.state.save(record)
+            log.info("task %s: grace period over; SIGKILL sent", record.task)
+
+    def _ended_with(self, record: TaskRecord, status: dict[str, Any]) -> None:
+        code, sig = status.get("exit_code"), status.get("signal")
+        if record.stop_reason is not None:
+            self._end_stopped(record, exit_code=code, signal=sig)
+        elif status.get("message"):
+            self._end(record, TaskState.FAILED, exit_code=code, message=status["message"])
+        elif code == 0:
+            self._end(record, TaskState.SUCCEEDED, exit_code=0)
+        elif sig is not None:
+            name = signal.Signals(sig).name
+            self._end(record, TaskState.FAILED, signal=sig, message=f"killed by signal {name}")
+        else:
+            self._end(record, TaskState.FAILED, exit_code=code, message=f"exited with code {code}")
+
+    def _ended_without_status(self, record: TaskRecord) -> None:
+        if record.kill_sent:
+            self._end_stopped(record, exit_code=None, signal=int(signal.SIGKILL))
+        else:
+            self._end(record, TaskState.LOST, message=LOST)
+
+    def _end_stopped(
+        self, record: TaskRecord, *, exit_code: int | None, signal: int | None
+    ) -> None:
+        reason = record.stop_reason or CANCELLED
+        how = KILLED if record.kill_sent else TERMINATED
+        state = TaskState.FAILED if reason.startswith("time limit") else TaskState.CANCELLED
+        detail: dict[str, Any] = {"exit_code": exit_code, "signal": signal}
+        self._end(record, state, message=f"{reason}; {how}", **detail)
+
+    def _end(self, record: TaskRecord, state: TaskState, **detail: Any) -> None:
+        record.ended_at = self.clock()
+        self._set(record, state, **detail)
+        log.info("task %s %s %s", record.task, state.value, detail.get("message") or "")
+
+    def _set(self, record: TaskRecord, state: TaskState, **detail: Any) -> None:
+        record.state = state
+        self.state.save(record)
+        at = datetime.fromtimestamp(self.clock(), UTC)
+        self.outbox.add(record.task, state, at, **detail)
+
+    def _files(self, task: str) -> Files:
+        path = self.state.path
+        return Files(
+            spec=path(task, "spec.json"),
+            log=path(task, "output.log"),
+            started=path(task, "started.json"),
+            status=path(task, "status.json"),
+        )
+
+    def _logs_shipped(self, record: TaskRecord) -> bool:
+        log_file = self._files(record.task).log
+        return not log_file.exists() or record.log_shipped >= log_file.stat().st_size

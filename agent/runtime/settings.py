@@ -1,0 +1,129 @@
+"""The agent's settings: command line, then `ASTRAEUS_*` variables, then TOML, then defaults."""
+
+import argparse
+import os
+import re
+import socket
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+BACKEND = re.compile(r"^(auto|nvml|amdsmi|fake:.+)$")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or wrong; the text names it and says what is expected."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    coordinator: str
+    token_file: Path
+    name: str
+    state_dir: Path
+    backend: str = "auto"
+    sysfs_root: Path = Path("/sys")
+    report_interval_seconds: float | None = None
+    stop_grace_seconds: float = 30.0
+    backoff_max_seconds: float = 60.0
+
+
+NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
+PATHS = ("token_file", "state_dir", "sysfs_root")
+KEYS = tuple(f.name for f in fields(Settings))
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(
+        prog="astraeus-agent",
+        description="Report this machine to the coordinator and run the workers it assigns.",
+        epilog="Every option can also be set as ASTRAEUS_<OPTION> (e.g. ASTRAEUS_COORDINATOR) "
+        "or as a key of the --config TOML file; the command line wins, then the variable.",
+    )
+    cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
+    cli.add_argument("--token-file", help="a file holding this machine's agent token")
+    cli.add_argument("--name", help="this machine's name (default: the host name)")
+    cli.add_argument("--backend", help="auto, nvml, amdsmi or fake:FILE (default: auto)")
+    cli.add_argument("--sysfs-root", help="where sysfs is mounted (default: /sys)")
+    cli.add_argument("--state-dir", help="where the agent keeps its tasks and their logs")
+    cli.add_argument("--config", help="a TOML file of settings")
+    return cli
+
+
+def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
+    """Merge the three sources and check every value; SettingsError names what is wrong."""
+    args = vars(parser().parse_args(list(argv)))
+    config_path = args.pop("config") or environ.get("ASTRAEUS_CONFIG")
+    merged: dict[str, Any] = _toml(Path(config_path)) if config_path else {}
+    for key in KEYS:
+        value = environ.get(f"ASTRAEUS_{key.upper()}")
+        if value:
+            merged[key] = value
+    merged.update({key: value for key, value in args.items() if value is not None})
+    return _settings(merged, environ)
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise SettingsError(f"--config {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise SettingsError(f"--config {path}: not valid TOML: {error}") from None
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise SettingsError(f"--config {path}: unknown setting {unknown[0]!r}; known: {KEYS}")
+    return data
+
+
+def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
+    for key in ("coordinator", "token_file"):
+        if not merged.get(key):
+            flag = key.replace("_", "-")
+            raise SettingsError(f"--{flag} is required (or ASTRAEUS_{key.upper()})")
+    if not re.match(r"^https?://[^/]+", str(merged["coordinator"])):
+        raise SettingsError(f"coordinator: {merged['coordinator']!r} is not an http(s) URL")
+    merged.setdefault("name", socket.gethostname())
+    merged.setdefault("state_dir", default_state_dir(environ))
+    if not BACKEND.match(str(merged.get("backend", "auto"))):
+        raise SettingsError(f"backend: {merged['backend']!r}; use auto, nvml, amdsmi or fake:FILE")
+    for key in NUMBERS:
+        if key in merged:
+            merged[key] = _positive(key, merged[key])
+    for key in PATHS:
+        if key in merged:
+            merged[key] = Path(merged[key])
+    return Settings(**merged)
+
+
+def _positive(key: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = -1.0
+    if isinstance(value, bool) or not number > 0:
+        raise SettingsError(f"{key}: {value!r} is not a positive number of seconds")
+    return number
+
+
+def default_state_dir(environ: Mapping[str, str]) -> Path:
+    """systemd's StateDirectory= when set, /var/lib as root, else the user's XDG state dir."""
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/astraeus/agent")
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "astraeus-agent"
+
+
+def read_token(path: Path) -> str:
+    """The agent token: the file's first line, without surrounding white space."""
+    try:
+        token = path.read_text().strip()
+    except OSError as error:
+        raise SettingsError(f"token_file: cannot read {path}: {error.strerror}") from None
+    if not token:
+        raise SettingsError(f"token_file: {path} is empty")
+    return token

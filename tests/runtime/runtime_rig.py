@@ -1,0 +1,239 @@
+"""Test rig: a coordinator on 127.0.0.1 speaking the report contract, agents wired to it."""
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from astraeus.agent.runtime import (
+    Agent,
+    LoopConfig,
+    Notifier,
+    Outbox,
+    Runner,
+    RunnerConfig,
+    StateDir,
+)
+from astraeus.agent.runtime.client import CoordinatorClient
+from astraeus.agent.runtime.launch import ProcessLauncher
+from astraeus.shared import (
+    SCHEMA_VERSION,
+    AgentReport,
+    Assignment,
+    MachineReport,
+    ReportReply,
+    TaskState,
+    TaskUpdate,
+)
+
+TOKEN = "agent-token-gpu-01"  # noqa: S105 - a test token, not a secret
+WAIT_SECONDS = 30.0
+"""How long a test waits for something to happen before failing; generous for a busy machine."""
+
+
+def uuid(i: int) -> str:
+    return f"GPU-{i:08x}-0000-4000-8000-000000000000"
+
+
+def machine_report() -> MachineReport:
+    """A 2-GPU NVIDIA machine with one fast and one slow InfiniBand port."""
+    ports = [
+        {"device": "mlx5_0", "port": 1, "state": "ACTIVE", "link_layer": "InfiniBand"},
+        {"device": "mlx5_1", "port": 1, "state": "ACTIVE", "link_layer": "InfiniBand"},
+    ]
+    ports[0]["rate_gbps"], ports[1]["rate_gbps"] = 400, 100
+    gpus = [
+        {"index": i, "uuid": uuid(i), "vendor": "nvidia", "model": "H100", "memory_bytes": 1}
+        for i in range(2)
+    ]
+    return MachineReport.model_validate(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "name": "gpu-01",
+            "cpu_cores": 8,
+            "memory_bytes": 64 * 1024**3,
+            "gpus": gpus,
+            "rdma_ports": ports,
+        }
+    )
+
+
+def assignment(task: str, command: list[str], **extra: Any) -> Assignment:
+    """Task `task` of run `train` on this machine, rank 0 of 2."""
+    rendezvous = {
+        "master_addr": "127.0.0.1",
+        "master_port": 29500,
+        "world_size": 2,
+        "rank": 0,
+        "node_rank": 0,
+        "local_world_size": 1,
+    }
+    data = {
+        "task": task,
+        "run": "train",
+        "workspace": "vision",
+        "index": 0,
+        "command": command,
+        "rendezvous": rendezvous,
+        **extra,
+    }
+    return Assignment.model_validate(data)
+
+
+def python(code: str, *args: str) -> list[str]:
+    """A worker command: this Python running `code`."""
+    return [sys.executable, "-S", "-c", code, *args]
+
+
+@dataclass
+class Coordinator:
+    """Keeps what agents report, as the real coordinator must: updates by seq, logs by offset."""
+
+    assignments: dict[str, Assignment] = field(default_factory=dict)
+    updates: dict[int, TaskUpdate] = field(default_factory=dict)
+    logs: dict[str, bytearray] = field(default_factory=dict)
+    reports: int = 0
+    port: int = 0
+    runner: web.AppRunner | None = None
+    site: web.TCPSite | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def states(self, task: str) -> list[TaskState]:
+        return [u.state for _, u in sorted(self.updates.items()) if u.task == task]
+
+    def last(self, task: str) -> TaskUpdate | None:
+        found = [u for _, u in sorted(self.updates.items()) if u.task == task]
+        return found[-1] if found else None
+
+    def log(self, task: str) -> str:
+        return bytes(self.logs.get(task, b"")).decode()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"error": "bad token"}, status=401)
+        body = AgentReport.model_validate(await request.json())
+        self.reports += 1
+        for update in body.updates:
+            self.updates[update.seq] = update
+            if update.state.ended:
+                self.assignments.pop(update.task, None)
+        for chunk in body.logs:
+            data = self.logs.setdefault(chunk.task, bytearray())
+            if chunk.offset == len(data):
+                data.extend(chunk.data.encode())
+        reply = ReportReply(
+            acked_seq=max(self.updates, default=-1),
+            assignments=list(self.assignments.values()),
+            report_interval_seconds=0.1,
+        )
+        return web.json_response(reply.model_dump(mode="json"))
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_put("/api/v1/machines/{name}/report", self.handle)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        await self.up()
+
+    async def up(self) -> None:
+        """Listen (again) on the same port."""
+        assert self.runner is not None
+        self.site = web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True)
+        await self.site.start()
+        if not self.port:
+            server = self.site._server
+            assert isinstance(server, asyncio.Server)
+            self.port = server.sockets[0].getsockname()[1]
+
+    async def down(self) -> None:
+        """Stop listening: the agent's connections are refused, as in a real outage."""
+        assert self.site is not None
+        await self.site.stop()
+
+
+AGENT_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "NOTIFY_SOCKET": "/run/systemd/notify",
+    "WATCHDOG_USEC": "30000000",
+    "WATCHDOG_PID": "1",
+    "ASTRAEUS_TOKEN_FILE": "/etc/astraeus/token",
+}
+"""The agent's own environment in these tests: what must and must not reach a worker."""
+
+
+@dataclass
+class Harness:
+    """Starts and stops agents on one state directory, as a machine would across restarts."""
+
+    coordinator: Coordinator
+    state_dir: Path
+    session: aiohttp.ClientSession
+    notifier: Notifier = field(default_factory=lambda: Notifier({}))
+    agent: Agent | None = None
+    task: asyncio.Task[None] | None = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    launchers: list[ProcessLauncher] = field(default_factory=list)
+
+    def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
+        launcher = ProcessLauncher()
+        self.launchers.append(launcher)
+        state = StateDir(self.state_dir)
+        config = RunnerConfig(stop_grace_seconds=0.5, agent_env=AGENT_ENV)
+        runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)
+        client = CoordinatorClient(self.session, self.coordinator.url, "gpu-01", TOKEN)
+        loop = LoopConfig(
+            watch_interval_seconds=0.05, backoff_base_seconds=0.1, backoff_max_seconds=0.4
+        )
+        return Agent(client, runner, scan, notifier=self.notifier, config=loop)
+
+    async def start(self) -> Agent:
+        self.agent, self.stop = self.build(), asyncio.Event()
+        self.task = asyncio.create_task(self.agent.run(self.stop))
+        return self.agent
+
+    async def halt(self) -> None:
+        """Stop the agent as SIGTERM would: its workers keep running."""
+        self.stop.set()
+        if self.task is not None:
+            await self.task
+
+
+def kill_leftovers(rig: Harness) -> None:
+    """No test leaves a worker behind, even a failing one."""
+    for launcher in rig.launchers:
+        for child in launcher._children.values():
+            if child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+
+
+async def until(check: Callable[[], object], what: str) -> None:
+    """Wait until `check()` is true; fail naming `what` after WAIT_SECONDS."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECONDS
+    while not check():
+        if loop.time() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port

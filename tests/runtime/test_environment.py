@@ -1,0 +1,270 @@
+"""worker_environment: exact variables, devices and limits for each kind of machine and run."""
+
+from typing import Any
+
+import pytest
+
+from astraeus.agent.environment import (
+    DEFAULT_SHM_BYTES,
+    GPU_SHM_MIN_BYTES,
+    IMEX_CHANNEL0,
+    WorkerEnvironmentError,
+    worker_environment,
+)
+from astraeus.shared import SCHEMA_VERSION, Assignment, MachineReport
+
+GIB = 1024**3
+
+
+def _uuid(i: int) -> str:
+    return f"GPU-{i:08x}-0000-4000-8000-000000000000"
+
+
+def _gpu(i: int, vendor: str = "nvidia") -> dict[str, Any]:
+    return {"index": i, "uuid": _uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB}
+
+
+def _port(device: str, rate: float, *, state: str = "ACTIVE", layer: str = "InfiniBand") -> dict:
+    return {"device": device, "port": 1, "state": state, "link_layer": layer, "rate_gbps": rate}
+
+
+def _machine(gpus: int = 8, vendor: str = "nvidia", **extra: Any) -> MachineReport:
+    return MachineReport.model_validate(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "name": "gpu-01",
+            "cpu_cores": 96,
+            "memory_bytes": 1024 * GIB,
+            "gpus": [_gpu(i, vendor) for i in range(gpus)],
+            **extra,
+        }
+    )
+
+
+def _assignment(**extra: Any) -> Assignment:
+    return Assignment.model_validate(
+        {
+            "task": "train-1",
+            "run": "train",
+            "workspace": "vision",
+            "index": 1,
+            "command": ["python", "train.py"],
+            "rendezvous": {
+                "master_addr": "10.0.0.1",
+                "master_port": 29500,
+                "world_size": 2,
+                "rank": 1,
+                "node_rank": 1,
+                "local_world_size": 1,
+            },
+            **extra,
+        }
+    )
+
+
+IB_PORTS = [
+    _port("mlx5_0", 400),
+    _port("mlx5_1", 400, state="DOWN"),
+    _port("mlx5_10", 200),
+    _port("ibp12s0", 400),
+    _port("mlx5_4", 400, layer="Ethernet"),
+]
+
+BASE = {
+    "ASTRAEUS_TASK": "train-1",
+    "ASTRAEUS_RUN": "train",
+    "ASTRAEUS_WORKSPACE": "vision",
+    "MASTER_ADDR": "10.0.0.1",
+    "MASTER_PORT": "29500",
+    "WORLD_SIZE": "2",
+    "RANK": "1",
+    "NODE_RANK": "1",
+    "LOCAL_WORLD_SIZE": "1",
+}
+
+CASES = [
+    pytest.param(
+        _machine(),
+        _assignment(assigned_gpu_ids=[_uuid(3), _uuid(1)], network="local"),
+        {
+            "ASTRAEUS_GPU_COUNT": "2",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": f"{_uuid(3)},{_uuid(1)}",
+            "CUDA_VISIBLE_DEVICES": f"{_uuid(3)},{_uuid(1)}",
+        },
+        id="nvidia-local-by-uuid-in-assigned-order",
+    ),
+    pytest.param(
+        _machine(),
+        _assignment(network="local"),
+        {"ASTRAEUS_GPU_COUNT": "0", "ASTRAEUS_ASSIGNED_GPU_IDS": "", "CUDA_VISIBLE_DEVICES": ""},
+        id="cpu-worker-on-nvidia-machine-sees-no-gpu",
+    ),
+    pytest.param(
+        _machine(0),
+        _assignment(network="local"),
+        {"ASTRAEUS_GPU_COUNT": "0", "ASTRAEUS_ASSIGNED_GPU_IDS": ""},
+        id="cpu-machine",
+    ),
+    pytest.param(
+        _machine(8, "amd"),
+        _assignment(assigned_gpu_ids=[_uuid(4), _uuid(5)]),
+        {
+            "ASTRAEUS_GPU_COUNT": "2",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": f"{_uuid(4)},{_uuid(5)}",
+            "ROCR_VISIBLE_DEVICES": "4,5",
+        },
+        id="amd-by-index",
+    ),
+    pytest.param(
+        _machine(4, "intel"),
+        _assignment(assigned_gpu_ids=[_uuid(2)]),
+        {
+            "ASTRAEUS_GPU_COUNT": "1",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(2),
+            "ZE_AFFINITY_MASK": "2",
+        },
+        id="intel-by-index",
+    ),
+    pytest.param(
+        _machine(rdma_ports=IB_PORTS),
+        _assignment(assigned_gpu_ids=[_uuid(0)], network="infiniband", min_gbps=400),
+        {
+            "ASTRAEUS_GPU_COUNT": "1",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
+            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "NCCL_IB_HCA": "=mlx5_0:1,ibp12s0:1",
+        },
+        id="infiniband-up-ports-at-min-gbps-exact-match",
+    ),
+    pytest.param(
+        _machine(rdma_ports=IB_PORTS),
+        _assignment(assigned_gpu_ids=[_uuid(0)], network="infiniband"),
+        {
+            "ASTRAEUS_GPU_COUNT": "1",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
+            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "NCCL_IB_HCA": "=mlx5_0:1,mlx5_10:1,ibp12s0:1",
+        },
+        id="infiniband-without-min-gbps-takes-every-up-port",
+    ),
+    pytest.param(
+        _machine(rdma_ports=[_port("rocep1s0", 200, layer="Ethernet"), _port("rocep2s0", 100)]),
+        _assignment(assigned_gpu_ids=[_uuid(0)], network="rdma", min_gbps=200),
+        {
+            "ASTRAEUS_GPU_COUNT": "1",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
+            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "NCCL_IB_HCA": "=rocep1s0:1",
+        },
+        id="roce-when-no-infiniband-port-is-fast-enough",
+    ),
+    pytest.param(
+        _machine(rdma_ports=IB_PORTS),
+        _assignment(assigned_gpu_ids=[_uuid(0)], network="ethernet"),
+        {
+            "ASTRAEUS_GPU_COUNT": "1",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
+            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "NCCL_IB_DISABLE": "1",
+        },
+        id="multi-machine-over-ethernet-disables-ib",
+    ),
+]
+
+
+@pytest.mark.parametrize(("report", "assignment", "expected"), CASES)
+def test_variables(report: MachineReport, assignment: Assignment, expected: dict) -> None:
+    """Each kind of machine and network gives exactly these variables, plus the rendezvous ones."""
+    assert worker_environment(assignment, report).env == {**BASE, **expected}
+
+
+def test_infiniband_run_gets_rdma_devices_ipc_lock_and_memlock() -> None:
+    """An RDMA worker gets rdma_cm and the uverbs of its devices, IPC_LOCK and unlimited memlock."""
+    report = _machine(rdma_ports=IB_PORTS)
+    assignment = _assignment(assigned_gpu_ids=[_uuid(0)], network="infiniband", min_gbps=400)
+    uverbs = {"mlx5_0": "/dev/infiniband/uverbs0", "ibp12s0": "/dev/infiniband/uverbs3"}
+    got = worker_environment(assignment, report, uverbs=uverbs)
+    assert got.devices == (
+        f"nvidia.com/gpu={_uuid(0)}",
+        "/dev/infiniband/rdma_cm",
+        "/dev/infiniband/uverbs0",
+        "/dev/infiniband/uverbs3",
+    )
+    assert got.capabilities == ("IPC_LOCK",)
+    assert got.memlock_unlimited
+
+
+def test_unmapped_rdma_device_exposes_the_whole_directory() -> None:
+    """Without a uverbs node for every chosen device, the worker gets all of /dev/infiniband."""
+    report = _machine(0, rdma_ports=IB_PORTS)
+    got = worker_environment(_assignment(network="infiniband", min_gbps=400), report)
+    assert got.devices == ("/dev/infiniband",)
+    assert got.memlock_unlimited
+
+
+def test_nvlink_domain_gets_imex_channel_zero() -> None:
+    """A multi-machine NVLink run gets IMEX channel 0 as a device."""
+    report = _machine(4, imex={"available": True})
+    assignment = _assignment(assigned_gpu_ids=[_uuid(0)], network="nvlink", nvlink_domain="c1/0")
+    got = worker_environment(assignment, report)
+    assert got.devices == (f"nvidia.com/gpu={_uuid(0)}", IMEX_CHANNEL0)
+    assert got.capabilities == ()
+
+
+def test_amd_devices_are_listed_once() -> None:
+    """AMD workers get /dev/kfd and /dev/dri once, however many GPUs they have."""
+    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(0), _uuid(1)]), _machine(2, "amd"))
+    assert got.devices == ("/dev/kfd", "/dev/dri")
+
+
+@pytest.mark.parametrize(
+    ("memory_bytes", "gpus", "shm", "memlock"),
+    [
+        pytest.param(0, 0, DEFAULT_SHM_BYTES, False, id="cpu-only-default"),
+        pytest.param(0, 1, GPU_SHM_MIN_BYTES, True, id="gpu-at-least-1-gib"),
+        pytest.param(64 * GIB, 1, 32 * GIB, True, id="gpu-half-its-memory"),
+    ],
+)
+def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) -> None:
+    """GPU workers get a larger /dev/shm and unlimited locked memory; CPU workers the defaults."""
+    ids = [_uuid(i) for i in range(gpus)]
+    got = worker_environment(
+        _assignment(assigned_gpu_ids=ids, memory_bytes=memory_bytes), _machine()
+    )
+    assert (got.shm_size_bytes, got.memlock_unlimited) == (shm, memlock)
+
+
+@pytest.mark.parametrize(
+    ("report", "assignment", "message"),
+    [
+        pytest.param(
+            _machine(2),
+            _assignment(assigned_gpu_ids=[_uuid(7)]),
+            f"assigned_gpu_ids: {_uuid(7)} not on machine gpu-01",
+            id="unknown-gpu",
+        ),
+        pytest.param(
+            _machine(rdma_ports=IB_PORTS),
+            _assignment(network="infiniband", min_gbps=800),
+            "no InfiniBand port is up at 800 Gb/s or more on machine gpu-01",
+            id="no-fast-port",
+        ),
+        pytest.param(
+            _machine(rdma_ports=[_port("mlx5_0", 400, state="DOWN")]),
+            _assignment(network="rdma"),
+            "no RDMA port is up on machine gpu-01",
+            id="all-ports-down",
+        ),
+        pytest.param(
+            _machine(imex={"available": False, "detail": "no nvidia-caps-imex-channels major"}),
+            _assignment(network="nvlink"),
+            "IMEX channel is not available on this machine: no nvidia-caps-imex-channels major",
+            id="no-imex",
+        ),
+    ],
+)
+def test_refusals(report: MachineReport, assignment: Assignment, message: str) -> None:
+    """An assignment the machine cannot honour now is refused with a text naming the problem."""
+    with pytest.raises(WorkerEnvironmentError) as caught:
+        worker_environment(assignment, report)
+    assert str(caught.value) == message

@@ -1,0 +1,224 @@
+"""Real workers started by the real runner, for assignments from a coordinator on loopback."""
+
+import json
+import resource
+import signal
+from pathlib import Path
+
+import pytest
+from runtime_rig import Coordinator, Harness, assignment, python, until, uuid
+
+from astraeus.shared import TaskState
+
+REPORT_SELF = (
+    "import json, os, resource, sys\n"
+    "print('hello from', os.environ['ASTRAEUS_TASK'], flush=True)\n"
+    "json.dump({'env': dict(os.environ), 'argv': sys.argv[1:],\n"
+    "           'memlock': resource.getrlimit(resource.RLIMIT_MEMLOCK)}, open(sys.argv[1], 'w'))\n"
+)
+
+
+def _ended(coordinator: Coordinator, task: str) -> bool:
+    last = coordinator.last(task)
+    return last is not None and last.state.ended
+
+
+@pytest.mark.parametrize(
+    ("network", "expected"),
+    [
+        pytest.param("infiniband", {"NCCL_IB_HCA": "=mlx5_0:1"}, id="infiniband"),
+        pytest.param("ethernet", {"NCCL_IB_DISABLE": "1"}, id="ethernet"),
+    ],
+)
+async def test_worker_sees_its_environment(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path, network: str, expected: dict
+) -> None:
+    """The worker gets its GPUs, NCCL and rendezvous variables, unlimited memlock, and no more."""
+    out = tmp_path / "seen.json"
+    coordinator.assignments["train-0"] = assignment(
+        "train-0",
+        python(REPORT_SELF, str(out), "--epochs", "3"),
+        assigned_gpu_ids=[uuid(1)],
+        network=network,
+        min_gbps=400,
+        env={"USER_SETTING": "on"},
+    )
+    await harness.start()
+    await until(lambda: _ended(coordinator, "train-0"), "train-0 to end")
+    seen = json.loads(out.read_text())
+    env = seen["env"]
+    assert {k: env.get(k) for k in expected} == expected
+    assert {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "ASTRAEUS_GPU_COUNT")} == {
+        "CUDA_VISIBLE_DEVICES": uuid(1),
+        "ASTRAEUS_GPU_COUNT": "1",
+    }
+    assert env["ASTRAEUS_ASSIGNED_GPU_IDS"] == uuid(1)
+    rendezvous = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK")
+    assert [env[k] for k in (*rendezvous, "LOCAL_WORLD_SIZE")] == [
+        "127.0.0.1", "29500", "2", "0", "0", "1"
+    ]  # fmt: skip
+    assert env["USER_SETTING"] == "on"
+    leaked = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "ASTRAEUS_TOKEN_FILE"} & set(env)
+    assert leaked == set()
+    assert seen["argv"] == [str(out), "--epochs", "3"]
+    _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    assert seen["memlock"] == [hard, hard]  # raised as far as this unprivileged user may
+    assert coordinator.states("train-0") == [
+        TaskState.STARTING,
+        TaskState.RUNNING,
+        TaskState.SUCCEEDED,
+    ]
+    await until(lambda: "hello" in coordinator.log("train-0"), "the log")
+    assert coordinator.log("train-0") == "hello from train-0\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "exit_code", "sig", "message"),
+    [
+        pytest.param(python("raise SystemExit(0)"), "Succeeded", 0, None, None, id="zero"),
+        pytest.param(
+            python("raise SystemExit(3)"), "Failed", 3, None, "exited with code 3", id="three"
+        ),
+        pytest.param(
+            python("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"),
+            "Failed",
+            None,
+            11,
+            "killed by signal SIGSEGV",
+            id="signal",
+        ),
+        pytest.param(
+            ["/nonexistent/train"],
+            "Failed",
+            127,
+            None,
+            "cannot start /nonexistent/train: No such file or directory",
+            id="no-such-command",
+        ),
+    ],
+)
+async def test_exit_statuses(
+    harness: Harness,
+    coordinator: Coordinator,
+    command: list[str],
+    state: str,
+    exit_code: int | None,
+    sig: int | None,
+    message: str | None,
+) -> None:
+    """How a worker ends becomes the task's state, exit code, signal and message."""
+    coordinator.assignments["t-0"] = assignment("t-0", command)
+    await harness.start()
+    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert (last.state, last.exit_code, last.signal, last.message) == (
+        state,
+        exit_code,
+        sig,
+        message,
+    )
+
+
+IGNORE_TERM = (
+    "import signal, sys, time, pathlib\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "pathlib.Path(sys.argv[1]).write_text('ready')\n"
+    "time.sleep(60)\n"
+)
+EXIT_ON_TERM = (
+    "import signal, sys, time, pathlib\n"
+    "signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))\n"
+    "pathlib.Path(sys.argv[1]).write_text('ready')\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "how", "stop", "state", "message", "sig"),
+    [
+        pytest.param(
+            EXIT_ON_TERM, {}, "cancel", "Cancelled", "cancelled; stopped with SIGTERM", None,
+            id="cancel-obeys-sigterm",
+        ),
+        pytest.param(
+            IGNORE_TERM, {}, "cancel", "Cancelled",
+            "cancelled; killed with SIGKILL after the grace period", 9,
+            id="cancel-ignores-sigterm",
+        ),
+        pytest.param(
+            EXIT_ON_TERM, {}, "unassign", "Cancelled",
+            "cancelled: no longer assigned by the coordinator; stopped with SIGTERM", None,
+            id="no-longer-assigned",
+        ),
+        pytest.param(
+            EXIT_ON_TERM, {"time_limit_seconds": 1}, None, "Failed",
+            "time limit of 1 s reached; stopped with SIGTERM", None,
+            id="time-limit",
+        ),
+    ],
+)  # fmt: skip
+async def test_stopping_a_worker(
+    harness: Harness,
+    coordinator: Coordinator,
+    tmp_path: Path,
+    code: str,
+    how: dict,
+    stop: str | None,
+    state: str,
+    message: str,
+    sig: int | None,
+) -> None:
+    """Cancel, unassignment and the time limit send SIGTERM, then SIGKILL after the grace."""
+    ready = tmp_path / "ready"
+    task = assignment("t-0", python(code, str(ready)), **how)
+    coordinator.assignments["t-0"] = task
+    await harness.start()
+    await until(ready.exists, "the worker to start")
+    if stop == "cancel":
+        coordinator.assignments["t-0"] = task.model_copy(update={"cancel": True})
+    elif stop == "unassign":
+        del coordinator.assignments["t-0"]
+    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert (last.state, last.message, last.signal) == (state, message, sig)
+
+
+async def test_cancelled_before_start_never_runs(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """A task that arrives already cancelled is reported Cancelled and never started."""
+    out = tmp_path / "ran"
+    coordinator.assignments["t-0"] = assignment(
+        "t-0", python("open(__import__('sys').argv[1], 'w')", str(out)), cancel=True
+    )
+    await harness.start()
+    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert (last.state, last.message) == ("Cancelled", "cancelled before it started")
+    assert not out.exists()
+
+
+async def test_unplaceable_assignment_fails_with_the_reason(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """An assignment this machine cannot honour fails with the environment's reason, unstarted."""
+    coordinator.assignments["t-0"] = assignment(
+        "t-0", python("pass"), network="infiniband", min_gbps=800
+    )
+    await harness.start()
+    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert (last.state, last.message) == (
+        "Failed",
+        "no InfiniBand port is up at 800 Gb/s or more on machine gpu-01",
+    )
+    assert coordinator.states("t-0") == [TaskState.STARTING, TaskState.FAILED]
+
+
+def test_signal_numbers_are_linux() -> None:
+    """The table above assumes Linux signal numbers (SIGSEGV 11, SIGKILL 9)."""
+    assert (signal.SIGSEGV, signal.SIGKILL) == (11, 9)
