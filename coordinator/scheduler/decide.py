@@ -7,13 +7,18 @@ and runs behind it may start only elsewhere.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, cast
+from typing import Protocol
 
-from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, RunRequest
+from astraeus.coordinator.placement import (
+    ClusterSnapshot,
+    Pending,
+    Placement,
+    PlacementSession,
+    RunRequest,
+)
 from astraeus.coordinator.store import Workspace
 from astraeus.coordinator.store.commit import Placed, Waiting
 from astraeus.coordinator.store.queue import QueueItem
@@ -35,8 +40,7 @@ SessionFactory = Callable[[ClusterSnapshot], Session]
 
 def engine() -> SessionFactory:
     """The real placement engine's session class."""
-    module = importlib.import_module("astraeus.coordinator.placement")
-    return cast(SessionFactory, module.PlacementSession)
+    return PlacementSession
 
 
 @dataclass(frozen=True)
@@ -107,9 +111,9 @@ def decide(
                 Waiting(item, reasons.queued_behind(head[0].label), result.explanation)
             )
             continue
-        if head is None and result.explanation.closest is not None:
+        if head is None and result.wanted_machines:
             head, head_position = (item, result), position
-            reserved = frozenset(getattr(result, "wanted_machines", ()))
+            reserved = frozenset(result.wanted_machines)
             continue
         out.waiting.append(Waiting(item, result.headline, result.explanation))
     if head is not None:

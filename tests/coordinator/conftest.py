@@ -123,3 +123,11 @@ async def fake_cluster(aiohttp_client: ClientFactory, tmp_path: Path) -> AsyncIt
     cluster = await make_cluster(aiohttp_client, tmp_path, FirstFitSession)
     yield cluster
     cluster.store.close()
+
+
+@pytest.fixture
+async def cluster(aiohttp_client: ClientFactory, tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A coordinator with the real placement engine."""
+    made = await make_cluster(aiohttp_client, tmp_path)
+    yield made
+    made.store.close()

@@ -126,12 +126,11 @@ class FirstFitSession:
             nodes=nodes,
             evaluated_at=now,
         )
-        pending = Pending(
+        return Pending(
             headline=reasons.no_machine_fits(len(ready), len(self.snapshot.machines)),
             explanation=explanation,
+            wanted_machines=(closest,) if closest else (),
         )
-        object.__setattr__(pending, "wanted_machines", (closest,) if closest else ())
-        return pending
 
     def take(self, placement: Placement) -> None:
         for worker in placement.workers:
