@@ -42,9 +42,18 @@ def health_text(machine: MachineDetail) -> str:
 
 
 def fabric_text(machine: MachineDetail) -> str:
-    """The fabric label, else what the ports say (InfiniBand, RoCE), else Ethernet."""
+    """The fabric label, else the NVLink domain, else what the ports say (InfiniBand, RoCE),
+    else Ethernet."""
     if FABRIC in machine.labels:
         return machine.labels[FABRIC]
+    domains = (
+        sorted({g.nvlink_domain for g in machine.report.gpus if g.nvlink_domain})
+        if machine.report
+        else []
+    )
+    if domains:
+        cluster, _, clique = domains[0].partition("/")
+        return f"NVLink {cluster[:8]}/{clique}"
     ports = machine.report.rdma_ports if machine.report else []
     layers = {port.link_layer for port in ports if port.state == "ACTIVE"}
     if LinkLayer.INFINIBAND in layers:
@@ -83,7 +92,7 @@ def machine_page(m: MachineDetail) -> list[str]:
         f"  runs        {', '.join(m.runs) or '-'}",
     ]
     lines += [f"  label       {key}={value}" for key, value in sorted(m.labels.items())]
-    signals = _signals(m)
+    signals = signals_of(m)
     rows = [
         [f"gpu {g.index}", g.model, g.health, g.task or "-", signals.get(g.uuid, "")]
         for g in m.gpus
@@ -100,7 +109,7 @@ def machine_page(m: MachineDetail) -> list[str]:
     return lines
 
 
-def _signals(m: MachineDetail) -> dict[str, str]:
+def signals_of(m: MachineDetail) -> dict[str, str]:
     if m.report is None:
         return {}
     return {

@@ -49,7 +49,7 @@ def _dispatch(parser: ArgumentParser, args: Namespace) -> int:
 
         return validate(args.file)
     if args.product == "demo":
-        from astraeus.coordinator.demo import run_demo
+        from astraeus.coordinator.demo.main import run_demo
 
         return run_demo(seconds=args.seconds, state_dir=args.state_dir, port=args.port)
     if args.command_line and args.verb != "run":
