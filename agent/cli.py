@@ -5,7 +5,7 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,9 +15,10 @@ from aiohttp import web
 from .api import DEFAULT_HOST, DEFAULT_PORT, create_app
 from .backends.select import UnknownBackendError
 from .fake import FakeMachineError
-from .inventory import Scanner
+from .inventory import Scanner, default_data_dir
 from .service import SCAN_SECONDS, ScanService
 from .table import render
+from .watch import udev_monitor
 
 USAGE = """\
 usage: astraeus-agent <command> [options]
@@ -33,6 +34,7 @@ Run `astraeus-agent <command> --help` for a command's options.
 """
 
 COMMANDS = ("inspect", "serve")
+# The report loop (`astraeus.agent.runtime`, its own issue) joins here as another command.
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
@@ -50,7 +52,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
     parser.add_argument("--sysfs-root", type=Path, default=Path("/sys"))
     parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
     parser.add_argument("--dev-root", type=Path, default=Path("/dev"))
-    parser.add_argument("--data-dir", type=Path, default=_default_data_dir())
+    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     if command == "inspect":
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -58,12 +60,13 @@ def _parser(command: str) -> argparse.ArgumentParser:
         parser.add_argument("--host", default=DEFAULT_HOST)
         parser.add_argument("--port", type=int, default=DEFAULT_PORT)
         parser.add_argument("--scan-seconds", type=float, default=SCAN_SECONDS)
+        parser.add_argument(
+            "--udev-source",
+            choices=("udev", "kernel"),
+            default="udev",
+            help="kernel: in a container that sees the host's kernel events but not its udevd",
+        )
     return parser
-
-
-def _default_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local/share")
-    return Path(base) / "astraeus-agent"
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
@@ -103,14 +106,22 @@ def inspect(args: argparse.Namespace) -> int:
 
 def serve(args: argparse.Namespace) -> int:
     async def run() -> None:
-        service = ScanService(_scanner(args), scan_seconds=args.scan_seconds)
+        service = ScanService(
+            _scanner(args),
+            scan_seconds=args.scan_seconds,
+            monitor_factory=lambda: udev_monitor(args.udev_source),
+        )
         await service.start()
         runner = web.AppRunner(create_app(service))
         await runner.setup()
         await web.TCPSite(runner, args.host, args.port).start()
-        print(f"astraeus-agent: serving on http://{args.host}:{args.port}/v1/machine", flush=True)
+        host, port = runner.addresses[0][:2]  # the real port when --port 0
+        print(f"astraeus-agent: serving on http://{host}:{port}/v1/machine", flush=True)
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         try:
-            await asyncio.Event().wait()
+            await stop.wait()
         finally:
             await runner.cleanup()
             await service.stop()
@@ -141,3 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"astraeus-agent {args[0]}: {exc}", file=sys.stderr)
         return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,7 +111,10 @@ def read_psi(path: Path) -> Psi:
     for line in text.splitlines():
         kind, _, rest = line.partition(" ")
         values = (pair.split("=", 1) for pair in rest.split() if "=" in pair)
-        psi[kind] = {k: float(v) for k, v in values}
+        try:
+            psi[kind] = {k: float(v) for k, v in values}
+        except ValueError:
+            continue  # a line we cannot read costs that line only
     return psi
 
 
@@ -122,9 +125,13 @@ def _cores(sysfs_root: Path, host: HostState) -> float:
         host.problems.append("cannot read the online CPU list; using os.cpu_count()")
         return float(os.cpu_count() or 0)
     count = 0
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        count += int(high or low) - int(low) + 1
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            count += int(high or low) - int(low) + 1
+    except ValueError:
+        host.problems.append(f"cannot parse the online CPU list {text!r}; using os.cpu_count()")
+        return float(os.cpu_count() or 0)
     return float(count)
 
 

@@ -3,8 +3,9 @@ pressure, from whichever backend fits. `/sys`, `/proc` and `/dev` appear here on
 
 import contextlib
 import logging
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,10 +15,12 @@ from .backends import GpuBackend, GpuSample
 from .backends.select import open_backend, open_fake_backend
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
+from .health.ports import PortHealthTracker
 from .host import DiskReader, read_host, statvfs_disk
+from .known import KNOWN_FILE, KnownGpus
 from .topology.imex import imex_status
 from .topology.nvlink import machine_domain
-from .topology.rdma import read_ports
+from .topology.rdma import read_counters, read_ports
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +32,23 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """systemd's StateDirectory= when set, /var/lib/astraeus/agent as root, else the user's XDG
+    state directory: the same rule as the agent runtime's state directory."""
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    if os.geteuid() == 0:
+        return Path("/var/lib/astraeus/agent")
+    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "astraeus-agent"
+
+
 class Scanner:
     """Builds the machine report; every root is injectable so tests read fixture trees.
 
     `backend` is `auto`, `nvml`, `amdsmi`, `intel`, `none`, `fake:<name or file>`, or a
-    `FakeMachine`. An empty `name` means the fake machine's name, else the hostname. A fake
+    `FakeMachine`. An empty `name` means the fake machine's name, else the hostname; a name given
+    with `fake:` renames the fake machine (its GPU UUIDs derive from the name). A fake
     machine writes its own sysfs/proc/dev tree under `data_dir` (unless it has one already) and
     that tree replaces the given roots."""
 
@@ -45,18 +60,20 @@ class Scanner:
         sysfs_root: Path = Path("/sys"),
         proc_root: Path = Path("/proc"),
         dev_root: Path = Path("/dev"),
-        data_dir: Path,
+        data_dir: Path | None = None,
         labels: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utc_now,
         policy: HealthPolicy | None = None,
     ) -> None:
+        data_dir = data_dir or default_data_dir()
         self.data_dir, self.clock = data_dir, clock
         with contextlib.suppress(OSError):  # a missing disk figure is reported, not fatal
             data_dir.mkdir(parents=True, exist_ok=True)
         self.labels = dict(labels or {})
         self._disk: DiskReader = statvfs_disk
         if isinstance(backend, str) and backend.startswith("fake:"):
-            backend = load_fake_machine(backend.removeprefix("fake:"), clock=clock)
+            spec = backend.removeprefix("fake:")
+            backend = load_fake_machine(spec, clock=clock, name=name or None)
         self.machine = backend if isinstance(backend, FakeMachine) else None
         self.name = name or (self.machine.name if self.machine else socket.gethostname())
         if self.machine is not None:
@@ -71,7 +88,8 @@ class Scanner:
             self.backend = open_backend(str(backend), sysfs_root=sysfs_root, clock=clock)
         self.sysfs_root, self.proc_root, self.dev_root = sysfs_root, proc_root, dev_root
         self.tracker = HealthTracker(policy, state_file=data_dir / FAULTS_FILE)
-        self._seen: dict[str, GpuInfo] = {}
+        self.known = KnownGpus(data_dir / KNOWN_FILE)
+        self.ports = PortHealthTracker(policy)
         self.warnings: list[str] = []
 
     def scan(self) -> MachineReport:
@@ -95,7 +113,9 @@ class Scanner:
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),
-            rdma_ports=read_ports(self.sysfs_root),
+            rdma_ports=self.ports.classify(
+                read_ports(self.sysfs_root), read_counters(self.sysfs_root), now
+            ),
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,
         )
@@ -103,6 +123,13 @@ class Scanner:
     def start_listening(self, wake: Callable[[], None]) -> None:
         """Hear Xid events as they happen (a thread) and call `wake` for each."""
         self.backend.start_listening(wake)
+
+    def revalidate(self, uuid: str) -> bool:
+        """An operator checked this GPU: forget its Xid faults, and stop expecting it if it is
+        gone. True when there was something to forget."""
+        faults = self.tracker.revalidate(uuid)
+        gone = uuid not in {s.uuid for s in _sample(self.backend)} and self.known.forget(uuid)
+        return faults or gone
 
     def close(self) -> None:
         self.backend.close()
@@ -113,17 +140,17 @@ class Scanner:
             self.tracker.record_xid(event)
         domain, warning = machine_domain(samples)
         infos = [self._info(s, domain, now) for s in samples]
+        # a lost GPU that never answered has a made-up UUID: not one to expect back
+        self.known.remember([i for i, s in zip(infos, samples, strict=True) if not s.lost])
         present = {info.uuid for info in infos}
-        for uuid, before in self._seen.items():
-            if uuid not in present:
-                where = before.pci_bus_id or f"index {before.index}"
-                health = self.tracker.missing(uuid, where, now)
-                infos.append(before.model_copy(update={"health": health}))
-        self._seen.update({info.uuid: info for info in infos})
-        return infos, [warning] if warning else []
+        for before in self.known.missing(present):
+            where = before.pci_bus_id or f"index {before.index}"
+            health = self.tracker.missing(before.uuid, where, now)
+            infos.append(before.model_copy(update={"health": health}))
+        return infos, ([warning] if warning else []) + _unavailable(samples)
 
     def _info(self, s: GpuSample, domain: str | None, now: datetime) -> GpuInfo:
-        before = self._seen.get(s.uuid)
+        before = self.known.get(s.uuid)
         if s.lost and before is not None:  # a lost GPU cannot say what it is; we remember
             s.model, s.memory_bytes = before.model, before.memory_bytes
             s.pci_bus_id, s.numa_node = before.pci_bus_id, before.numa_node
@@ -148,6 +175,16 @@ class Scanner:
         except (OSError, ValueError):
             return None
         return node if node >= 0 else None
+
+
+def _unavailable(samples: list[GpuSample]) -> list[str]:
+    """`nvmlDeviceGetRemappedRows: Not Supported (GPUs 0, 1)`: what the driver could not give."""
+    by_problem: dict[str, list[str]] = {}
+    for s in samples:
+        if not s.lost:
+            for problem in s.unavailable:
+                by_problem.setdefault(problem, []).append(str(s.index))
+    return [f"{p} (GPUs {', '.join(indexes)})" for p, indexes in by_problem.items()]
 
 
 def _sample(backend: GpuBackend) -> list[GpuSample]:

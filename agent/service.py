@@ -55,9 +55,10 @@ class ScanService:
         report = await self.scan_now()
         self._start_udev()
         self.scanner.start_listening(lambda: self.request_rescan("Xid event"))
+        poller = PortPoller(self.scanner.sysfs_root)  # the baseline is what this scan saw
         self._tasks = [
             asyncio.create_task(self._scan_loop(), name="scan"),
-            asyncio.create_task(self._poll_ports(), name="port-poll"),
+            asyncio.create_task(self._poll_ports(poller), name="port-poll"),
         ]
         return report
 
@@ -98,8 +99,7 @@ class ScanService:
             except Exception:  # a scan that fails keeps the last report and tries again
                 log.exception("scan failed")
 
-    async def _poll_ports(self) -> None:
-        poller = PortPoller(self.scanner.sysfs_root)
+    async def _poll_ports(self, poller: PortPoller) -> None:
         while True:
             await asyncio.sleep(self.port_poll_seconds)
             for change in poller.changes():

@@ -71,6 +71,9 @@ class AmdBackend:
         hive = xgmi.get("xgmi_hive_id")
         s.xgmi_hive = f"{hive:#x}" if isinstance(hive, int) and hive else None
         s.pcie_gen, s.pcie_width = _link(self._sysfs / "bus/pci/devices" / bdf)
+        metrics = self._opt(s, lib.amdsmi_get_gpu_metrics_info, h) or {}
+        throttled = metrics.get("throttle_status")
+        s.throttled_now = throttled if isinstance(throttled, bool) else None  # or "N/A"
         return s
 
     def _errors(self, h: Any, s: GpuSample) -> None:

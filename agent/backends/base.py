@@ -36,6 +36,7 @@ class GpuSample:
     pci_bus_id: str | None = None
     numa_node: int | None = None
     lost: bool = False
+    reset_required: bool = False
     counters: dict[str, float] = field(default_factory=dict)
     """Cumulative: ecc_corrected, pcie_replays, nvlink_replay, nvlink_recovery, nvlink_crc,
     thermal_ns, power_ns (throttled time), as far as the driver gives them."""
@@ -46,6 +47,10 @@ class GpuSample:
     pcie_gen: int | None = None
     pcie_width: int | None = None
     nvlinks_down: list[int] = field(default_factory=list)
+    clock_event_reasons: int | None = None
+    throttled_now: bool | None = None
+    """A backend without throttle-time counters (AMD) says only whether it throttles now."""
+    """NVML's clock event ("throttle") reasons bitmask right now."""
     fabric: FabricSample | None = None
     xgmi_hive: str | None = None
     unavailable: list[str] = field(default_factory=list)

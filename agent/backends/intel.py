@@ -45,7 +45,7 @@ class IntelBackend:
         samples = []
         for index, (_card, device) in enumerate(intel_cards(self._sysfs)):
             bdf = Path(os.path.realpath(device)).name
-            numa = _read(device / "numa_node")
+            numa = _read(device / "numa_node") or ""
             samples.append(
                 GpuSample(
                     index=index,
@@ -53,7 +53,7 @@ class IntelBackend:
                     vendor=Vendor.INTEL,
                     model=f"Intel GPU {_read(device / 'device') or 'unknown'}",
                     pci_bus_id=bdf,
-                    numa_node=int(numa) if numa and int(numa) >= 0 else None,
+                    numa_node=int(numa) if numa.isdigit() else None,  # "-1": no NUMA
                 )
             )
         return samples

@@ -52,6 +52,7 @@ class NvmlBackend:
         self.detail = f"NVML, driver {driver}, {count} GPUs"
         self._events: queue.SimpleQueue[XidEvent] = queue.SimpleQueue()
         self._event_set: Any = None
+        self._events_tried = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -62,8 +63,7 @@ class NvmlBackend:
         with self._lock:
             count = self.lib.nvmlDeviceGetCount()
             samples = [self._sample(i) for i in range(count)]
-            if self._event_set is None:
-                self._register_events()
+            self._register_events()
         return samples
 
     def _sample(self, index: int) -> GpuSample:
@@ -78,6 +78,10 @@ class NvmlBackend:
             self._health(handle, sample)
         except _LostError:
             sample.lost = True
+        except self.lib.NVMLError_ResetRequired:
+            sample.reset_required = True
+        except self.lib.NVMLError as exc:  # one GPU's odd answer must not sink the others
+            sample.unavailable.append(f"health reads stopped: {exc}")
         return sample
 
     def _lost_sample(self, index: int, why: str) -> GpuSample:
@@ -147,6 +151,7 @@ class NvmlBackend:
 
     def _throttle(self, h: Any, s: GpuSample) -> None:
         lib = self.lib
+        s.clock_event_reasons = self._optional(s, lib.nvmlDeviceGetCurrentClocksEventReasons, h)
         for key, policy in (
             ("thermal_ns", lib.NVML_PERF_POLICY_THERMAL),
             ("power_ns", lib.NVML_PERF_POLICY_POWER),
@@ -196,8 +201,16 @@ class NvmlBackend:
 
     # --- Xid events
     def _register_events(self) -> None:
+        """Once: one event set for every GPU's Xids. Without it health goes on from counters."""
         lib = self.lib
-        self._event_set = lib.nvmlEventSetCreate()
+        if self._events_tried:
+            return
+        self._events_tried = True
+        try:
+            self._event_set = lib.nvmlEventSetCreate()
+        except lib.NVMLError as exc:
+            log.warning("Xid events unavailable: %s", exc)
+            return
         for index in range(lib.nvmlDeviceGetCount()):
             try:
                 h = lib.nvmlDeviceGetHandleByIndex(index)
@@ -227,6 +240,8 @@ class NvmlBackend:
                 return got
             except lib.NVMLError as exc:
                 log.warning("NVML event wait failed: %s", exc)
+                if timeout_ms:  # the listener thread: do not spin on a lasting failure
+                    self._stop.wait(WAIT_MS / 1000)
                 return got
             timeout_ms = 0
             if event.eventType == lib.nvmlEventTypeXidCriticalError:
@@ -245,8 +260,9 @@ class NvmlBackend:
         if self._thread is not None:
             return
         with self._lock:
-            if self._event_set is None:
-                self._register_events()
+            self._register_events()
+        if self._event_set is None:
+            return
 
         def listen() -> None:
             while not self._stop.is_set():

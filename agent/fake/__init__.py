@@ -5,12 +5,15 @@ from collections.abc import Callable
 from datetime import datetime
 
 from .machine import FakeMachineError, FakeMachineSpec, gpu_uuid, read_spec, shipped_machines
-from .state import FakeMachine, _utcnow
+from .state import FakeMachine, utc_now
 
 
-def load_fake_machine(name_or_path: str, *, clock: Callable[[], datetime] = _utcnow) -> FakeMachine:
-    """A shipped machine by name (`h100-sxm`, see `shipped_machines()`) or a file by path."""
-    return FakeMachine(read_spec(name_or_path), clock=clock)
+def load_fake_machine(
+    name_or_path: str, *, clock: Callable[[], datetime] = utc_now, name: str | None = None
+) -> FakeMachine:
+    """A shipped machine by name (`h100-sxm`, see `shipped_machines()`) or a file by path.
+    `name` renames the machine, so several agents can run one file with distinct GPU UUIDs."""
+    return FakeMachine(read_spec(name_or_path), clock=clock, name=name)
 
 
 __all__ = [

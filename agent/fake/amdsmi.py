@@ -121,6 +121,17 @@ class FakeAmdSmi:
         rate = self._gpu(h, "amdsmi_get_gpu_pci_replay_counter").pcie_replays_per_min
         return int(rate * self._machine.elapsed_seconds() / 60)
 
+    def amdsmi_get_gpu_metrics_info(self, h: FakeProcessorHandle) -> dict[str, Any]:
+        """A few of the real keys; 7.0.2 converts `throttle_status` to a bool."""
+        gpu = self._gpu(h, "amdsmi_get_gpu_metrics_info")
+        throttled = bool(gpu.thermal_throttle_fraction or gpu.power_throttle_fraction)
+        return {
+            "temperature_edge": "N/A", "temperature_hotspot": 55, "temperature_mem": 48,
+            "throttle_status": throttled, "indep_throttle_status": throttled,
+            "pcie_replay_count_acc": self.amdsmi_get_gpu_pci_replay_counter(h),
+            "xgmi_link_status": [1] * 7,
+        }  # fmt: skip
+
     def amdsmi_get_xgmi_info(self, h: FakeProcessorHandle) -> dict[str, Any]:
         gpu = self._gpu(h, "amdsmi_get_xgmi_info")
         hive = int(gpu.xgmi_hive, 16) if gpu.xgmi_hive else "N/A"

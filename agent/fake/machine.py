@@ -60,6 +60,10 @@ class FakeGpu(_Strict):
     remap_failure: bool = False
     retired_pages_pending: bool = False
     lost: bool = False
+    fail: dict[str, str] = Field(
+        default_factory=dict,
+        description="NVML function name → NVMLError class it raises, e.g. NVMLError_ResetRequired",
+    )
     xids: list[int] = Field(default_factory=list)
     unsupported: list[str] = Field(
         default_factory=list, description="NVML function names this driver lacks"

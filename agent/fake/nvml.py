@@ -251,6 +251,8 @@ class FakeNvml:
         gpu = self._machine.spec_gpu(h.index)
         if function in gpu.unsupported:
             raise _err("NVMLError_FunctionNotFound")
+        if function in gpu.fail:
+            raise _err(gpu.fail[function])
         if gpu.lost or h.index not in self._machine.present_gpus():
             raise _err("NVMLError_GpuIsLost")
         return gpu

@@ -18,15 +18,17 @@ _GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 _NIC_BUSES = (0x17, 0x29, 0x39, 0x5C, 0x99, 0xAA, 0xB9, 0xDA)
 
 
-def _utcnow() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
 class FakeMachine:
     """A whole, stateful fake machine built from a `FakeMachineSpec`."""
 
-    def __init__(self, spec: FakeMachineSpec, *, clock: Clock = _utcnow) -> None:
-        self.spec = spec
+    def __init__(
+        self, spec: FakeMachineSpec, *, clock: Clock = utc_now, name: str | None = None
+    ) -> None:
+        self.spec = spec.model_copy(update={"name": name}) if name else spec
         self.clock = clock
         self.started = clock()
         self.root: Path | None = None
@@ -102,11 +104,19 @@ class FakeMachine:
 
     def set_port_state(self, index: int, state: str, phys_state: str) -> None:
         """Rewrite port `index`'s sysfs state files, e.g. `1: DOWN`, `2: Polling`."""
-        if self.root is None:
-            raise RuntimeError("write_tree() first: the port lives in the sysfs tree")
-        port_dir = self.root / "sys/class/infiniband" / str(self.port(index).name) / "ports/1"
+        port_dir = self._port_dir(index)
         (port_dir / "state").write_text(state + "\n")
         (port_dir / "phys_state").write_text(phys_state + "\n")
+
+    def add_port_errors(self, index: int, counter: str, count: int) -> None:
+        """Port `index`'s error counter `counter` (e.g. `symbol_error`) grows by `count`."""
+        path = self._port_dir(index) / "counters" / counter
+        path.write_text(f"{int(path.read_text()) + count}\n")
+
+    def _port_dir(self, index: int) -> Path:
+        if self.root is None:
+            raise RuntimeError("write_tree() first: the port lives in the sysfs tree")
+        return self.root / "sys/class/infiniband" / str(self.port(index).name) / "ports/1"
 
     def _build_gpu(self, index: int) -> FakeGpu:
         gpu = self.spec.gpu_at(index)

@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from astraeus.agent.topology.rdma import PORT_COUNTERS
 from astraeus.shared import Vendor
 
 from .machine import FakePort
@@ -78,6 +79,8 @@ def _write_port(machine: "FakeMachine", sys: Path, index: int) -> None:
     _put(ports / "rate", port.rate)
     _put(ports / "link_layer", port.link_layer)
     _put(ports / "pkeys/0", "0xffff")
+    for counter in PORT_COUNTERS:
+        _put(ports / "counters" / counter, "0")
     _put(ports / "gid_attrs/types/0", "IB/RoCE v1")
     if port.link_layer == "InfiniBand":
         _write_ib_gids(ports, port, guid, index)

@@ -6,6 +6,13 @@ from dataclasses import dataclass
 
 from astraeus.agent.backends import GpuSample
 
+HW_SLOWDOWN_REASONS = {
+    0x008: "HW slowdown",
+    0x040: "HW thermal slowdown",
+    0x080: "HW power brake",
+}
+"""Clock event reason bits that say the hardware itself cut the clocks (hardware.md §1.9)."""
+
 PCIE_REPLAYS_PER_LANE_PER_MIN = (0.15, 0.3, 0.48, 0.96, 1.92, 3.84)
 """DCGM `MonitorPcie`: errors per minute per lane for Gen1..Gen6 (BER 1e-12 × line rate × 60)."""
 
@@ -68,7 +75,14 @@ def counter_signals(sample: GpuSample, window: Window, policy: HealthPolicy) -> 
         if grown is not None and grown / 1e9 > policy.throttle_seconds_per_window:
             kind = label.lower() + "_throttle"
             found[kind] = f"{label} throttling: {_seconds(grown / 1e9)} of the last {span}"
+            found[kind] += _now_active(sample.clock_event_reasons)
     return found
+
+
+def _now_active(reasons: int | None) -> str:
+    """` (HW thermal slowdown now)` when the clocks are being cut by the hardware right now."""
+    active = [name for bit, name in HW_SLOWDOWN_REASONS.items() if reasons and reasons & bit]
+    return f" ({', '.join(active)} now)" if active else ""
 
 
 def state_signals(sample: GpuSample) -> dict[str, str]:
@@ -94,6 +108,8 @@ def fault_signals(sample: GpuSample) -> dict[str, str]:
     if sample.lost:
         why = sample.unavailable[-1] if sample.unavailable else "GPU is lost"
         found["lost"] = f"{why}: the GPU has fallen off the bus or cannot be reached"
+    if sample.reset_required:
+        found["reset_required"] = "GPU requires reset: reset the GPU or reboot the node"
     if sample.ecc_uncorrected > 0:
         found["ecc_uncorrectable"] = (
             f"Uncorrectable ECC errors: {sample.ecc_uncorrected} since the driver loaded; "

@@ -7,7 +7,6 @@ forget them. At-risk signals clear after a quiet window."""
 
 import json
 import logging
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +14,8 @@ from pathlib import Path
 from astraeus.agent.backends import GpuSample, XidEvent
 from astraeus.shared import GpuHealth, GpuHealthState, HealthSignal
 
-from .signals import HealthPolicy, Window, counter_signals, fault_signals, state_signals
+from .book import CounterHistory, SignalBook
+from .signals import HealthPolicy, counter_signals, fault_signals, state_signals
 from .xid import XidClass, classify_xid, describe_xid
 
 log = logging.getLogger(__name__)
@@ -24,17 +24,11 @@ __all__ = ["HealthPolicy", "HealthTracker"]
 
 
 @dataclass
-class _Active:
-    message: str
-    since: datetime
-    last_seen: datetime
-
-
-@dataclass
 class _Gpu:
-    history: deque[tuple[datetime, dict[str, float]]] = field(default_factory=deque)
-    at_risk: dict[str, _Active] = field(default_factory=dict)
+    history: CounterHistory = field(default_factory=CounterHistory)
+    at_risk: SignalBook = field(default_factory=SignalBook)
     xid_faults: dict[str, HealthSignal] = field(default_factory=dict)
+    throttled_since: datetime | None = None
 
 
 class HealthTracker:
@@ -55,25 +49,36 @@ class HealthTracker:
             )
             self._save()
         elif kind == XidClass.AT_RISK:
-            self._seen(gpu, f"xid_{event.xid}", text, event.at)
+            gpu.at_risk.seen(f"xid_{event.xid}", text, event.at)
 
     def update(self, sample: GpuSample, now: datetime) -> GpuHealth:
         """Add one sample to the GPU's history and classify it."""
         gpu = self._gpu(sample.uuid)
-        if self._was_reset(gpu, sample):
+        if gpu.history.restarted(sample.counters) and gpu.xid_faults:
             log.info("GPU %s: counters restarted (reset); clearing its Xid faults", sample.uuid)
-            gpu.history.clear()
             gpu.xid_faults.clear()
             self._save()
-        window = self._window(gpu, sample, now)
+        window = gpu.history.add(now, sample.counters, self.policy.window_seconds)
         found = {**state_signals(sample), **counter_signals(sample, window, self.policy)}
+        found.update(self._throttling(gpu, sample, now))
         for kind, message in found.items():
-            self._seen(gpu, kind, message, now)
-        self._expire(gpu, now)
+            gpu.at_risk.seen(kind, message, now)
+        gpu.at_risk.expire(now, self.policy.quiet_seconds)
         faults = [
             HealthSignal(kind=k, message=m, since=now) for k, m in fault_signals(sample).items()
         ]
         return self._health(gpu, faults)
+
+    def _throttling(self, gpu: _Gpu, sample: GpuSample, now: datetime) -> dict[str, str]:
+        """Throttling without a break for a whole window, for backends that only say "now"."""
+        if not sample.throttled_now:
+            gpu.throttled_since = None
+            return {}
+        gpu.throttled_since = gpu.throttled_since or now
+        seconds = (now - gpu.throttled_since).total_seconds()
+        if seconds < self.policy.window_seconds:
+            return {}
+        return {"throttle": f"Throttling: for {seconds:.0f} s without a break"}
 
     def missing(self, uuid: str, where: str, now: datetime) -> GpuHealth:
         """A GPU that was there before and is no longer listed: faulted."""
@@ -95,41 +100,9 @@ class HealthTracker:
         faults = list(gpu.xid_faults.values()) + faults
         if faults:
             return GpuHealth(state=GpuHealthState.FAULTED, signals=faults)
-        signals = [
-            HealthSignal(kind=kind.split("_")[0] if kind.startswith("xid_") else kind,
-                         message=a.message, since=a.since)
-            for kind, a in sorted(gpu.at_risk.items())
-        ]  # fmt: skip
+        signals = gpu.at_risk.signals()
         state = GpuHealthState.AT_RISK if signals else GpuHealthState.HEALTHY
         return GpuHealth(state=state, signals=signals)
-
-    def _window(self, gpu: _Gpu, sample: GpuSample, now: datetime) -> Window:
-        gpu.history.append((now, dict(sample.counters)))
-        start = now.timestamp() - self.policy.window_seconds
-        # keep the newest sample at or before the window's start, so a full window is measurable
-        while len(gpu.history) > 1 and gpu.history[1][0].timestamp() <= start:
-            gpu.history.popleft()
-        first_at, first = gpu.history[0]
-        return Window(first=first, last=sample.counters, seconds=(now - first_at).total_seconds())
-
-    @staticmethod
-    def _was_reset(gpu: _Gpu, sample: GpuSample) -> bool:
-        if not gpu.history:
-            return False
-        before = gpu.history[-1][1]
-        return any(sample.counters.get(k, v) < v for k, v in before.items())
-
-    def _seen(self, gpu: _Gpu, kind: str, message: str, at: datetime) -> None:
-        active = gpu.at_risk.get(kind)
-        if active is None:
-            gpu.at_risk[kind] = _Active(message, since=at, last_seen=at)
-        else:
-            active.message, active.last_seen = message, max(active.last_seen, at)
-
-    def _expire(self, gpu: _Gpu, now: datetime) -> None:
-        for kind, active in list(gpu.at_risk.items()):
-            if (now - active.last_seen).total_seconds() >= self.policy.quiet_seconds:
-                del gpu.at_risk[kind]
 
     def _gpu(self, uuid: str) -> _Gpu:
         return self._gpus.setdefault(uuid, _Gpu())

@@ -78,7 +78,9 @@ def _port_dirs(device_dir: Path) -> list[Path]:
         names = os.listdir(device_dir / "ports")
     except OSError:
         return []
-    return [device_dir / "ports" / n for n in sorted(names, key=_numeric) if n.isdigit()]
+    # port 0 is a switch's management port; RDMA ports for work are numbered from 1
+    ports = sorted(n for n in names if n.isdigit() and int(n) >= 1)
+    return [device_dir / "ports" / n for n in sorted(ports, key=_numeric)]
 
 
 def _numeric(name: str) -> int:
@@ -153,3 +155,34 @@ def _text(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+PORT_COUNTERS = (
+    "link_downed",
+    "link_error_recovery",
+    "symbol_error",
+    "port_rcv_errors",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+)
+"""The IB port error counters port health watches (decimal; `N/A (no PMA)` is skipped)."""
+
+
+def read_counters(sysfs_root: Path) -> dict[str, dict[str, float]]:
+    """`{"mlx5_0:1": {"symbol_error": 0.0, ...}}` for every port that has counters."""
+    base = sysfs_root / "class/infiniband"
+    found: dict[str, dict[str, float]] = {}
+    try:
+        devices = os.listdir(base)
+    except OSError:
+        return found
+    for device in devices:
+        for port_dir in _port_dirs(base / device):
+            values = {}
+            for name in PORT_COUNTERS:
+                text = _text(port_dir / "counters" / name) or ""
+                if text.isdigit():
+                    values[name] = float(text)
+            if values:
+                found[f"{device}:{port_dir.name}"] = values
+    return found

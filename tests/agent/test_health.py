@@ -168,3 +168,10 @@ def test_missing_gpu_is_faulted(clock: FakeClock) -> None:
     assert _messages(health) == [
         "GPU missing: it was at 0000:18:00.0 and the driver no longer lists it"
     ]
+
+
+def test_reset_required_is_a_fault(clock: FakeClock) -> None:
+    """NVML's `GPU requires restart` faults the GPU with what to do."""
+    health = HealthTracker().update(_sample(reset_required=True), clock())
+    assert health.state == GpuHealthState.FAULTED
+    assert _messages(health) == ["GPU requires reset: reset the GPU or reboot the node"]

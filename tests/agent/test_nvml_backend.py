@@ -48,6 +48,13 @@ def test_fake_behaves_like_pynvml(machine_factory: Factory) -> None:
         lib.nvmlDeviceGetSerial(h)
 
 
+def test_fake_functions_all_exist_in_pynvml() -> None:
+    """Every function the fake offers is a real nvidia-ml-py function of the same name."""
+    faked = [n for n in vars(FakeNvml) if n.startswith("nvml")]
+    assert len(faked) >= 25
+    assert [n for n in faked if not callable(getattr(pynvml, n, None))] == []
+
+
 def test_samples_carry_identity_and_fabric(machine_factory: Factory, clock: FakeClock) -> None:
     """Each GPU's identity, sysfs bus id, NUMA node and completed fabric come through."""
     machine = machine_factory("gb200-nvl72-tray")
@@ -132,3 +139,23 @@ def test_listener_thread_wakes_on_xid(machine_factory: Factory, clock: FakeClock
     assert woke.wait(timeout=10)
     assert [(e.uuid, e.xid) for e in backend.xid_events()] == [(machine.gpu_uuid(4), 48)]
     backend.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "reset_required", "unavailable"),
+    [
+        pytest.param("NVMLError_ResetRequired", True, [], id="reset-required"),
+        pytest.param("NVMLError_NoPermission", False,
+                     ["health reads stopped: Insufficient Permissions"], id="other-error"),
+    ],
+)  # fmt: skip
+def test_one_gpus_error_spares_the_others(
+    machine_factory: Factory, clock: FakeClock, error: str, reset_required: bool,
+    unavailable: list[str],
+) -> None:  # fmt: skip
+    """An NVML error in one GPU's health reads marks that GPU only; the rest sample fully."""
+    machine = machine_factory("h100-sxm")
+    machine.spec.gpu[1] = {"fail": {"nvmlDeviceGetPcieReplayCounter": error}}
+    samples = NvmlBackend(FakeNvml(machine), clock=clock).sample()
+    assert (samples[1].reset_required, samples[1].unavailable) == (reset_required, unavailable)
+    assert [s.reset_required or bool(s.unavailable) for s in samples].count(True) == 1

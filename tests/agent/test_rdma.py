@@ -86,6 +86,7 @@ def sys_root(tmp_path: Path) -> Path:
     sys = tmp_path / "sys"
     ib = _port(sys, "ibp12s0", "InfiniBand", bdf="0000:17:00.0")
     _put(ib / "gids/0", "fe80:0000:0000:00a1:0c42:a103:0065:ab12")
+    _put(ib.parent / "0/link_layer", "InfiniBand")  # a switch's management port 0
     roce = _port(sys, "rocep193s0f0", "Ethernet", bdf="0000:c1:00.0", numa="-1")
     _put(roce / "rate", "200 Gb/sec (2X NDR)")
     _put(roce / "gids/0", "fe80:0000:0000:0000:0a42:a1ff:fe03:0001")
@@ -98,7 +99,7 @@ def sys_root(tmp_path: Path) -> Path:
 
 def test_ib_and_roce_ports_read_with_their_details(sys_root: Path) -> None:
     """An IB port gets its subnet prefix and derived fabric; a RoCE port its netdev; neither
-    needs an mlx5 name, and a port whose link layer is neither is skipped."""
+    needs an mlx5 name; port 0 and a port whose link layer is neither are skipped."""
     ib, roce = read_ports(sys_root)
     assert (ib.device, ib.port, ib.state, ib.physical_state) == ("ibp12s0", 1, "ACTIVE", "LinkUp")
     assert ib.link_layer == LinkLayer.INFINIBAND

@@ -1,0 +1,89 @@
+"""Agent speed: CPU time of a full scan of an 8-GPU, 8-port fake machine, and the CPU and
+resident memory of an idle `astraeus-agent serve` process.
+
+Targets (issue 4): a scan ≤ 20 ms of CPU; an idle agent ≤ 1 % of a core and ≤ 80 MB resident.
+
+    .venv/bin/python benchmarks/agent_bench.py [--scans 200] [--idle-seconds 30]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from astraeus.agent.inventory import Scanner
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def scan_cpu_ms(scans: int) -> list[float]:
+    """CPU milliseconds of each full scan of the h100-sxm fake machine (8 GPUs, 8 ports)."""
+    with tempfile.TemporaryDirectory() as data:
+        scanner = Scanner(name="", backend="fake:h100-sxm", data_dir=Path(data))
+        for _ in range(10):  # warm up: first scans register events and fill caches
+            scanner.scan()
+        times = []
+        for _ in range(scans):
+            start = time.process_time()
+            report = scanner.scan()
+            times.append((time.process_time() - start) * 1000)
+        if (len(report.gpus), len(report.rdma_ports)) != (8, 8):
+            raise RuntimeError("the h100-sxm fake machine should have 8 GPUs and 8 ports")
+        scanner.close()
+    return times
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def idle_agent(seconds: float) -> tuple[float, float]:
+    """(percent of one core, resident MB) of `serve` on the h100-sxm fake, after it settles."""
+    with tempfile.TemporaryDirectory() as data:
+        command = [sys.executable, "-m", "astraeus.agent.cli", "serve", "--backend",
+                   "fake:h100-sxm", "--port", "0", "--data-dir", data]  # fmt: skip
+        # our own command, argv list, no shell
+        with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as agent:  # noqa: S603
+            try:
+                if agent.stdout is not None:
+                    agent.stdout.readline()  # serving: the first scan is done
+                time.sleep(3)
+                cpu0, wall0 = _cpu_seconds(agent.pid), time.monotonic()
+                time.sleep(seconds)
+                cpu1, wall1 = _cpu_seconds(agent.pid), time.monotonic()
+                rss = _rss_mb(agent.pid)
+            finally:
+                agent.terminate()
+    return 100 * (cpu1 - cpu0) / (wall1 - wall0), rss
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scans", type=int, default=200)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    times = sorted(scan_cpu_ms(args.scans))
+    p95 = times[int(len(times) * 0.95) - 1]
+    print(f"full scan, 8 GPUs + 8 ports (fake h100-sxm), {args.scans} scans: "
+          f"median {statistics.median(times):.1f} ms CPU, p95 {p95:.1f} ms, "
+          f"max {times[-1]:.1f} ms (target ≤ 20 ms)")  # fmt: skip
+    cpu, rss = idle_agent(args.idle_seconds)
+    print(f"idle agent over {args.idle_seconds:g} s: {cpu:.2f} % of a core (target ≤ 1 %), "
+          f"{rss:.0f} MB resident (target ≤ 80 MB)")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

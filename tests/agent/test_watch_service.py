@@ -1,0 +1,152 @@
+"""Change detection: udev events and port state changes trigger a rescan; no udev degrades."""
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from astraeus.agent.fake import FakeMachine
+from astraeus.agent.inventory import Scanner
+from astraeus.agent.service import ScanService
+from astraeus.agent.watch import PortPoller, WatchUnavailableError, udev_monitor
+
+from .conftest import FakeClock
+
+Factory = Callable[[str], FakeMachine]
+
+
+@dataclass
+class FakeDevice:
+    action: str
+    subsystem: str
+    sys_name: str
+
+
+class FakeMonitor:
+    """Shaped like a started `pyudev.Monitor`: a readable fd and a non-blocking poll."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        self.pending: list[FakeDevice] = []
+
+    def fileno(self) -> int:
+        return self._read
+
+    def emit(self, device: FakeDevice) -> None:
+        self.pending.append(device)
+        os.write(self._write, b"x")
+
+    def poll(self, timeout: float | None = None) -> FakeDevice | None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._read, 1)
+        return self.pending.pop(0) if self.pending else None
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
+
+
+def test_port_poller_sees_state_changes(machine_factory: Factory) -> None:
+    """A port going down shows as one change naming the port and both states."""
+    machine = machine_factory("h100-sxm")
+    assert machine.root is not None
+    poller = PortPoller(machine.root / "sys")
+    assert poller.changes() == []
+    machine.set_port_state(1, "1: DOWN", "3: Disabled")
+    assert poller.changes() == ["port mlx5_1:1: 4: ACTIVE/5: LinkUp -> 1: DOWN/3: Disabled"]
+    assert poller.changes() == []
+
+
+def test_udev_without_netlink_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When pyudev cannot be used the reason says udev events are unavailable."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyudev", None)
+    with pytest.raises(WatchUnavailableError, match=r"^udev events unavailable: "):
+        udev_monitor()
+
+
+async def _wait_for(condition: Callable[[], bool]) -> None:
+    for _ in range(3000):  # a ceiling for a loaded machine, not a timing assertion
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never became true")
+
+
+def _service(
+    machine: FakeMachine, tmp_path: Path, clock: FakeClock, monitor: object
+) -> ScanService:
+    scanner = Scanner(name="", backend=machine, data_dir=tmp_path / "data", clock=clock)
+
+    def factory() -> object:
+        if isinstance(monitor, Exception):
+            raise monitor
+        return monitor
+
+    return ScanService(scanner, scan_seconds=3600, port_poll_seconds=0.05,
+                       monitor_factory=factory)  # type: ignore[arg-type]  # fmt: skip
+
+
+async def test_udev_event_triggers_rescan(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """A udev event for a watched subsystem makes the service scan at once."""
+    monitor = FakeMonitor()
+    service = _service(machine_factory("l40s-pcie"), tmp_path, clock, monitor)
+    await service.start()
+    assert service.scans == 1
+    assert service.watching == "udev events for infiniband, net, pci, drm"
+    monitor.emit(FakeDevice("add", "pci", "0000:c1:00.0"))
+    await _wait_for(lambda: service.scans == 2)
+    assert service.last_cause == "udev: add pci 0000:c1:00.0"
+    await service.stop()
+    monitor.close()
+
+
+async def test_port_change_triggers_rescan_without_udev(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """Without udev the service says so, and a port going down still rescans via polling."""
+    machine = machine_factory("h100-sxm")
+    service = _service(
+        machine, tmp_path, clock, WatchUnavailableError("udev events unavailable: no netlink")
+    )
+    await service.start()
+    assert service.watching == (
+        "udev events unavailable: no netlink; scanning every 3600 s and polling ports"
+    )
+    machine.set_port_state(0, "1: DOWN", "2: Polling")
+    await _wait_for(lambda: service.scans == 2)
+    assert service.report is not None
+    assert service.report.rdma_ports[0].state == "DOWN"
+    assert service.last_cause == "port mlx5_0:1: 4: ACTIVE/5: LinkUp -> 1: DOWN/2: Polling"
+    await service.stop()
+
+
+async def test_xid_event_triggers_rescan(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """An Xid heard by the event thread rescans at once, and the GPU is faulted."""
+    machine = machine_factory("h100-sxm")
+    service = _service(machine, tmp_path, clock, WatchUnavailableError("no udev"))
+    await service.start()
+    machine.inject_xid(6, 79)
+    await _wait_for(lambda: service.scans >= 2 and service.report is not None
+                    and service.report.gpus[6].health.state == "faulted")  # fmt: skip
+    assert service.last_cause == "Xid event"
+    await service.stop()
+
+
+def test_real_udev_monitor_when_netlink_is_there() -> None:
+    """Where netlink is available, the real pyudev monitor starts with a pollable fd."""
+    try:
+        monitor = udev_monitor()
+    except WatchUnavailableError as exc:
+        pytest.skip(str(exc))
+    assert monitor.fileno() >= 0
