@@ -119,7 +119,7 @@ def _gpu_variables(gpus: Sequence[GpuInfo], report: MachineReport) -> dict[str, 
     vendors = {gpu.vendor for gpu in gpus}
     # CUDA numbers GPUs its own way (NVML's index may differ), so NVIDIA GPUs go by UUID. An
     # empty CUDA_VISIBLE_DEVICES hides every GPU from a worker that was given none.
-    if Vendor.NVIDIA in vendors or any(gpu.vendor is Vendor.NVIDIA for gpu in report.gpus):
+    if any(gpu.vendor is Vendor.NVIDIA for gpu in report.gpus):
         env["CUDA_VISIBLE_DEVICES"] = _ids(gpus, Vendor.NVIDIA, uuid=True)
     if Vendor.AMD in vendors:
         env["ROCR_VISIBLE_DEVICES"] = _ids(gpus, Vendor.AMD, uuid=False)

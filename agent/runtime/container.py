@@ -6,6 +6,7 @@ from collections.abc import Callable
 from astraeus.shared import Assignment
 
 from ..environment import WorkerEnvironment
+from .state import worker_name
 
 RUNTIMES = ("podman", "docker")
 """In order of preference: podman needs no daemon and reads CDI specs natively."""
@@ -38,7 +39,7 @@ def container_command(runtime: str, assignment: Assignment, worker: WorkerEnviro
     if assignment.image is None:
         raise ValueError("container_command needs an assignment with an image")
     docker = runtime.rsplit("/", 1)[-1] == "docker"
-    args = [runtime, "run", "--rm", "--name", f"astraeus-{assignment.task}", "--network=host"]
+    args = [runtime, "run", "--rm", "--name", worker_name(assignment), "--network=host"]
     args += [f"--shm-size={worker.shm_size_bytes}"]
     if worker.memlock_unlimited:
         args += ["--ulimit", "memlock=-1:-1"]

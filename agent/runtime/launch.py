@@ -3,6 +3,7 @@
 import contextlib
 import logging
 import os
+import re
 import resource
 import shutil
 import signal
@@ -15,7 +16,7 @@ from typing import Protocol
 
 from astraeus.shared import Assignment
 
-from .state import UNSAFE, TaskRecord
+from .state import TaskRecord, worker_name
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,10 @@ class ProcessLauncher:
             return False
         child = self._children.get(record.pid)
         if child is not None:
-            return child.poll() is None  # also reaps it
+            if child.poll() is None:  # also reaps it
+                return True
+            del self._children[record.pid]
+            return False
         return proc_alive(record.pid, record.pid_start)
 
 
@@ -87,7 +91,7 @@ class SystemdLauncher:
     name = "systemd"
 
     def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched:
-        unit = unit_name(record.assignment)
+        unit = worker_name(record.assignment)
         command = systemd_run_command(unit, record.assignment, shim_command(spec))
         subprocess.run(command, check=True, capture_output=True, env=_shim_env())  # noqa: S603
         shown = subprocess.run(  # noqa: S603
@@ -109,10 +113,6 @@ class SystemdLauncher:
 
     def alive(self, record: TaskRecord) -> bool:
         return record.pid is not None and proc_alive(record.pid, record.pid_start)
-
-
-def unit_name(assignment: Assignment) -> str:
-    return f"astraeus-{UNSAFE.sub('_', assignment.workspace)}-{UNSAFE.sub('_', assignment.task)}"
 
 
 def systemd_run_command(unit: str, assignment: Assignment, command: list[str]) -> list[str]:
@@ -145,12 +145,22 @@ def choose_launcher(*, pid1: str | None = None, which: Which = shutil.which) -> 
     return ProcessLauncher()
 
 
-def memlock() -> str:
+CAP_SYS_RESOURCE = 24
+
+
+def memlock(status: Path = Path("/proc/self/status")) -> str:
     """How far a worker's locked-memory limit can be raised from here, in words for the log."""
     _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    if hard == resource.RLIM_INFINITY or os.geteuid() == 0:
+    if hard == resource.RLIM_INFINITY or _has_capability(status, CAP_SYS_RESOURCE):
         return "locked memory: unlimited"
-    return f"locked memory: raised to the hard limit {hard} bytes (unlimited needs root)"
+    return (
+        f"locked memory: raised to the hard limit {hard} bytes (unlimited needs CAP_SYS_RESOURCE)"
+    )
+
+
+def _has_capability(status: Path, bit: int) -> bool:
+    found = re.search(r"^CapEff:\s*([0-9a-fA-F]+)$", status.read_text(), re.M)
+    return found is not None and bool(int(found.group(1), 16) >> bit & 1)
 
 
 def proc_start_time(pid: int, proc: Path = Path("/proc")) -> int | None:

@@ -65,18 +65,30 @@ class Agent:
         active = sum(not r.state.ended for r in self.runner.records.values())
         if active:
             log.info("found %d workers started before this agent; watching them again", active)
-        pinger = asyncio.create_task(self._watchdog(stop))
+        # A report in flight (up to its 30 s timeout) must not delay a stop: it is cancelled, which
+        # is safe because nothing is acknowledged or shipped until its reply has arrived.
+        tasks = [
+            asyncio.create_task(self._loop(stop)),
+            asyncio.create_task(self._watchdog(stop)),
+            asyncio.create_task(stop.wait()),
+        ]
         try:
-            await self._loop(stop)
+            await asyncio.wait([tasks[0], tasks[2]], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            pinger.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pinger
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        error = None if tasks[0].cancelled() else tasks[0].exception()
+        if error is not None:
+            raise error
 
     async def _loop(self, stop: asyncio.Event) -> None:
         next_report = time.monotonic()
         while not stop.is_set():
-            self.runner.watch()
+            try:
+                self.runner.watch()
+            except Exception:  # one unreadable worker must not stop the agent watching the rest
+                log.exception("watching workers failed; trying again")
             now = time.monotonic()
             news = self.failures == 0 and self.runner.outbox.next_seq - 1 > self.sent_seq
             if news or now >= next_report:
@@ -90,21 +102,25 @@ class Agent:
         try:
             await self.report_once()
         except CoordinatorError as error:
-            self.failures += 1
-            delay = backoff_delay(
-                self.failures,
-                self.config.backoff_base_seconds,
-                self.config.backoff_max_seconds,
-                self.rng,
-            )
-            log.warning(
-                "report failed (%d in a row): %s; next try in %.1f s", self.failures, error, delay
-            )
-            return delay
+            return self._back_off(str(error))
+        except Exception as error:  # a failing scan or a bug must not end the agent
+            log.exception("report failed")
+            return self._back_off(f"{type(error).__name__}: {error}")
         if self.failures:
             log.info("coordinator reachable again after %d failed reports", self.failures)
         self.failures = 0
         return self.interval
+
+    def _back_off(self, why: str) -> float:
+        self.failures += 1
+        config = self.config
+        delay = backoff_delay(
+            self.failures, config.backoff_base_seconds, config.backoff_max_seconds, self.rng
+        )
+        log.warning(
+            "report failed (%d in a row): %s; next try in %.1f s", self.failures, why, delay
+        )
+        return delay
 
     async def report_once(self) -> ReportReply:
         """Scan, send the report with every unacknowledged update and new log, act on the reply."""

@@ -21,6 +21,7 @@ from .settings import Settings, SettingsError, load_settings, read_token
 from .state import Outbox, StateDir
 
 log = logging.getLogger("astraeus.agent")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -67,13 +68,28 @@ async def serve(settings: Settings, token: str, scan: Scan) -> None:
         uverbs=lambda: uverbs_nodes(settings.sysfs_root),
     )
     runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
+    stop, loop = asyncio.Event(), asyncio.get_running_loop()
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, _stopper(notifier, stop))
+    try:
+        await _run(settings, token, scan, runner, notifier, stop)
+    finally:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+async def _run(
+    settings: Settings,
+    token: str,
+    scan: Scan,
+    runner: Runner,
+    notifier: Notifier,
+    stop: asyncio.Event,
+) -> None:
     loop_config = LoopConfig(
         report_interval_seconds=settings.report_interval_seconds,
         backoff_max_seconds=settings.backoff_max_seconds,
     )
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(sig, _stopper(notifier, stop))
     async with aiohttp.ClientSession() as session:
         client = CoordinatorClient(session, settings.coordinator, settings.name, token)
         agent = Agent(

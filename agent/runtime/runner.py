@@ -7,13 +7,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from subprocess import SubprocessError
 from typing import Any
 
 from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
-from .launch import Launcher
-from .logs import next_chunk
+from .launch import Launched, Launcher
+from .logs import CHUNK_BYTES, next_chunk
 from .spec import CannotStartError, Files, shim_spec, worker_env
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
 
@@ -23,6 +24,10 @@ CANCELLED = "cancelled"
 UNASSIGNED = "cancelled: no longer assigned by the coordinator"
 TERMINATED = "stopped with SIGTERM"
 KILLED = "killed with SIGKILL after the grace period"
+REPORT_LOG_BYTES = 4 * 1024 * 1024
+"""At most this much log in one report, across tasks, so a report stays a few MiB."""
+MESSAGE_CHARS = 4096
+"""The most a task update's message may hold."""
 LOST = "exit status unknown: the worker ended while nothing was left to record it"
 
 
@@ -87,17 +92,21 @@ class Runner:
 
     def log_chunks(self) -> list[LogChunk]:
         """The next piece of every task's log that the coordinator has not received."""
-        chunks, self.shipped = [], {}
+        chunks, self.shipped, room = [], {}, REPORT_LOG_BYTES
         for record in self.records.values():
             found = next_chunk(
                 record.task,
                 self._files(record.task).log,
                 record.log_shipped,
                 final=record.state.ended,
+                limit=min(CHUNK_BYTES, room),
             )
             if found:
                 chunks.append(found[0])
                 self.shipped[record.task] = found[1]
+                room -= found[1] - record.log_shipped
+            if room <= 0:
+                break  # the rest goes in the next report
         return chunks
 
     def logs_received(self) -> None:
@@ -128,7 +137,7 @@ class Runner:
         self._set(record, TaskState.STARTING)
         try:
             launched = self._launch(record, report)
-        except (WorkerEnvironmentError, CannotStartError, OSError) as error:
+        except (WorkerEnvironmentError, CannotStartError, OSError, SubprocessError) as error:
             log.warning("task %s cannot start: %s", assignment.task, error)
             self._end(record, TaskState.FAILED, message=str(error))
             return
@@ -138,7 +147,7 @@ class Runner:
         self.state.save(record)
         log.info("task %s started (%s, pid %d)", assignment.task, self.launcher.name, launched.pid)
 
-    def _launch(self, record: TaskRecord, report: MachineReport) -> Any:
+    def _launch(self, record: TaskRecord, report: MachineReport) -> Launched:
         assignment = record.assignment
         worker = worker_environment(
             assignment,
@@ -195,8 +204,8 @@ class Runner:
         elif code == 0:
             self._end(record, TaskState.SUCCEEDED, exit_code=0)
         elif sig is not None:
-            name = signal.Signals(sig).name
-            self._end(record, TaskState.FAILED, signal=sig, message=f"killed by signal {name}")
+            message = f"killed by signal {signal_name(sig)}"
+            self._end(record, TaskState.FAILED, signal=sig, message=message)
         else:
             self._end(record, TaskState.FAILED, exit_code=code, message=f"exited with code {code}")
 
@@ -221,6 +230,8 @@ class Runner:
         log.info("task %s %s %s", record.task, state.value, detail.get("message") or "")
 
     def _set(self, record: TaskRecord, state: TaskState, **detail: Any) -> None:
+        if detail.get("message"):
+            detail["message"] = detail["message"][:MESSAGE_CHARS]
         record.state = state
         self.state.save(record)
         at = datetime.fromtimestamp(self.clock(), UTC)
@@ -238,3 +249,11 @@ class Runner:
     def _logs_shipped(self, record: TaskRecord) -> bool:
         log_file = self._files(record.task).log
         return not log_file.exists() or record.log_shipped >= log_file.stat().st_size
+
+
+def signal_name(number: int) -> str:
+    """`SIGSEGV` for 11; the number itself for one Python has no name for (real-time signals)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

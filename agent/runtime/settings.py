@@ -108,11 +108,11 @@ def _positive(key: str, value: Any) -> float:
     return number
 
 
-def default_state_dir(environ: Mapping[str, str]) -> Path:
+def default_state_dir(environ: Mapping[str, str], *, root: bool | None = None) -> Path:
     """systemd's StateDirectory= when set, /var/lib as root, else the user's XDG state dir."""
     if environ.get("STATE_DIRECTORY"):
         return Path(environ["STATE_DIRECTORY"].split(":")[0])
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 if root is None else root:
         return Path("/var/lib/astraeus/agent")
     base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "astraeus-agent"

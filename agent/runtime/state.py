@@ -12,6 +12,7 @@ Layout (every JSON file replaced atomically):
 import json
 import os
 import re
+import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from pydantic import BaseModel, Field
 from astraeus.shared import Assignment, TaskState, TaskUpdate
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def worker_name(assignment: Assignment) -> str:
+    """`astraeus-<workspace>-<task>`: the worker's unit or container name, safe for both."""
+    return f"astraeus-{UNSAFE.sub('_', assignment.workspace)}-{UNSAFE.sub('_', assignment.task)}"
 
 
 class TaskRecord(BaseModel):
@@ -49,7 +55,9 @@ class StateDir:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        (root / "tasks").mkdir(parents=True, exist_ok=True)
+        # Specs hold the workers' environments, which may carry the users' secrets.
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (root / "tasks").mkdir(mode=0o700, exist_ok=True)
 
     def task_dir(self, task: str) -> Path:
         return self.root / "tasks" / UNSAFE.sub("_", task)
@@ -70,10 +78,8 @@ class StateDir:
         return found
 
     def remove(self, task: str) -> None:
-        folder = self.task_dir(task)
-        for child in folder.iterdir():
-            child.unlink()
-        folder.rmdir()
+        """The task's folder, with whatever its worker left in it (its working directory)."""
+        shutil.rmtree(self.task_dir(task), ignore_errors=True)
 
 
 class Outbox:

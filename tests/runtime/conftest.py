@@ -17,8 +17,8 @@ async def coordinator() -> AsyncIterator[Coordinator]:
     coord = Coordinator()
     await coord.start()
     yield coord
-    assert coord.runner is not None
-    await coord.runner.cleanup()
+    if coord.runner is not None:
+        await coord.down()
 
 
 @pytest.fixture

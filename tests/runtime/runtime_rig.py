@@ -103,9 +103,11 @@ class Coordinator:
     updates: dict[int, TaskUpdate] = field(default_factory=dict)
     logs: dict[str, bytearray] = field(default_factory=dict)
     reports: int = 0
+    arrived: int = 0
+    hold: asyncio.Event | None = None
+    """While set to an unset event, reports are received but not answered."""
     port: int = 0
     runner: web.AppRunner | None = None
-    site: web.TCPSite | None = None
 
     @property
     def url(self) -> str:
@@ -122,6 +124,9 @@ class Coordinator:
         return bytes(self.logs.get(task, b"")).decode()
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.arrived += 1
+        if self.hold is not None:
+            await self.hold.wait()
         if request.headers.get("Authorization") != f"Bearer {TOKEN}":
             return web.json_response({"error": "bad token"}, status=401)
         body = AgentReport.model_validate(await request.json())
@@ -142,26 +147,23 @@ class Coordinator:
         return web.json_response(reply.model_dump(mode="json"))
 
     async def start(self) -> None:
+        """Listen on 127.0.0.1: a fresh port the first time, the same one after `down`."""
         app = web.Application()
         app.router.add_put("/api/v1/machines/{name}/report", self.handle)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
-        await self.up()
-
-    async def up(self) -> None:
-        """Listen (again) on the same port."""
-        assert self.runner is not None
-        self.site = web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True)
-        await self.site.start()
+        site = web.TCPSite(self.runner, "127.0.0.1", self.port, reuse_address=True)
+        await site.start()
         if not self.port:
-            server = self.site._server
+            server = site._server
             assert isinstance(server, asyncio.Server)
             self.port = server.sockets[0].getsockname()[1]
 
     async def down(self) -> None:
-        """Stop listening: the agent's connections are refused, as in a real outage."""
-        assert self.site is not None
-        await self.site.stop()
+        """Close the port and every open connection: agents are refused, as in a real outage."""
+        assert self.runner is not None
+        await self.runner.cleanup()
+        self.runner = None
 
 
 AGENT_ENV = {

@@ -1,0 +1,87 @@
+"""The agent as a real process: main() with its settings, SIGTERM, and a restart under a worker."""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from runtime_rig import TOKEN, Coordinator, assignment, python, until
+
+from astraeus.agent.runtime.launch import proc_alive
+from astraeus.shared import TaskState
+
+FAKE_INVENTORY = """
+from astraeus.shared import SCHEMA_VERSION, MachineReport
+
+class Scanner:
+    def __init__(self, *, name, backend, sysfs_root):
+        self.name = name
+
+    def scan(self):
+        return MachineReport(schema_version=SCHEMA_VERSION, name=self.name, cpu_cores=4,
+                             memory_bytes=1)
+"""
+
+AGENT = (
+    "import sys, types\n"
+    "inventory = types.ModuleType('astraeus.agent.inventory')\n"
+    "exec(open(sys.argv[1]).read(), inventory.__dict__)\n"
+    "sys.modules[inventory.__name__] = inventory\n"
+    "from astraeus.agent.runtime import main\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+WAIT_FOR_GO = (
+    "import pathlib, sys, time\n"
+    "while not pathlib.Path(sys.argv[1]).exists():\n"
+    "    time.sleep(0.02)\n"
+)
+
+
+async def _agent(tmp_path: Path, coordinator: Coordinator) -> asyncio.subprocess.Process:
+    inventory, token = tmp_path / "inventory.py", tmp_path / "token"
+    inventory.write_text(FAKE_INVENTORY)
+    token.write_text(TOKEN + "\n")
+    env = {**os.environ, "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1"}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-c", AGENT, str(inventory),
+        "--coordinator", coordinator.url, "--token-file", str(token), "--name", "gpu-01",
+        "--state-dir", str(tmp_path / "state"),
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+
+def _state(coordinator: Coordinator) -> TaskState | None:
+    last = coordinator.last("t-0")
+    return last.state if last else None
+
+
+async def test_agent_process_restarts_under_a_running_worker(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """SIGTERM stops the agent with exit 0 and leaves its worker; the next agent reports its end."""
+    go = tmp_path / "go"
+    coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go)))
+    first = await _agent(tmp_path, coordinator)
+    await until(lambda: _state(coordinator) is TaskState.RUNNING, "the worker to run")
+    first.send_signal(signal.SIGTERM)
+    _, stderr = await first.communicate()
+    assert first.returncode == 0, stderr.decode()
+    assert "workers run as child processes in their own session" in stderr.decode()
+    record = json.loads((tmp_path / "state" / "tasks" / "t-0" / "record.json").read_text())
+    assert proc_alive(record["pid"], record["pid_start"])
+    second = await _agent(tmp_path, coordinator)
+    try:
+        go.write_text("go")
+        await until(lambda: _state(coordinator) is TaskState.SUCCEEDED, "the end to arrive")
+    finally:
+        go.write_text("go")  # never leave the worker waiting, even when the test fails
+        second.send_signal(signal.SIGTERM)
+        await second.communicate()
+    assert coordinator.states("t-0") == [
+        TaskState.STARTING,
+        TaskState.RUNNING,
+        TaskState.SUCCEEDED,
+    ]

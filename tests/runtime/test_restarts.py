@@ -1,0 +1,134 @@
+"""Agent restarts and coordinator outages lose nothing: workers run on, states arrive in order."""
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+from runtime_rig import Coordinator, Harness, assignment, python, until
+
+from astraeus.agent.runtime import StateDir
+from astraeus.agent.runtime.launch import proc_alive
+from astraeus.agent.runtime.runner import LOST
+from astraeus.shared import TaskState
+
+WAIT_FOR_GO = (
+    "import pathlib, sys, time\n"
+    "go = pathlib.Path(sys.argv[1])\n"
+    "print('waiting', flush=True)\n"
+    "while not go.exists():\n"
+    "    time.sleep(0.02)\n"
+    "print('done', flush=True)\n"
+    "sys.exit(int(sys.argv[2]))\n"
+)
+
+OUTAGE_SECONDS = 2.0
+"""Long enough for several failed reports under the test's backoff (0.1 s doubling to 0.4 s)."""
+
+
+def _state(coordinator: Coordinator, task: str) -> TaskState | None:
+    last = coordinator.last(task)
+    return last.state if last else None
+
+
+def _pid(state_dir: Path, task: str) -> int:
+    record = {r.task: r for r in StateDir(state_dir).records()}[task]
+    assert record.pid is not None
+    return record.pid
+
+
+async def test_restarted_agent_finds_its_worker_and_its_exit_code(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """A worker outlives its agent; the next agent reports how it ended, without restarting it."""
+    go = tmp_path / "go"
+    coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "7"))
+    await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await harness.halt()
+    pid = _pid(harness.state_dir, "t-0")
+    assert proc_alive(pid, None)
+    await harness.start()
+    go.write_text("go")
+    await until(lambda: _state(coordinator, "t-0") is TaskState.FAILED, "t-0 to end")
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert (last.exit_code, last.message) == (7, "exited with code 7")
+    assert coordinator.states("t-0") == [TaskState.STARTING, TaskState.RUNNING, TaskState.FAILED]
+    await until(lambda: "done" in coordinator.log("t-0"), "the whole log")
+    assert coordinator.log("t-0") == "waiting\ndone\n"
+
+
+async def test_worker_that_ended_while_the_agent_was_down(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """A worker that ended while no agent ran is reported with its real exit code."""
+    go = tmp_path / "go"
+    coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "0"))
+    await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await harness.halt()
+    go.write_text("go")
+    status = harness.state_dir / "tasks" / "t-0" / "status.json"
+    await until(status.exists, "the shim to record the exit")
+    await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "t-0 to succeed")
+
+
+async def test_worker_killed_with_its_shim_while_the_agent_was_down_is_lost(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """When nothing recorded how a worker ended, the next agent reports it Lost."""
+    coordinator.assignments["t-0"] = assignment(
+        "t-0", python(WAIT_FOR_GO, str(tmp_path / "never"), "0")
+    )
+    await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await harness.halt()
+    os.killpg(_pid(harness.state_dir, "t-0"), signal.SIGKILL)
+    await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.LOST, "t-0 to be lost")
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert last.message == LOST
+
+
+async def test_coordinator_outage_during_a_run_loses_nothing(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Through an outage the worker runs on and ends; afterwards every state and byte arrives."""
+    go = tmp_path / "go"
+    coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "0"))
+    agent = await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await coordinator.down()
+    reports = coordinator.reports
+    go.write_text("go")
+    await until(lambda: agent.failures >= 3, "several failed reports")
+    await asyncio.sleep(OUTAGE_SECONDS)
+    assert coordinator.reports == reports
+    assert agent.runner.records["t-0"].state is TaskState.SUCCEEDED
+    await coordinator.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "the end to arrive")
+    assert sorted(coordinator.updates) == list(range(len(coordinator.updates)))
+    assert coordinator.states("t-0") == [
+        TaskState.STARTING,
+        TaskState.RUNNING,
+        TaskState.SUCCEEDED,
+    ]
+    await until(lambda: "done" in coordinator.log("t-0"), "the whole log")
+    assert coordinator.log("t-0") == "waiting\ndone\n"
+    await until(lambda: agent.runner.outbox.pending == [], "every update to be acknowledged")
+
+
+async def test_stop_does_not_wait_for_a_report_in_flight(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """A stop during a report that gets no answer ends the agent at once, not at the timeout."""
+    coordinator.hold = asyncio.Event()
+    await harness.start()
+    await until(lambda: coordinator.arrived >= 1, "a report to arrive")
+    await asyncio.wait_for(harness.halt(), timeout=10)
+    assert harness.task is not None
+    assert harness.task.done()
+    coordinator.hold.set()

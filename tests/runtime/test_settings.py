@@ -1,0 +1,137 @@
+"""Settings from the command line, ASTRAEUS_* variables and TOML; main()'s clear errors."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from astraeus.agent.runtime import main
+from astraeus.agent.runtime.settings import (
+    Settings,
+    SettingsError,
+    default_state_dir,
+    load_settings,
+    read_token,
+)
+
+BASE_ENV = {"HOME": "/home/ops"}
+
+
+def _load(argv: list[str], env: dict[str, str] | None = None) -> Settings:
+    return load_settings(argv, {**BASE_ENV, **(env or {})})
+
+
+def test_command_line_wins_over_variables_over_toml(tmp_path: Path) -> None:
+    """Each setting comes from the command line, else ASTRAEUS_*, else the TOML file."""
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        'coordinator = "http://toml:1"\nname = "toml-name"\nbackend = "nvml"\n'
+        'stop_grace_seconds = 12\nstate_dir = "/srv/state"\n'
+    )
+    env = {"ASTRAEUS_NAME": "env-name", "ASTRAEUS_TOKEN_FILE": "/etc/token"}
+    got = _load(["--config", str(config), "--name", "cli-name"], env)
+    assert got == Settings(
+        coordinator="http://toml:1",
+        token_file=Path("/etc/token"),
+        name="cli-name",
+        state_dir=Path("/srv/state"),
+        backend="nvml",
+        stop_grace_seconds=12.0,
+    )
+
+
+def test_config_file_from_variable(tmp_path: Path) -> None:
+    """ASTRAEUS_CONFIG names the TOML file when --config is not given."""
+    config = tmp_path / "agent.toml"
+    config.write_text('coordinator = "https://c:8443"\ntoken_file = "/t"\nname = "n"\n')
+    assert _load([], {"ASTRAEUS_CONFIG": str(config)}).coordinator == "https://c:8443"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        pytest.param([], {}, "--coordinator is required (or ASTRAEUS_COORDINATOR)", id="no-url"),
+        pytest.param(
+            ["--coordinator", "http://c"],
+            {},
+            "--token-file is required (or ASTRAEUS_TOKEN_FILE)",
+            id="no-token",
+        ),
+        pytest.param(
+            ["--coordinator", "c:8443", "--token-file", "/t"],
+            {},
+            "coordinator: 'c:8443' is not an http(s) URL",
+            id="not-a-url",
+        ),
+        pytest.param(
+            ["--coordinator", "http://c", "--token-file", "/t", "--backend", "cuda"],
+            {},
+            "backend: 'cuda'; use auto, nvml, amdsmi or fake:FILE",
+            id="bad-backend",
+        ),
+        pytest.param(
+            ["--coordinator", "http://c", "--token-file", "/t"],
+            {"ASTRAEUS_STOP_GRACE_SECONDS": "soon"},
+            "stop_grace_seconds: 'soon' is not a positive number of seconds",
+            id="bad-number",
+        ),
+    ],
+)
+def test_bad_settings(argv: list[str], env: dict[str, str], message: str) -> None:
+    """A missing or wrong setting is refused with a text naming it."""
+    with pytest.raises(SettingsError) as caught:
+        _load(argv, env)
+    assert str(caught.value) == message
+
+
+def test_unknown_toml_key(tmp_path: Path) -> None:
+    """A misspelt key in the TOML file is refused, naming the key."""
+    config = tmp_path / "agent.toml"
+    config.write_text('coordinatr = "http://c"\n')
+    with pytest.raises(SettingsError) as caught:
+        _load(["--config", str(config)])
+    assert str(caught.value).startswith(f"--config {config}: unknown setting 'coordinatr'; known:")
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        pytest.param({"STATE_DIRECTORY": "/var/lib/astraeus"}, "/var/lib/astraeus", id="systemd"),
+        pytest.param({"XDG_STATE_HOME": "/x"}, "/x/astraeus-agent", id="xdg"),
+    ],
+)
+def test_default_state_dir(env: dict[str, str], expected: str) -> None:
+    """systemd's StateDirectory= first, then the user's XDG state directory (as non-root)."""
+    assert default_state_dir(env, root=False) == Path(expected)
+
+
+def test_token_file(tmp_path: Path) -> None:
+    """The token is the file's content without white space; an empty file is refused."""
+    token = tmp_path / "token"
+    token.write_text("  s3cret\n")
+    assert read_token(token) == "s3cret"
+    token.write_text("\n")
+    with pytest.raises(SettingsError) as caught:
+        read_token(token)
+    assert str(caught.value) == f"token_file: {token} is empty"
+
+
+def test_main_says_when_discovery_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the inventory scanner, main() exits 2 with a sentence, not a traceback."""
+    monkeypatch.setitem(sys.modules, "astraeus.agent.inventory", None)
+    token = tmp_path / "token"
+    token.write_text("t")
+    code = main(["--coordinator", "http://127.0.0.1:1", "--token-file", str(token)])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "astraeus-agent: machine discovery (astraeus.agent.inventory) is not available: "
+        "import of astraeus.agent.inventory halted; None in sys.modules\n"
+    )
+
+
+def test_main_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """An unknown option prints argparse's usage and returns 2."""
+    assert main(["--frobnicate"]) == 2
+    assert "unrecognized arguments: --frobnicate" in capsys.readouterr().err
