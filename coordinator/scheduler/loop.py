@@ -2,7 +2,7 @@
 
 A pass runs when something changed (debounced) and at least every `pass_interval_seconds`. Each
 pass marks tasks on long-silent machines Lost, takes one snapshot, decides in a worker thread (the
-engine is pure, so reports keep being answered meanwhile), and commits in one transaction.
+engine is pure, so reports keep being answered), and commits in transactions of whole placements.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,18 +20,27 @@ from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import ClusterSnapshot, Placement
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import Waiting, commit_pass, mark_lost
+from astraeus.coordinator.store.commit import (
+    Waiting,
+    commit_pass,
+    drop_unused_explanations,
+    mark_lost,
+)
 from astraeus.coordinator.store.queue import (
+    Parsed,
     QueueItem,
     gpus_by_workspace,
     live_by_run,
     read_queue,
 )
 
-from .decide import Decisions, PassContext, SessionFactory, decide, engine
+from .decide import Decisions, PassContext, SessionFactory, engine, steps
 from .snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
+
+COMMIT_CHUNK = 100
+"""Placements (and explanations) per write transaction."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,8 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._asks: dict[int, Parsed] = {}
+        self._stopping = threading.Event()
 
     @property
     def down_after(self) -> timedelta:
@@ -75,17 +87,49 @@ class Scheduler:
             lost = self._mark_lost(now)
             self._store.reservations.expire(now)
             snapshot = build_snapshot(self._store, now, self.down_after)
-            items = read_queue(self._store.database)
+            items = read_queue(self._store.database, self._asks)
             context = self._context()
-            decisions = await asyncio.to_thread(self._decide, items, snapshot, now, context)
-            committed = commit_pass(self._store.database, decisions.placed, decisions.waiting, now)
+            decisions = await self._decide(items, snapshot, now, context)
+            committed = await self._commit(decisions, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
 
-    def _decide(
+    async def _commit(self, decisions: Decisions, now: datetime) -> int:
+        """Commit in chunks, each its own transaction, so reports are answered in between.
+
+        Each placement is whole in one chunk, so a crash between chunks leaves every run either
+        placed or still pending, never half placed."""
+        committed = 0
+        placed, waiting = decisions.placed, decisions.waiting
+        stored: dict[int, int] = {}
+        for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
+            end = start + COMMIT_CHUNK
+            committed += commit_pass(
+                self._store.database, placed[start:end], waiting[start:end], now, stored
+            )
+            await asyncio.sleep(0)
+        drop_unused_explanations(self._store.database)
+        return committed
+
+    async def _decide(
         self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
     ) -> Decisions:
-        return decide(items, self._session_factory(snapshot), now, context)
+        """Decide in a worker thread: the engine is pure, and reports keep being answered.
+
+        Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
+        skips a run cancelled meanwhile)."""
+        return await asyncio.to_thread(self._decide_here, items, snapshot, now, context)
+
+    def _decide_here(
+        self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
+    ) -> Decisions:
+        """The pass's computation, in the worker thread; it stops early when the service does
+        (nothing is committed then, so the next start simply runs the pass again)."""
+        out = Decisions()
+        for _ in steps(items, self._session_factory(snapshot), now, context, out):
+            if self._stopping.is_set():
+                raise asyncio.CancelledError
+        return out
 
     def _context(self) -> PassContext:
         return PassContext(
@@ -114,9 +158,7 @@ class Scheduler:
         snapshot = build_snapshot(self._store, now, self.down_after)
         queue = read_queue(self._store.database)
         ahead = [q for q in queue if q.priority >= item.priority]
-        decisions = await asyncio.to_thread(
-            self._decide, [*ahead, item], snapshot, now, self._context()
-        )
+        decisions = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:
             if placed.item is item:
                 return placed.placement
@@ -144,6 +186,7 @@ class Scheduler:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

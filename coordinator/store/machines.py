@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import sqlite3
@@ -44,6 +45,7 @@ class MachineRecord:
         return self.labels.get(SITE) or network_site(self.address)
 
 
+@functools.lru_cache(maxsize=65536)
 def network_site(address: str | None) -> str | None:
     """The site of a machine without a site label: the /24 (IPv4) or /64 (IPv6) it connects from."""
     if not address:
@@ -90,6 +92,19 @@ class Machines:
 
         The caller commits, then calls `remember`, so memory never runs ahead of the file."""
         old = self._records.get(report.name)
+        printed = fingerprint(report)
+        if old is not None and old.report is not None and old.fingerprint == printed:
+            # Nothing that matters changed: a heartbeat, not a new report worth writing.
+            conn.execute(
+                "UPDATE machines SET address = ?, last_seen = ?, acked_seq = ? WHERE name = ?",
+                (address, now.isoformat(), acked_seq, report.name),
+            )
+            # Memory keeps the newest report (timestamps, free counters); the file keeps the
+            # newest one that could change placement.
+            updated = replace(
+                old, report=report, address=address, last_seen=now, acked_seq=acked_seq
+            )
+            return updated, old
         conn.execute(
             "INSERT INTO machines (name, report, address, last_seen, acked_seq, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET report = excluded.report,"
@@ -104,7 +119,7 @@ class Machines:
             address=address,
             last_seen=now,
             acked_seq=acked_seq,
-            fingerprint=fingerprint(report),
+            fingerprint=printed,
         )
         return new, old
 
