@@ -27,6 +27,8 @@ The Astraeus node agent runs on every GPU machine: it discovers GPUs, classifies
 reports to the coordinator and launches the workers it is assigned.
 
 commands:
+  run       report to the coordinator and run the workers it assigns (the systemd service);
+            `astraeus-agent --coordinator URL --token-file PATH ...` is the same
   inspect   print this machine's report once, as a table or --json; no server, no coordinator
   serve     scan continuously and serve the local API (loopback by default)
 
@@ -34,7 +36,6 @@ Run `astraeus-agent <command> --help` for a command's options.
 """
 
 COMMANDS = ("inspect", "serve")
-# The report loop (`astraeus.agent.runtime`, its own issue) joins here as another command.
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
@@ -136,6 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0
+    if args[0] == "run" or args[0].startswith("--"):
+        from .runtime import main as run  # the report loop and worker runner
+
+        return run(args[1:] if args[0] == "run" else args)
     if args[0] not in COMMANDS:
         print(f"astraeus-agent: unknown command {args[0]!r}\n", file=sys.stderr)
         print(USAGE, file=sys.stderr, end="")

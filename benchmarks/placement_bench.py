@@ -137,8 +137,23 @@ def bench(size: int, repeat: int, freeze: bool) -> dict[str, float]:
             f"  {label:32} median {medians[label]:7.2f} ms   p99 {p99(samples):7.2f} ms"
             f"   (first on a fresh session, incl. build: {cold[0]:.1f} ms; {count} runs)"
         )
+    _pass_rate(snapshot)
     gc.unfreeze()
     return medians
+
+
+def _pass_rate(snapshot: ClusterSnapshot, runs: int = 500) -> None:
+    """One scheduler pass: `runs` 1-GPU runs placed and taken one after another."""
+    session = PlacementSession(snapshot)
+    requests = [run(f"one-gpu-{index}", ask=RUNS["1-GPU run"]) for index in range(runs)]
+    start = time.perf_counter()
+    for request in requests:
+        result = session.place(request, NOW)
+        if not isinstance(result, Placement):
+            raise SystemExit(f"{request.name} did not fit: {result}")
+        session.take(result)
+    seconds = time.perf_counter() - start
+    print(f"  pass of {runs} 1-GPU runs, place + take: {runs / seconds:,.0f} runs/s")
 
 
 def main() -> None:

@@ -8,8 +8,11 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
+
+from astraeus.shared import MachineReport
 
 from .client import CoordinatorClient
 from .container import container_runtime, runtime_capabilities
@@ -20,6 +23,9 @@ from .sdnotify import Notifier
 from .settings import Settings, SettingsError, load_settings, read_token
 from .state import Outbox, StateDir
 
+if TYPE_CHECKING:
+    from astraeus.agent.service import ScanService
+
 log = logging.getLogger("astraeus.agent")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -29,33 +35,56 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_settings(argv, os.environ)
         token = read_token(settings.token_file)
-        scan = make_scan(settings)
+        scans = make_scan(settings)
     except SystemExit as done:  # argparse: --help, or a usage error it already printed
         return int(done.code or 0)
     except SettingsError as error:
         print(f"astraeus-agent: {error}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(settings, token, scan))
+    asyncio.run(serve_scanning(settings, token, scans))
     return 0
 
 
-def make_scan(settings: Settings) -> Scan:
-    """The inventory scanner's `scan`, imported only here so the runtime works without it."""
+def make_scan(settings: Settings) -> "ScanService":
+    """The inventory's scanning service: periodic scans, udev rescans, port polling, Xid events.
+
+    Imported only here so the runtime's own tests need no discovery backend."""
     try:
         inventory = importlib.import_module("astraeus.agent.inventory")
+        service = importlib.import_module("astraeus.agent.service")
     except ImportError as error:
         raise SettingsError(
             f"machine discovery (astraeus.agent.inventory) is not available: {error}"
         ) from None
     try:
         scanner = inventory.Scanner(
-            name=settings.name, backend=settings.backend, sysfs_root=settings.sysfs_root
+            name=settings.name,
+            backend=settings.backend,
+            sysfs_root=settings.sysfs_root,
+            proc_root=settings.proc_root,
+            data_dir=settings.state_dir,
+            labels=dict(settings.labels),
         )
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OSError) as error:
         raise SettingsError(f"backend {settings.backend}: {error}") from None
-    scan: Scan = scanner.scan
-    return scan
+    scans: ScanService = service.ScanService(scanner)
+    return scans
+
+
+async def serve_scanning(settings: Settings, token: str, scans: "ScanService") -> None:
+    """`serve` with the discovery service scanning alongside: periodic scans, udev and Xid
+    rescans, port polling; each report sends its latest result."""
+    await scans.start()
+
+    def scan() -> MachineReport:
+        assert scans.report is not None  # start() scanned once  # noqa: S101
+        return scans.report
+
+    try:
+        await serve(settings, token, scan)
+    finally:
+        await scans.stop()
 
 
 async def serve(settings: Settings, token: str, scan: Scan) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-BACKEND = re.compile(r"^(auto|nvml|amdsmi|fake:.+)$")
+BACKEND = re.compile(r"^(auto|nvml|amdsmi|intel|none|fake:.+)$")
 
 
 class SettingsError(ValueError):
@@ -25,13 +25,15 @@ class Settings:
     state_dir: Path
     backend: str = "auto"
     sysfs_root: Path = Path("/sys")
+    proc_root: Path = Path("/proc")
+    labels: tuple[tuple[str, str], ...] = ()
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
     backoff_max_seconds: float = 60.0
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
-PATHS = ("token_file", "state_dir", "sysfs_root")
+PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root")
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -45,8 +47,18 @@ def parser() -> argparse.ArgumentParser:
     cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
     cli.add_argument("--token-file", help="a file holding this machine's agent token")
     cli.add_argument("--name", help="this machine's name (default: the host name)")
-    cli.add_argument("--backend", help="auto, nvml, amdsmi or fake:FILE (default: auto)")
+    cli.add_argument(
+        "--backend", help="auto, nvml, amdsmi, intel, none or fake:FILE (default: auto)"
+    )
     cli.add_argument("--sysfs-root", help="where sysfs is mounted (default: /sys)")
+    cli.add_argument("--proc-root", help="where procfs is mounted (default: /proc)")
+    cli.add_argument(
+        "--label",
+        action="append",
+        dest="labels",
+        metavar="KEY=VALUE",
+        help="a label this machine reports, e.g. topology.astraeus.io/rack=r1 (repeatable)",
+    )
     cli.add_argument("--state-dir", help="where the agent keeps its tasks and their logs")
     cli.add_argument("--config", help="a TOML file of settings")
     return cli
@@ -88,7 +100,10 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
     merged.setdefault("name", socket.gethostname())
     merged.setdefault("state_dir", default_state_dir(environ))
     if not BACKEND.match(str(merged.get("backend", "auto"))):
-        raise SettingsError(f"backend: {merged['backend']!r}; use auto, nvml, amdsmi or fake:FILE")
+        raise SettingsError(
+            f"backend: {merged['backend']!r}; use auto, nvml, amdsmi, intel, none or fake:FILE"
+        )
+    merged["labels"] = _labels(merged.get("labels") or ())
     for key in NUMBERS:
         if key in merged:
             merged[key] = _positive(key, merged[key])
@@ -96,6 +111,27 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
         if key in merged:
             merged[key] = Path(merged[key])
     return Settings(**merged)
+
+
+def _labels(value: Any) -> tuple[tuple[str, str], ...]:
+    """Labels from `--label K=V` (a list), `ASTRAEUS_LABELS=k=v,k2=v2` or a TOML `[labels]`."""
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, dict):
+        pairs = [(str(key), str(item)) for key, item in value.items()]
+    elif isinstance(value, list | tuple):
+        pairs = []
+        for item in value:
+            if isinstance(item, list | tuple) and len(item) == 2:
+                pairs.append((str(item[0]), str(item[1])))
+                continue
+            key, sep, text = str(item).partition("=")
+            if not sep or not key:
+                raise SettingsError(f"labels: {item!r} is not KEY=VALUE")
+            pairs.append((key, text))
+    else:
+        raise SettingsError(f"labels: {value!r} is not a table of KEY = VALUE")
+    return tuple(sorted(pairs))
 
 
 def _positive(key: str, value: Any) -> float:

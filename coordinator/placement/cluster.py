@@ -26,6 +26,12 @@ class Cluster:
     """Some machine is reserved for labels (its runs may score up to +95 for it)."""
     most_gpus: int = 0
     """The most GPUs any machine has: no worker can get more."""
+    most_capacity: tuple[float, int] = (0.0, 0)
+    """The most cores and the most memory any machine has."""
+    names: Sequence[str] = ()
+    capacity: Sequence[tuple[float, int]] = ()
+    """Each machine's (cores, memory), 0 when it never reported: read for every machine of an
+    explanation, so kept in one list rather than behind three objects each."""
     _groups: dict[tuple[object, ...], Groups] = field(default_factory=dict)
 
     def groups(self, rung: ladder.Rung, needs: Needs) -> Groups:

@@ -64,19 +64,12 @@ class Decision:
     def _dynamic(self, i: int) -> Rejection | None:
         """Filters 6–8. Their verdict depends only on the numbers in the key (for a fixed run
         and worker), and many machines share them, so each verdict is written once."""
-        facts, free = self.cluster.facts[i], self.free[i]
-        if self.needs.gpu_requests.ids or facts.report is None:
+        if self.needs.gpu_requests.ids:
             return self._dynamic_check(i)
-        supply = self.supply(i) if self.needs.gpus else None
-        counts = supply.counts if supply else ()
-        key = (
-            not self.idle and self.needs.run.name in facts.view.workers,
-            facts.report.cpu_cores,
-            facts.report.memory_bytes,
-            free.cpu_cores,
-            free.memory_bytes,
-            *counts,
-        )
+        free = self.free[i]
+        counts = self.supply(i) if self.needs.gpus else None
+        here = not self.idle and self.needs.run.name in self.cluster.facts[i].view.workers
+        key = (here, self.cluster.capacity[i], free.cpu_cores, free.memory_bytes, counts)
         if key not in self._verdicts:
             self._verdicts[key] = self._dynamic_check(i)
         return self._verdicts[key]

@@ -11,6 +11,8 @@ from .decision import Decision
 from .model import Pending
 from .rejection import Rejection
 
+UP, DOWN = MachineState.UP.value, MachineState.DOWN.value
+
 Survivor = Callable[[int], Rejection]
 """What keeps out a machine no filter rejects (the whole run did not fit with it)."""
 
@@ -28,17 +30,18 @@ def pending(
     """The explanation; `wanted` empty means no machine could ever take the run, so no machine
     is the closest. `waits_for` is the headline of a run that waits for a tighter rung;
     `unplannable` is every machine's reason when the run's rules leave it no shape at all."""
-    facts = now.cluster.facts
+    facts, names = now.cluster.facts, now.cluster.names
     if unplannable is not None:
         rejections = [unplannable] * len(facts)
     else:
         rejections = [now.rejection(i) or survivor(i) for i in range(len(facts))]
     # Plain dicts validated in one call: one model per machine costs more than the decision.
+    up = [machine.up for machine in facts]
     nodes = [
-        {"name": machine.name, "state": _state(machine.up), "reasons": [rejection.reason]}
-        for machine, rejection in zip(facts, rejections, strict=True)
+        {"name": name, "state": UP if is_up else DOWN, "reasons": [rejection.reason]}
+        for name, is_up, rejection in zip(names, up, rejections, strict=True)
     ]
-    ready = sum(machine.up for machine in facts)
+    ready = sum(up)
     explanation = PendingExplanation.model_validate(
         {
             "checked_nodes": len(facts),
@@ -57,10 +60,6 @@ def pending(
     )
 
 
-def _state(up: bool) -> MachineState:
-    return MachineState.UP if up else MachineState.DOWN
-
-
 def headline(rejections: list[Rejection], ready: int) -> str:
     """The one non-room reason every machine gives, else `No machine fits: R of C machines
     ready`."""
@@ -72,11 +71,12 @@ def headline(rejections: list[Rejection], ready: int) -> str:
 
 def _closest(now: Decision, idle: Decision, rejections: list[Rejection]) -> str | None:
     """The machine short on room alone (it would take the run if idle) with most of its need."""
-    best: tuple[float, str] | None = None
+    best: tuple[float, int] | None = None
     for i, rejection in enumerate(rejections):
         if not rejection.room or not idle.passes(i):
             continue
-        rank = (-rejection.have / (rejection.need or 1), now.cluster.facts[i].name)
+        # Machines are in name order, so the lower index wins a tie.
+        rank = (-rejection.have / (rejection.need or 1), i)
         if best is None or rank < best:
             best = rank
-    return best[1] if best else None
+    return now.cluster.names[best[1]] if best else None

@@ -90,16 +90,14 @@ def _best_group(
         return None
     least = min(room for room, _key, _fits in sized)
     rdma = rung.name in RDMA_RUNGS
-    best: tuple[int, Key, tuple[int, ...]] | None = None
+    ranked: list[tuple[int, Key, tuple[int, ...]]] = []
     for room, key, fits in sized:
-        if room != least:
-            continue
-        picked = _pick(decision, fits, option, rdma)
-        score = sum(decision.score(i, each, rdma) for i in picked)
-        if best is None or (-score, key) < (-best[0], best[1]):
-            best = (score, key, picked)
-    assert best is not None  # noqa: S101 - `least` came from `sized`, so one group matched it
-    return Choice(rung, option, best[2], best[1])
+        if room == least:
+            picked = _pick(decision, fits, option, rdma)
+            score = sum(decision.score(i, each, rdma) for i in picked)
+            ranked.append((-score, key, picked))
+    _score, key, picked = min(ranked)
+    return Choice(rung, option, picked, key)
 
 
 def _used(decision: Decision, option: ShapeOption) -> float:

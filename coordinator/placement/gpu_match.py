@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from astraeus.shared import GpuHealthState, GpuInfo, GpuRequests
 
@@ -55,9 +56,9 @@ def matched(ask: GpuRequests, gpus: Sequence[GpuInfo]) -> Matched:
     return Matched(tuple(healthy), tuple(at_risk), frozenset(healthy), frozenset(at_risk), every)
 
 
-@dataclass(frozen=True)
-class Supply:
-    """How many of a machine's GPUs of the asked kind there are, by health, and how many free."""
+class Supply(NamedTuple):
+    """How many of a machine's GPUs of the asked kind there are, by health, and how many free.
+    A tuple: built for every machine an explanation checks, and a cheap key as it is."""
 
     healthy_free: int
     at_risk_free: int
@@ -65,11 +66,6 @@ class Supply:
     """Matching GPUs that are not faulted, free or not: what the machine could ever give."""
     healthy: int
     """Matching healthy GPUs, free or not."""
-
-    @property
-    def counts(self) -> tuple[int, int, int, int]:
-        """Everything filter 8 reads, as a cheap key."""
-        return (self.healthy_free, self.at_risk_free, self.usable, self.healthy)
 
     def free(self, healthy_only: bool) -> int:
         return self.healthy_free + (0 if healthy_only else self.at_risk_free)

@@ -136,7 +136,18 @@ class PlacementSession:
         homes = _drive_homes(self._facts, places)
         reserved = any(r.labels for facts in self._facts for r in facts.view.reservations)
         most = max((len(facts.gpus) for facts in self._facts), default=0)
-        return Cluster(self._facts, places, members, known, homes, reserved, most)
+        names = [facts.name for facts in self._facts]
+        capacity = [
+            (f.report.cpu_cores, f.report.memory_bytes) if f.report else (0.0, 0)
+            for f in self._facts
+        ]
+        largest = (
+            max((cores for cores, _memory in capacity), default=0.0),
+            max((memory for _cores, memory in capacity), default=0),
+        )
+        return Cluster(
+            self._facts, places, members, known, homes, reserved, most, largest, names, capacity
+        )
 
 
 def _drive_homes(

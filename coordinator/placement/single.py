@@ -5,6 +5,7 @@ search stops once no machine left could beat the best found."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterator
 
 from .decision import Decision
@@ -22,11 +23,13 @@ def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
         if free >= gpus
     ]
     worker = decision.needs.worker(gpus)
+    slack = _least_use(decision, worker)
     found: tuple[int, int] | None = None
     for negative, i in heapq.merge(*streams):
-        if found is not None and bonus - negative < found[0]:
+        # Scores are whole: a bound's fraction can never be reached.
+        if found is not None and math.floor(-negative - slack) + bonus < found[0]:
             break
-        if found is not None and _exact_bound(decision, i, worker) + bonus < found[0]:
+        if found is not None and (_exact_bound(decision, i, worker) + bonus, -i) < found:
             continue
         if not decision.passes(i) or decision.cap(i) < gpus:
             continue
@@ -34,6 +37,14 @@ def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
         if found is None or rank > found:
             found = rank
     return None if found is None else -found[1]
+
+
+def _least_use(decision: Decision, worker: WorkerAsk) -> float:
+    """What the worker's cores and memory take off the cores- and memory-free terms on any
+    machine at least: on the largest machine."""
+    cores, memory = decision.cluster.most_capacity
+    used = cores_free.MOST * worker.cpu_cores / cores if cores else 0.0
+    return used + (memory_free.MOST * worker.memory_bytes / memory if memory else 0.0)
 
 
 def _exact_bound(decision: Decision, i: int, worker: WorkerAsk) -> int:

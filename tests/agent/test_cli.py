@@ -64,10 +64,19 @@ def test_bad_arguments_are_sentences(
 
 def test_unknown_command_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
     """An unknown command exits 2 and prints the usage listing the commands."""
-    assert main(["run"]) == 2
+    assert main(["frobnicate"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("astraeus-agent: unknown command 'run'\n\nusage: astraeus-agent")
+    assert err.startswith("astraeus-agent: unknown command 'frobnicate'\n\nusage: astraeus-agent")
     assert "  inspect   print this machine's report once" in err
+
+
+@pytest.mark.parametrize("argv", [["run"], []], ids=["run", "bare-flags"])
+def test_run_goes_to_the_report_loop(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`run` and bare `--` options reach the report loop, which names its missing settings."""
+    assert main([*argv, "--token-file", "/nonexistent"]) == 2
+    assert capsys.readouterr().err == (
+        "astraeus-agent: --coordinator is required (or ASTRAEUS_COORDINATOR)\n"
+    )
 
 
 def test_serve_answers_on_loopback(tmp_path: Path) -> None:

@@ -143,3 +143,55 @@ def test_four_by_four_in_one_fabric_beats_two_by_eight_over_ethernet() -> None:
     assert isinstance(result, Placement)
     assert (result.shape.tasks, result.shape.gpus_each) == (4, 4)
     assert result.landing.machines == ["ib-0", "ib-1", "ib-2", "ib-3"]
+
+
+def test_node_selection_example_stays_on_the_named_machines_of_its_pool_and_site() -> None:
+    """The guide's node_selection (Any, three names, pool and site labels) picks among them."""
+    site = "topology.astraeus.io/site"
+    ask = {
+        "gpu_requests": {"count": 8},
+        "node_selection": {
+            "mode": "Any",
+            "names": ["gpu-07", "gpu-08", "gpu-09"],
+            "match_labels": {"pool": "h100", site: "fra-1"},
+        },
+    }
+    fra = {"pool": "h100", site: "fra-1"}
+    snap = snapshot(
+        machine("gpu-06", labels_=fra),
+        machine("gpu-07", labels_={"pool": "h100", site: "ams-1"}),
+        machine("gpu-08", labels_=fra, used_gpus=range(2)),
+        machine("gpu-09", labels_=fra),
+    )
+    result = place(run(ask=ask), snap, NOW)
+    assert isinstance(result, Placement)
+    assert result.landing.machines == ["gpu-09"]
+    busy = place(run(ask=ask), snapshot(*snap.machines[:3]), NOW)
+    assert isinstance(busy, Pending)
+    assert [node.reasons for node in busy.explanation.nodes] == [
+        ["machine is not among the run's names"],
+        ["machine lacks label topology.astraeus.io/site=fra-1"],
+        ["insufficient gpus: need 8, 6 free and usable"],
+    ]
+
+
+def test_pre_training_example_stays_on_fast_infiniband_in_one_rack() -> None:
+    """The guide's 64-GPU run (InfiniBand at 400 Gb/s, one rack) takes 8 machines of one rack."""
+    ask = {
+        "gpu_requests": {"count": 64, "min_per_machine": 8},
+        "per_gpu": {"cpu_cores": 12, "memory_bytes": 128849018880},
+        "network": {"interconnect": "infiniband", "min_gbps": 400},
+        "topology": {"keep_within": "rack", "patience_seconds": 1800},
+    }
+    racks = [
+        machine(f"r{rack}-{i}", rack=f"r{rack}", fabric="ib-0", ports=[rdma_port(gbps=400)])
+        for rack in (1, 2)
+        for i in range(6 if rack == 1 else 8)
+    ]
+    slow = [machine(f"s-{i}", rack="r3", ports=[rdma_port(gbps=200)]) for i in range(8)]
+    result = place(run(ask=ask, first_evaluated_at=NOW), snapshot(*racks, *slow), NOW)
+    assert isinstance(result, Placement)
+    assert result.landing.machines == [f"r2-{i}" for i in range(8)]
+    assert result.landing.where == "one InfiniBand fabric and one rack, ib-0 and r2"
+    assert result.shape.why == "8 machines × 8 GPUs on InfiniBand fabric ib-0 in rack r2"
+    assert {worker.cpu_cores for worker in result.workers} == {96}

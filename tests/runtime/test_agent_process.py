@@ -1,4 +1,5 @@
-"""The agent as a real process: main() with its settings, SIGTERM, and a restart under a worker."""
+"""The agent as a real process (`astraeus-agent run` on a fake H100 machine): SIGTERM, and a
+restart under a worker."""
 
 import asyncio
 import json
@@ -12,27 +13,6 @@ from runtime_rig import TOKEN, Coordinator, assignment, python, until
 from astraeus.agent.runtime.launch import proc_alive
 from astraeus.shared import TaskState
 
-FAKE_INVENTORY = """
-from astraeus.shared import SCHEMA_VERSION, MachineReport
-
-class Scanner:
-    def __init__(self, *, name, backend, sysfs_root):
-        self.name = name
-
-    def scan(self):
-        return MachineReport(schema_version=SCHEMA_VERSION, name=self.name, cpu_cores=4,
-                             memory_bytes=1)
-"""
-
-AGENT = (
-    "import sys, types\n"
-    "inventory = types.ModuleType('astraeus.agent.inventory')\n"
-    "exec(open(sys.argv[1]).read(), inventory.__dict__)\n"
-    "sys.modules[inventory.__name__] = inventory\n"
-    "from astraeus.agent.runtime import main\n"
-    "sys.exit(main(sys.argv[2:]))\n"
-)
-
 WAIT_FOR_GO = (
     "import pathlib, sys, time\n"
     "while not pathlib.Path(sys.argv[1]).exists():\n"
@@ -41,12 +21,11 @@ WAIT_FOR_GO = (
 
 
 async def _agent(tmp_path: Path, coordinator: Coordinator) -> asyncio.subprocess.Process:
-    inventory, token = tmp_path / "inventory.py", tmp_path / "token"
-    inventory.write_text(FAKE_INVENTORY)
+    token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     env = {**os.environ, "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1"}
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", AGENT, str(inventory),
+        sys.executable, "-m", "astraeus.agent.cli", "run", "--backend", "fake:h100-sxm",
         "--coordinator", coordinator.url, "--token-file", str(token), "--name", "gpu-01",
         "--state-dir", str(tmp_path / "state"),
         env=env, stderr=asyncio.subprocess.PIPE,

@@ -66,7 +66,7 @@ def test_config_file_from_variable(tmp_path: Path) -> None:
         pytest.param(
             ["--coordinator", "http://c", "--token-file", "/t", "--backend", "cuda"],
             {},
-            "backend: 'cuda'; use auto, nvml, amdsmi or fake:FILE",
+            "backend: 'cuda'; use auto, nvml, amdsmi, intel, none or fake:FILE",
             id="bad-backend",
         ),
         pytest.param(
