@@ -78,12 +78,25 @@ class Api:
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, socket.timeout | TimeoutError):
                 reason = f"no answer within {self.timeout:g} s"
+            elif isinstance(reason, OSError) and reason.strerror:
+                reason = reason.strerror
             raise CliError(
                 f"cannot reach the coordinator at {self.target.api}: {reason}. "
                 "Is it running? Point ASTRA_API or --api at it.",
                 Exit.UNREACHABLE,
             ) from None
-        return json.loads(raw) if raw else None
+        try:
+            return json.loads(raw) if raw else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise self.not_the_api() from None
+
+    def not_the_api(self) -> CliError:
+        """What to say when the answer is not the coordinator's JSON (a proxy, another server)."""
+        return CliError(
+            f"{self.target.api} answered, but not as an Astraeus coordinator; "
+            "check ASTRA_API or --api",
+            Exit.UNREACHABLE,
+        )
 
     def _refused(self, exc: urllib.error.HTTPError) -> CliError:
         try:

@@ -62,9 +62,12 @@ def label(ctx: Context, args: argparse.Namespace) -> int:
 
 def reserve(ctx: Context, args: argparse.Namespace) -> int:
     body: dict[str, object] = {"labels": parse_pairs(args.label, "--label")}
-    for key in ("workspace", "starts_at", "ends_at"):
-        if getattr(args, key) is not None:
-            body[key] = getattr(args, key)
+    given = {
+        "workspace": args.for_workspace,
+        "starts_at": args.starts_at,
+        "ends_at": args.ends_at,
+    }
+    body.update({key: value for key, value in given.items() if value is not None})
     stored = StoredReservation.model_validate(
         ctx.api.post(f"/machines/{args.name}/reservations", body)
     )

@@ -6,6 +6,8 @@ import sys
 from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
 
+from pydantic import ValidationError
+
 from .client import Api
 from .config import resolve
 from .context import Context
@@ -33,6 +35,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_line = command
     try:
         return _dispatch(parser, args)
+    except ValidationError as exc:  # an answer of the wrong shape: another server or version
+        print(
+            "astra: the coordinator's answer was not understood; is ASTRA_API an Astraeus "
+            f"coordinator of this version? ({exc.error_count()} fields differ, first: "
+            f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])})",
+            file=sys.stderr,
+        )
+        return Exit.FAILED
     except CliError as exc:
         print(f"astra: {exc.message}", file=sys.stderr)
         return exc.code

@@ -101,7 +101,7 @@ def _astraeus(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="KEY=VALUE",
         help="for work selecting these labels",
     )
-    reserve.add_argument("--for-workspace", dest="workspace", help="for one workspace ...")
+    reserve.add_argument("--for-workspace", help="for one workspace ...")
     reserve.add_argument("--starts-at", help="... from this time (ISO 8601 with zone)")
     reserve.add_argument("--ends-at", help="... until this time")
     unreserve = _add(sub, "unreserve", machines.unreserve, "drop a reservation", common)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,77 @@ def test_workspace_and_token_admin_commands(coordinator: Coordinator, astra: Ast
     revoked = astra("astraeus", "token", "revoke", str(member["id"]))
     assert revoked.out == f"token {member['id']} revoked\n"
     assert astra("astraeus", "list", token=secret).code == 4
+
+
+def test_spec_file_with_flags_over_it(
+    coordinator: Coordinator, astra: Astra, running: str, tmp_path: Path
+) -> None:
+    """`-f` reads a run spec; flags given as well replace its fields."""
+    spec = {
+        "name": "from-file",
+        "command": ["python", "train.py"],
+        "requested_resources": {"gpu_requests": {"count": 2}},
+    }
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(spec))
+    result = astra(
+        "astraeus", "run", "-f", str(path), "--name", "second", "-o", "json", token=running
+    )
+    run = json.loads(result.out)
+    assert (run["name"], run["requested_resources"]["gpu_requests"]["count"]) == ("second", 2)
+    assert run["command"] == ["python", "train.py"]
+
+
+def test_dry_run_json_says_would_start(astra: Astra, running: str) -> None:
+    """`--dry-run -o json` prints the API's answer: would_start and the workers."""
+    argv = ["astraeus", "run", "--name", "probe", "--gpus", "4", "--dry-run", "-o", "json"]
+    dry = json.loads(astra(*argv, "--", "true", token=running).out)
+    assert dry["would_start"] is True
+    assert [w["machine"] for w in dry["workers"]] == ["gpu-01"]
+
+
+def test_reserve_and_unreserve(astra: Astra, running: str) -> None:
+    """An admin reserves a machine for labels; the machine page lists it until it is dropped."""
+    added = astra("astraeus", "reserve", "gpu-01", "--label", "gpu-class=big", "-o", "json")
+    reservation = json.loads(added.out)["id"]
+    page = astra("astraeus", "machine", "gpu-01").out.splitlines()
+    assert f"  reserved    #{reservation} for gpu-class=big" in page
+    removed = astra("astraeus", "unreserve", "gpu-01", str(reservation))
+    assert removed.out == f"gpu-01: reservation #{reservation} removed\n"
+
+
+def test_reserve_for_a_workspace_window(astra: Astra, running: str) -> None:
+    """A reservation for a workspace carries its window and shows on the machine page."""
+    window = ["--starts-at", "2030-01-01T08:00:00+00:00", "--ends-at", "2030-01-01T20:00:00+00:00"]
+    added = astra("astraeus", "reserve", "gpu-01", "--for-workspace", "vision", *window)
+    assert added.code == 0, added.err
+    page = astra("astraeus", "machine", "gpu-01").out.splitlines()
+    assert any(line.endswith(" for workspace vision") for line in page)
+
+
+def test_logs_of_a_run_with_several_tasks_name_each_line(
+    coordinator: Coordinator, astra: Astra
+) -> None:
+    """With several tasks, each printed line starts with its task's name."""
+    for name in ("gpu-01", "gpu-02"):
+        coordinator.report(gpu_report(name, 8, H100, 80, RACKED))
+    token = coordinator.member("vision", ["h100"])
+    astra("astraeus", "run", "--name", "wide", "--gpus", "16", "--", "python", "t.py", token=token)
+    coordinator.run_pass()
+    for index, machine in enumerate(("gpu-01", "gpu-02")):
+        task = f"wide-{index}"
+        coordinator.report(
+            gpu_report(machine, 8, H100, 80, RACKED),
+            [{"task": task, "state": "Running"}],
+            [{"task": task, "offset": 0, "data": f"rank {index}\n"}],
+        )
+    assert astra("astraeus", "logs", "wide", token=token).out == (
+        "wide-0: rank 0\nwide-1: rank 1\n"
+    )
+
+
+def test_validate_checks_a_file_without_a_coordinator(astra: Astra, tmp_path: Path) -> None:
+    """`astra validate FILE` says the run is valid, by name."""
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"name": "ok", "command": ["true"]}))
+    assert astra("validate", str(path)).out == "ok: valid\n"

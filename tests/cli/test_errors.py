@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,38 @@ def test_config_file_with_an_unknown_key_is_refused(tmp_path: Path) -> None:
     path.write_text('tokn = "x"\n')
     with pytest.raises(CliError, match=r"unknown key 'tokn'; use api, token, workspace"):
         resolve(api=None, token=None, workspace=None, environ={"ASTRA_CONFIG": str(path)})
+
+
+class _HtmlHandler(http.server.BaseHTTPRequestHandler):
+    """Answers every request with a 200 HTML page, as a proxy's login page would."""
+
+    def do_GET(self) -> None:
+        body = b"<html>sign in</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_server_that_is_not_the_api_is_named(
+    astra: Astra, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ASTRA_API pointing at some other web server: exit 3 and a sentence, not a JSON error."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), _HtmlHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = f"http://127.0.0.1:{server.server_port}"
+        monkeypatch.setenv("ASTRA_API", api)
+        result = astra("astraeus", "list")
+        assert (result.code, result.err) == (
+            3,
+            f"astra: {api} answered, but not as an Astraeus coordinator; "
+            "check ASTRA_API or --api\n",
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
