@@ -38,6 +38,8 @@ class Settings:
     """Log kept per task; the oldest chunks go first."""
     max_pending_evaluations: int = 500
     """Waiting runs explained per pass; later ones keep their previous explanation."""
+    max_pass_seconds: float = 2.0
+    """A pass decides for at most this long, commits, and the next one goes on."""
     scheduler: bool = True
     """Run the scheduler loop in the background (tests drive passes by hand)."""
 

@@ -7,7 +7,7 @@ and runs behind it may start only elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -93,14 +93,17 @@ def steps(
     now: datetime,
     context: PassContext,
     out: Decisions,
-) -> Iterator[None]:
+) -> Generator[None, None, None]:
     """`decide`, one queue item per step, so the event loop can answer requests in between."""
     walk = _Walk(session, now, context, out)
-    for position, item in enumerate(items):
-        walk.step(position, item)
-        yield
-    if walk.head is not None:
-        out.waiting.insert(0, _head_waiting(walk.head, behind=walk.head_position < len(items) - 1))
+    try:
+        for position, item in enumerate(items):
+            walk.step(position, item)
+            yield
+    finally:  # also when the caller stops early: the head's explanation is still written
+        if walk.head is not None:
+            behind = walk.head_position < len(items) - 1
+            out.waiting.insert(0, _head_waiting(walk.head, behind=behind))
 
 
 class _Walk:

@@ -126,9 +126,17 @@ class Scheduler:
         """The pass's computation, in the worker thread; it stops early when the service does
         (nothing is committed then, so the next start simply runs the pass again)."""
         out = Decisions()
-        for _ in steps(items, self._session_factory(snapshot), now, context, out):
+        walk = steps(items, self._session_factory(snapshot), now, context, out)
+        deadline = time.perf_counter() + self._settings.max_pass_seconds
+        for done, _ in enumerate(walk, start=1):
             if self._stopping.is_set():
                 raise asyncio.CancelledError
+            if time.perf_counter() > deadline:
+                # Commit what is decided; the next pass, on a fresh snapshot, goes on.
+                out.skipped += len(items) - done
+                walk.close()
+                self.poke()
+                break
         return out
 
     def _context(self) -> PassContext:

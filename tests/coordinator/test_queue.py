@@ -4,7 +4,10 @@ These use the first-fit fake engine, so each test controls exactly what fits whe
 
 from __future__ import annotations
 
-from .conftest import Cluster
+from pathlib import Path
+
+from .conftest import ClientFactory, Cluster, make_cluster
+from .fakes import FirstFitSession
 
 
 async def _reason(c: Cluster, run: str) -> str:
@@ -165,3 +168,16 @@ async def test_cordon_keeps_runs_off_and_uncordon_lets_them_in(fake_cluster: Clu
     assert task["placement"]["nodes"][0]["reasons"] == ["machine is cordoned: firmware update"]
     await c.call("POST", "/api/v1/machines/gpu-01/uncordon")
     assert (await c.run_pass()).placed == 1
+
+
+async def test_a_pass_stops_at_its_time_limit_and_the_next_goes_on(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    """With no time for a pass, each pass decides one run, commits it, and the next goes on."""
+    c = await make_cluster(aiohttp_client, tmp_path, FirstFitSession, max_pass_seconds=0)
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    for name in ("a", "b", "c"):
+        await c.submit("vision", name, gpus=1)
+    assert [(await c.run_pass()).placed for _ in range(4)] == [1, 1, 1, 0]
+    c.store.close()
