@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib
 import logging
 import shutil
@@ -16,6 +17,7 @@ from aiohttp import web
 
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.config import Target
+from astraeus.coordinator.cli.errors import CliError
 
 from .cluster import WORKSPACE, DemoCluster
 from .story import Story, tell
@@ -38,9 +40,8 @@ def run_demo(*, seconds: float | None, state_dir: str | None, port: int) -> int:
 
 
 def console_setup(app: web.Application) -> bool:
-    """Serve the web console at /console/ when this build has it; True if served."""
-    if any(r.resource and r.resource.canonical.startswith("/console") for r in app.router.routes()):
-        return True
+    """Serve the web console at /console/ when this build has it (`setup_console` is a no-op
+    when `create_app` already did); True if served."""
     try:
         console = importlib.import_module(CONSOLE_MODULE)
     except ImportError:
@@ -55,7 +56,12 @@ async def _demo(root: Path, port: int, seconds: float | None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     cluster = DemoCluster(root, port, setup_app=console_setup)
-    await cluster.start()
+    try:
+        await cluster.start()
+    except OSError as exc:
+        await cluster.close()
+        why = "the port is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise CliError(f"the demo cannot start on 127.0.0.1:{port}: {why}") from None
     out = sys.stdout
     print(
         f"Astraeus demo: a coordinator on {cluster.url} (SQLite {root / 'astraeus.db'})", file=out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -102,3 +103,15 @@ def test_demo_stops_cleanly_on_sigint_mid_story(tmp_path: Path) -> None:
     assert "Traceback" not in err
     assert out.rstrip().endswith("Demo stopped.")
     assert _no_live_workers(tmp_path)
+
+
+def test_demo_on_a_busy_port_says_so(tmp_path: Path) -> None:
+    """A port already taken is one sentence and exit 1, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        demo = _demo("--port", str(port), "--state-dir", str(tmp_path), "--for", "0")
+        _, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
+    assert demo.returncode == 1
+    assert err == f"astra: the demo cannot start on 127.0.0.1:{port}: the port is in use\n"
