@@ -11,8 +11,7 @@ from typing import TextIO
 
 from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList
 from astraeus.coordinator.cli.client import Api
-from astraeus.coordinator.cli.machines_view import machine_rows
-from astraeus.coordinator.cli.machines_view import signals_of as _signals
+from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
 from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
 from astraeus.coordinator.cli.spec import build_spec
@@ -32,6 +31,8 @@ class StoryStoppedError(Exception):
 
 @dataclass
 class Story:
+    """Talks to the coordinator as a user (`member`) and an admin, and prints as it goes."""
+
     member: Api
     admin: Api
     machines: int
@@ -156,7 +157,7 @@ def at_risk_fallback(story: Story) -> None:
     machine = run.tasks[0].machine if run.tasks else None
     if machine is not None:
         detail = MachineDetail.model_validate(story.member.get(f"/machines/{machine}"))
-        signals = _signals(detail)
+        signals = signals_of(detail)
         for gpu in detail.gpus:
             if gpu.health == "at_risk":
                 why = signals[gpu.uuid]
