@@ -1,0 +1,125 @@
+// Machines: each with its GPUs and their health (with the signals), fabric, rack, site,
+// NVLink domain, and whether it is cordoned and why.
+
+import { machineDetails } from "./api.js";
+import { badge, errorBox, gb, gib, h, mount, table, when } from "./dom.js";
+
+const RACK = "topology.astraeus.io/rack";
+const FABRIC = "topology.astraeus.io/fabric";
+const SITE = "topology.astraeus.io/site";
+
+export async function machinesPage(ctx) {
+  const list = h("div", { id: "machines" }, h("p", { class: "muted" }, "Loading machines…"));
+  mount(ctx.main, h("h1", {}, "Machines"), list);
+  await ctx.every(5000, async () => {
+    let machines;
+    try {
+      machines = await machineDetails();
+    } catch (err) {
+      if (ctx.alive()) mount(list, errorBox(err));
+      return true;
+    }
+    if (!ctx.alive()) return false;
+    const openCards = new Set([...list.querySelectorAll("details.gpus[open]")].map((d) => d.dataset.machine));
+    const sorted = [...machines].sort((a, b) => a.name.localeCompare(b.name));
+    mount(list, sorted.length ? sorted.map((m) => machineCard(m, openCards)) : h("p", {}, "No machines in this workspace's pools."));
+    return true;
+  });
+}
+
+/** The fabric: the label wins, else what the InfiniBand ports report. */
+export function fabricOf(machine) {
+  if (machine.labels[FABRIC]) return machine.labels[FABRIC];
+  const ports = machine.report?.rdma_ports || [];
+  const fabrics = [...new Set(ports.map((p) => p.fabric).filter(Boolean))];
+  if (fabrics.length) return fabrics.join(", ");
+  return ports.length ? `RDMA, no fabric (${[...new Set(ports.map((p) => p.link_layer))].join(", ")})` : "";
+}
+
+export function nvlinkDomainOf(machine) {
+  const domains = new Set((machine.report?.gpus || []).map((g) => g.nvlink_domain).filter(Boolean));
+  return [...domains].join(", ");
+}
+
+function machineCard(machine, openCards) {
+  const facts = [
+    ["State", badge(machine.state)],
+    ["Accepting runs", machine.cordoned ? h("span", { class: "cordoned" }, `Cordoned: ${machine.cordon_reason || "no reason given"}`) : "Yes"],
+    ["Site", machine.site || machine.labels[SITE] || "—"],
+    ["Rack", machine.labels[RACK] || "—"],
+    ["Fabric", fabricOf(machine) || "—"],
+    ["NVLink domain", nvlinkDomainOf(machine) || "—"],
+    ["GPUs", `${machine.gpus_free} free of ${machine.gpus_total} (${machine.gpus_allocated} allocated)`],
+    ["CPU", `${machine.cpu_cores_allocated} of ${machine.cpu_cores} cores allocated`],
+    ["Memory", `${gib(machine.memory_bytes_allocated)} of ${gib(machine.memory_bytes)} allocated`],
+    ["Runs", machine.runs.join(", ") || "—"],
+    ["Last report", when(machine.last_seen)],
+  ];
+  const conditions = machine.report?.conditions || [];
+  if (conditions.length) facts.push(["Conditions", conditions.join(", ")]);
+  return h(
+    "section",
+    { class: "card machine", "data-machine": machine.name },
+    h("h2", {}, machine.name),
+    h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    gpuTable(machine, openCards),
+    rdmaTable(machine),
+  );
+}
+
+function gpuTable(machine, openCards) {
+  const reported = new Map((machine.report?.gpus || []).map((g) => [g.uuid, g]));
+  if (!machine.gpus.length) return h("p", { class: "muted" }, machine.report?.gpu_backend?.detail || "No GPUs reported.");
+  const rows = machine.gpus.map((gpu) => {
+    const info = reported.get(gpu.uuid) || {};
+    const signals = info.health?.signals || [];
+    return h(
+      "tr",
+      { "data-gpu": gpu.uuid, class: `health-${gpu.health}` },
+      h("td", {}, gpu.index),
+      h("td", {}, gpu.model),
+      h("td", {}, info.memory_bytes ? gb(info.memory_bytes) : "—"),
+      h("td", {}, h("span", { class: `badge health-${gpu.health}` }, healthText(gpu.health))),
+      h("td", { class: "signals" }, signals.length ? h("ul", {}, signals.map((s) => h("li", {}, s.message))) : "—"),
+      h("td", {}, info.nvlink_domain || "—"),
+      h("td", {}, gpu.task || "free"),
+    );
+  });
+  return h(
+    "details",
+    { class: "gpus", "data-machine": machine.name, open: openCards.has(machine.name) || machine.gpus.some((g) => g.health !== "healthy") },
+    h("summary", {}, `${machine.gpus.length} GPUs`, summaryHealth(machine.gpus)),
+    table(["#", "Model", "Memory", "Health", "Signals", "NVLink domain", "Task"], rows, { class: "gpu-table" }),
+  );
+}
+
+function healthText(health) {
+  return { healthy: "Healthy", at_risk: "At risk", faulted: "Faulted" }[health] || health;
+}
+
+function summaryHealth(gpus) {
+  const risky = gpus.filter((g) => g.health === "at_risk").length;
+  const faulted = gpus.filter((g) => g.health === "faulted").length;
+  const parts = [];
+  if (risky) parts.push(`${risky} at risk`);
+  if (faulted) parts.push(`${faulted} faulted`);
+  return parts.length ? ` — ${parts.join(", ")}` : " — all healthy";
+}
+
+function rdmaTable(machine) {
+  const ports = machine.report?.rdma_ports || [];
+  if (!ports.length) return null;
+  const rows = ports.map((p) =>
+    h(
+      "tr",
+      {},
+      h("td", {}, `${p.device}:${p.port}`),
+      h("td", {}, p.link_layer),
+      h("td", {}, p.state),
+      h("td", {}, `${p.rate_gbps} Gb/s`),
+      h("td", {}, p.fabric || "—"),
+      h("td", {}, p.at_risk ? (p.signals || []).map((s) => s.message).join("; ") || "at risk" : "—"),
+    ),
+  );
+  return table(["RDMA port", "Link", "State", "Speed", "Fabric", "Signals"], rows, { class: "rdma-table" });
+}
