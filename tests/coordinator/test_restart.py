@@ -1,0 +1,195 @@
+"""A real coordinator process killed with SIGKILL mid-pass, then restarted on the same file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from astraeus.coordinator.store import Store
+
+from .fakes import report
+from .test_concurrency import assert_no_gpu_held_twice
+
+BIN = Path(sys.executable).parent / "astraeus-coordinator"
+MACHINES = 20
+RUNS = 200
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Coordinator:
+    """A coordinator subprocess and an HTTP session to it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.port = _free_port()
+        self.process: asyncio.subprocess.Process | None = None
+        self.http = aiohttp.ClientSession()
+        self.admin = ""
+
+    async def start(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            BIN,
+            "--db",
+            self.tmp / "astraeus.db",
+            "--state-dir",
+            self.tmp,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        for _ in range(300):
+            try:
+                async with self.http.get(f"{self._base}/healthz") as response:
+                    if response.status == 200:
+                        break
+            except aiohttp.ClientConnectionError:
+                await asyncio.sleep(0.05)
+        self.admin = (self.tmp / "admin.token").read_text().strip()
+
+    @property
+    def _base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def call(self, method: str, path: str, body: Any = None, token: str = "") -> Any:
+        headers = {"Authorization": f"Bearer {token or self.admin}"}
+        async with self.http.request(method, self._base + path, json=body, headers=headers) as r:
+            assert r.status < 300, await r.text()
+            return await r.json()
+
+    async def kill(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        await self.process.wait()
+
+
+@asynccontextmanager
+async def coordinator(tmp: Path) -> AsyncIterator[Coordinator]:
+    running = Coordinator(tmp)
+    try:
+        yield running
+    finally:
+        if running.process is not None and running.process.returncode is None:
+            await running.kill()
+        await running.http.close()
+
+
+async def _report_all(c: Coordinator, agents: dict[str, str]) -> None:
+    await asyncio.gather(
+        *(
+            c.call("PUT", f"/api/v1/machines/{name}/report", {"report": report(name)}, token)
+            for name, token in agents.items()
+        )
+    )
+
+
+async def _pending(c: Coordinator, member: str) -> list[dict[str, Any]]:
+    runs: list[dict[str, Any]] = (await c.call("GET", "/api/v1/runs?state=Pending", token=member))[
+        "runs"
+    ]
+    return runs
+
+
+def _clocks(store: Store) -> dict[str, str]:
+    rows = store.database.read("SELECT name, first_evaluated_at FROM runs WHERE state = 'Pending'")
+    return {row["name"]: row["first_evaluated_at"] for row in rows if row["first_evaluated_at"]}
+
+
+async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
+    """Killed with SIGKILL while passes commit: after a restart every run is still there, no GPU
+    is held twice, pending runs get placed, and patience clocks keep their start."""
+    async with coordinator(tmp_path) as c:
+        await c.start()
+        assert oct((tmp_path / "admin.token").stat().st_mode & 0o777) == "0o600"
+        await c.call("PUT", "/api/v1/workspaces/vision", {})
+        member = (
+            await c.call("POST", "/api/v1/tokens", {"role": "member", "workspace": "vision"})
+        )["token"]
+        agents = {}
+        for i in range(MACHINES):
+            name = f"gpu-{i:02}"
+            new = await c.call("POST", "/api/v1/tokens", {"role": "agent", "machine": name})
+            agents[name] = new["token"]
+        await _report_all(c, agents)
+        submissions = [
+            c.call(
+                "POST",
+                "/api/v1/runs",
+                {
+                    "name": f"run-{i}",
+                    "command": ["x"],
+                    "requested_resources": {"gpu_requests": {"count": 1 + i % 4}},
+                },
+                member,
+            )
+            for i in range(RUNS)
+        ]
+        await asyncio.gather(*submissions[: RUNS // 2])
+        for _ in range(400):  # until a first pass has committed
+            if any(r["reason"] for r in await _pending(c, member)):
+                break
+            await asyncio.sleep(0.05)
+        # Kill while the second half arrives and each arrival triggers passes.
+        tasks = [asyncio.ensure_future(s) for s in submissions[RUNS // 2 :]]
+        await asyncio.sleep(0.3)
+        await c.kill()
+        accepted = sum(
+            1
+            for t in await asyncio.gather(*tasks, return_exceptions=True)
+            if not isinstance(t, BaseException)
+        )
+
+        store = Store.open(tmp_path / "astraeus.db")
+        stored = sum(store.runs.counts_by_state().values())
+        assert stored >= RUNS // 2 + accepted  # every answered submission survived
+        assert_no_gpu_held_twice(store)
+        clocks = _clocks(store)
+        store.close()
+
+        assert clocks  # some runs were waiting, with their patience clock started
+
+        await c.start()
+        # The agents come back and say every task they were given has ended.
+        for name, token in agents.items():
+            body = {"report": report(name)}
+            reply = await c.call("PUT", f"/api/v1/machines/{name}/report", body, token)
+            ended = [
+                {
+                    "seq": n,
+                    "task": a["task"],
+                    "state": "Succeeded",
+                    "exit_code": 0,
+                    "at": "2026-10-01T09:00:00+00:00",
+                }
+                for n, a in enumerate(reply["assignments"])
+            ]
+            await c.call(
+                "PUT", f"/api/v1/machines/{name}/report", {**body, "updates": ended}, token
+            )
+        for _ in range(400):
+            pending = await _pending(c, member)
+            if not set(clocks) <= {run["name"] for run in pending}:
+                break  # runs that waited before the kill are being placed again
+            await asyncio.sleep(0.05)
+        store = Store.open(tmp_path / "astraeus.db")
+        assert sum(store.runs.counts_by_state().values()) == stored
+        assert assert_no_gpu_held_twice(store) > 0
+        after = _clocks(store)
+        still = [name for name in clocks if name in after]
+        assert len(still) < len(clocks)
+        assert {name: after[name] for name in still} == {name: clocks[name] for name in still}
+        store.close()

@@ -1,0 +1,115 @@
+"""`astraeus-coordinator`: settings from file, environment and flags; tokens; first start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from astraeus.coordinator.service import first_admin_token, main
+from astraeus.coordinator.settings import SettingsError, load
+from astraeus.coordinator.store import Store
+
+BIN = Path(sys.executable).parent / "astraeus-coordinator"
+
+
+def test_later_sources_win(tmp_path: Path) -> None:
+    """Defaults, then the TOML file, then ASTRAEUS_* variables, then flags."""
+    config = tmp_path / "coordinator.toml"
+    config.write_text('listen = "10.0.0.5:9000"\ndown_after_seconds = 10\ndb = "/a.db"\n')
+    settings = load(
+        config=config,
+        env={"ASTRAEUS_DOWN_AFTER_SECONDS": "20", "ASTRAEUS_GPU_COUNT": "8", "HOME": "/x"},
+        overrides={"db": Path("/b.db"), "listen": None},
+    )
+    assert (settings.listen, settings.down_after_seconds, settings.db) == (
+        "10.0.0.5:9000",
+        20.0,
+        Path("/b.db"),
+    )
+    assert (settings.host, settings.port) == ("10.0.0.5", 9000)
+
+
+@pytest.mark.parametrize(
+    ("toml", "env", "message"),
+    [
+        ("nonsense = 1\n", {}, "unknown setting 'nonsense'"),
+        (
+            "",
+            {"ASTRAEUS_DOWN_AFTER_SECONDS": "soon"},
+            "ASTRAEUS_DOWN_AFTER_SECONDS: 'soon' is not a valid float",
+        ),
+        ("", {"ASTRAEUS_LISTEN": "8470"}, "listen: '8470' is not HOST:PORT, e.g. 0.0.0.0:8470"),
+        (
+            "",
+            {"ASTRAEUS_LOST_AFTER_SECONDS": "-1"},
+            "ASTRAEUS_LOST_AFTER_SECONDS: must be at least 0, got '-1'",
+        ),
+    ],
+    ids=["unknown-key", "not-a-number", "listen-without-port", "negative"],
+)
+def test_bad_settings_name_the_setting(
+    tmp_path: Path, toml: str, env: dict[str, str], message: str
+) -> None:
+    """A bad setting is refused with its name and where it came from."""
+    config = tmp_path / "c.toml"
+    config.write_text(toml)
+    with pytest.raises(SettingsError) as caught:
+        load(config=config, env=env)
+    assert str(caught.value).endswith(message)
+
+
+def test_first_start_writes_an_admin_token_once(tmp_path: Path) -> None:
+    """An empty database gets an admin token in a 0600 file; a second start makes none."""
+    store = Store.open(tmp_path / "a.db")
+    path = first_admin_token(store, tmp_path / "state")
+    assert path == tmp_path / "state" / "admin.token"
+    assert path.stat().st_mode & 0o777 == 0o600
+    principal = store.tokens.authenticate(path.read_text().strip())
+    assert principal is not None
+    assert principal.role.value == "admin"
+    assert first_admin_token(store, tmp_path / "state") is None
+    store.close()
+
+
+def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`token create` prints a working secret, `token list` shows it, `token revoke` ends it."""
+    db = str(tmp_path / "a.db")
+    assert main(["token", "create", "--db", db, "--role", "agent", "--machine", "gpu-01"]) == 0
+    secret = capsys.readouterr().out.strip()
+    assert secret.startswith("astr_")
+    assert main(["token", "list", "--db", db]) == 0
+    listed = capsys.readouterr().out
+    assert "\tagent\tgpu-01\t" in listed
+    token_id = listed.split("\t", 1)[0]
+    assert main(["token", "revoke", "--db", db, token_id]) == 0
+    assert main(["token", "revoke", "--db", db, token_id]) == 1
+    store = Store.open(Path(db))
+    assert store.tokens.authenticate(secret) is None
+    assert [m.name for m in store.machines.all()] == ["gpu-01"]
+    store.close()
+
+
+def test_member_token_needs_an_existing_workspace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`token create --role member` for an unknown workspace is a usage error."""
+    db = str(tmp_path / "a.db")
+    assert main(["token", "create", "--db", db, "--role", "member", "--workspace", "x"]) == 2
+    assert "--workspace must name an existing workspace" in capsys.readouterr().err
+
+
+def test_bad_flag_value_is_a_usage_error(tmp_path: Path) -> None:
+    """A bad --listen exits 2 with the setting named, not a traceback."""
+    out = subprocess.run(
+        [BIN, "--listen", "nowhere", "--db", tmp_path / "a.db"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stderr == (
+        "astraeus-coordinator: listen: 'nowhere' is not HOST:PORT, e.g. 0.0.0.0:8470\n"
+    )
