@@ -55,6 +55,11 @@ export async function api(method, path, body) {
   } catch {
     data = { error: text.slice(0, 200) };
   }
+  if (response.status === 401) {
+    // The token was revoked or mistyped: forget it; the shell asks to sign in again.
+    signOut();
+    window.dispatchEvent(new CustomEvent("astraeus:refused", { detail: data && data.error }));
+  }
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
 }

@@ -17,6 +17,7 @@ const ROUTES = [
 
 let generation = 0;
 let cleanup = null;
+let signingIn = false;
 
 /** What a page gets: where to draw, whether it is still the page shown, and a refresh timer. */
 function context(main) {
@@ -48,6 +49,7 @@ async function render() {
   document.getElementById("nav").hidden = !signedIn;
   document.getElementById("sign-out").hidden = !signedIn;
   document.getElementById("who").textContent = signedIn && workspace ? `workspace ${workspace}` : "";
+  signingIn = !signedIn;
   if (!signedIn) {
     signInPage(context(main));
     return;
@@ -65,7 +67,7 @@ async function render() {
   mount(main, h("h1", {}, "Not found"), h("p", {}, "No page here. ", h("a", { href: "#/runs" }, "See the runs.")));
 }
 
-function signInPage(ctx) {
+function signInPage(ctx, refused = "") {
   const token = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true });
   const workspace = h("input", { id: "workspace", name: "workspace", autocomplete: "off" });
   const form = h(
@@ -93,10 +95,10 @@ function signInPage(ctx) {
       showErrors(form, new ApiError(err.status, { error: err.message, fields }));
       return;
     }
-    if (window.location.hash === "#/runs") render();
-    else window.location.hash = "#/runs";
+    render(); // the page asked for, or the runs
   });
   mount(ctx.main, form);
+  if (refused) showErrors(form, new ApiError(401, { error: "", fields: [{ field: "token", problem: `${refused} Sign in again.` }] }));
   token.focus();
 }
 
@@ -106,4 +108,14 @@ document.getElementById("sign-out").addEventListener("click", () => {
   render();
 });
 window.addEventListener("hashchange", render);
+// A page's call answered 401: the token is no longer good. The sign-in form handles its own.
+window.addEventListener("astraeus:refused", (event) => {
+  if (signingIn) return;
+  if (cleanup) cleanup();
+  cleanup = null;
+  signingIn = true;
+  for (const id of ["nav", "sign-out"]) document.getElementById(id).hidden = true;
+  document.getElementById("who").textContent = "";
+  signInPage(context(document.getElementById("main")), event.detail || "Your token was refused.");
+});
 render();

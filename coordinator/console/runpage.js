@@ -14,34 +14,42 @@ export async function runPage(ctx, name) {
   mount(ctx.main, h("p", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", name), body);
   await ctx.every(REFRESH_MS, async () => {
     let run;
-    let logs;
     try {
       run = await get(`/runs/${enc(name)}`);
-      logs = await taskLogs(run);
     } catch (err) {
       if (ctx.alive()) mount(body, errorBox(err));
       return err.status !== 404;
     }
+    // Logs are read for the tasks whose log is open: the first started task's, at first.
+    const shown = [...body.querySelectorAll("#logs details.log")];
+    const open = shown.length ? new Set(shown.filter((d) => d.open).map((d) => d.dataset.task)) : null;
+    const logs = await taskLogs(run, open);
     if (!ctx.alive()) return false;
-    const openLogs = new Set([...body.querySelectorAll("details.log[open]")].map((d) => d.dataset.task));
-    mount(body, ...sections(run, logs, openLogs));
+    mount(body, ...sections(run, logs));
     return LIVE.includes(run.state);
   });
 }
 
-async function taskLogs(run) {
-  const started = run.tasks.filter((task) => task.state !== "Pending");
-  const logs = await Promise.all(started.map((task) => get(`/tasks/${enc(task.name)}/logs`).catch(() => null)));
-  return new Map(started.map((task, i) => [task.name, logs[i]]));
+/** Each started task, with its log if it is to be shown open (else undefined). */
+async function taskLogs(run, open) {
+  const started = run.tasks.filter((task) => task.state !== "Pending").map((task) => task.name);
+  const wanted = open === null ? started.slice(0, 1) : started.filter((task) => open.has(task));
+  const logs = await Promise.all(wanted.map(readLog));
+  const byTask = new Map(wanted.map((task, i) => [task, logs[i]]));
+  return started.map((task) => [task, byTask.get(task)]);
 }
 
-function sections(run, logs, openLogs) {
+function readLog(task) {
+  return get(`/tasks/${enc(task)}/logs`).catch(() => null);
+}
+
+function sections(run, logs) {
   return [
     readout(run),
     run.state === "Pending" ? whyPanel(run) : null,
     askedAndGot(run),
     tasksPanel(run),
-    logsPanel(run, logs, openLogs),
+    logsPanel(logs),
   ];
 }
 
@@ -66,7 +74,7 @@ function readout(run) {
     ["Reason", h("span", { id: "headline" }, run.reason || "—")],
     ["Shape", shapeText(run)],
     ["Image", run.image || "—"],
-    ["Command", h("code", {}, run.command.join(" "))],
+    ["Command", h("code", {}, run.command.map(quoted).join(" "))],
     ["Priority", run.priority],
     ["Submitted", when(run.submitted_at)],
   ];
@@ -170,23 +178,27 @@ function taskNote(task) {
   return task.message || task.reason || "";
 }
 
-function logsPanel(run, logs, openLogs) {
+function logsPanel(logs) {
   const parts = [h("h2", {}, "Logs")];
-  if (!logs.size) parts.push(h("p", { class: "muted" }, "No logs yet: no task has started."));
-  let first = true;
+  if (!logs.length) parts.push(h("p", { class: "muted" }, "No logs yet: no task has started."));
   for (const [task, log] of logs) {
-    const open = openLogs.size ? openLogs.has(task) : first;
-    first = false;
-    const text = log ? log.data : "The log could not be read.";
-    const note = log && log.offset ? `(older output dropped: starts at byte ${log.offset})\n` : "";
-    parts.push(
-      h(
-        "details",
-        { class: "log", "data-task": task, open },
-        h("summary", {}, task),
-        h("pre", {}, note + (text || "(empty)")),
-      ),
-    );
+    const pre = h("pre", {}, log === undefined ? "" : logText(log));
+    const details = h("details", { class: "log", "data-task": task, open: log !== undefined }, h("summary", {}, task), pre);
+    details.addEventListener("toggle", async () => {
+      if (details.open && !pre.textContent) pre.textContent = logText(await readLog(task));
+    });
+    parts.push(details);
   }
   return h("section", { class: "card", id: "logs" }, parts);
+}
+
+function logText(log) {
+  if (!log) return "The log could not be read.";
+  const note = log.offset ? `(older output dropped: this starts at byte ${log.offset})\n` : "";
+  return note + (log.data || "(empty)");
+}
+
+/** A word as a shell would need it: quoted when it holds spaces or quotes. */
+function quoted(word) {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
 }

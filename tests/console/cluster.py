@@ -66,7 +66,9 @@ class Cluster:
     session: aiohttp.ClientSession
     admin: str
     member: str = ""
+    member_id: int = 0
     agents: dict[str, str] = field(default_factory=dict)
+    seq: dict[str, int] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -79,20 +81,33 @@ class Cluster:
         async with self.session.request(
             method, self.server.make_url(path), json=body, headers=headers
         ) as response:
-            return response.status, await response.json()
+            data = await response.json() if response.status != 204 else None
+            return response.status, data
 
     async def ok(self, method: str, path: str, token: str | None = None, body: Any = None) -> Any:
         status, data = await self.call(method, path, token, body)
-        assert status in (200, 201), (status, data)
+        assert status in (200, 201, 204), (status, data)
         return data
 
-    async def report(self, machine: dict[str, Any]) -> None:
-        """PUT the machine's report as its agent, with a token made for it on first use."""
+    async def report(
+        self,
+        machine: dict[str, Any],
+        states: dict[str, str] | None = None,
+        logs: dict[str, str] | None = None,
+    ) -> None:
+        """PUT the machine's report as its agent, with a token made for it on first use, the
+        tasks' new `states` (numbered here) and their first `logs`."""
         name = machine["name"]
         if name not in self.agents:
             made = await self.ok("POST", "/api/v1/tokens", body={"role": "agent", "machine": name})
             self.agents[name] = made["token"]
-        body = {"report": machine, "updates": [], "logs": []}
+        updates = []
+        for task, state in (states or {}).items():
+            self.seq[name] = self.seq.get(name, -1) + 1
+            at = datetime.now(UTC).isoformat()
+            updates.append({"seq": self.seq[name], "task": task, "state": state, "at": at})
+        chunks = [{"task": task, "offset": 0, "data": data} for task, data in (logs or {}).items()]
+        body = {"report": machine, "updates": updates, "logs": chunks}
         await self.ok("PUT", f"/api/v1/machines/{name}/report", self.agents[name], body)
 
     async def run_pass(self) -> None:
@@ -120,6 +135,7 @@ async def start(tmp_path: Path) -> tuple[Cluster, Store]:
     member = {"role": "member", "workspace": "vision"}
     made = await cluster.ok("POST", "/api/v1/tokens", body=member)
     cluster.member = made["token"]
+    cluster.member_id = made["info"]["id"]
     return cluster, store
 
 

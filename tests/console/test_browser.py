@@ -112,6 +112,14 @@ async def test_a_waiting_run_shows_its_reasons_and_starts_when_a_machine_frees(
     task = page.locator('#tasks tr[data-task="finetune-0"]')
     await expect(task).to_contain_text("gpu-02")
     await expect(task.locator("td.gpus")).to_contain_text("GPU-gpu-02-0")
+    gpus = [gpu("gpu-02", i) for i in range(8)]
+    machine = report("gpu-02", gpus, _labels("fra-1", "r1", "ib-0"))
+    await cluster.report(machine, {"finetune-0": "Running"}, {"finetune-0": "epoch 1: loss 2.31\n"})
+    await expect(task.locator(".badge")).to_have_text("Running")
+    await expect(page.locator('#logs details[data-task="finetune-0"] pre')).to_have_text(
+        "epoch 1: loss 2.31\n"
+    )
+    await expect(page.locator(".readout code")).to_have_text("python finetune.py --tag 'first try'")
     await page.screenshot(path=screenshot_path("run-started"), full_page=True)
     run = await cluster.ok("GET", "/api/v1/runs/finetune", cluster.member)
     assert run["command"] == ["python", "finetune.py", "--tag", "first try"]
@@ -219,8 +227,9 @@ async def test_machines_page_shows_health_signals_topology_and_cordons(
 
 
 async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None:
-    """A wrong token is refused beside the field; the runs list shows state, shape and the
-    headline reason; a run is cancelled from its page."""
+    """An admin must name a workspace and a wrong token is refused, each beside its field; the
+    runs list shows state, shape and the headline reason; a run is cancelled from its page; a
+    revoked token sends the user back to sign in."""
     from playwright.async_api import expect
 
     await three_machines(cluster)
@@ -233,6 +242,11 @@ async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None
     await cluster.run_pass()
 
     await page.goto(cluster.url)
+    await page.fill("#token", cluster.admin)
+    await page.click("#sign-in")
+    await expect(page.locator('.field[data-field="workspace"] .field-error')).to_have_text(
+        "is required for an admin"
+    )
     await page.fill("#token", "not-a-token")
     await page.click("#sign-in")
     await expect(page.locator('.field[data-field="token"] .field-error')).to_have_text(
@@ -259,3 +273,83 @@ async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None
     await expect(page.locator(".readout .badge").first).to_have_text("Cancelled")
     run = await cluster.ok("GET", "/api/v1/runs/nowhere", cluster.member)
     assert run["state"] == "Cancelled"
+
+    await cluster.ok("DELETE", f"/api/v1/tokens/{cluster.member_id}")
+    await page.click("text=Machines")
+    await expect(page.locator('.field[data-field="token"] .field-error')).to_have_text(
+        "missing or unknown bearer token: send Authorization: Bearer <token> Sign in again."
+    )
+    assert await page.evaluate("sessionStorage.getItem('astraeus.token')") is None
+
+
+HOW_TO_READ = {
+    "closest": (
+        "No machine fits: 3 of 3 machines ready",
+        {"checked_nodes": 3, "ready_nodes": 3, "down_nodes": 0, "closest": "gpu-02", "nodes": []},
+        "gpu-02 falls short only on room (cores, memory, GPUs): the run starts when enough frees "
+        "up. Nothing to do, unless it should start sooner: see Priorities.",
+    ),
+    "no-closest": (
+        "No machine fits: 2 of 2 machines ready",
+        {
+            "checked_nodes": 2,
+            "ready_nodes": 2,
+            "down_nodes": 0,
+            "closest": None,
+            "nodes": [
+                {"name": "a", "state": "Up", "reasons": ["no H100 GPU"]},
+                {"name": "b", "state": "Up", "reasons": ["machine is cordoned: firmware update"]},
+            ],
+        },
+        "No machine could ever take it as asked. Read each machine's reason and change the run "
+        "(another GPU model, fewer GPUs per machine, a looser rule) or the machines.",
+    ),
+    "same-reason": (
+        "machine lacks label pool=h100",
+        {
+            "checked_nodes": 2,
+            "ready_nodes": 2,
+            "down_nodes": 0,
+            "closest": None,
+            "nodes": [
+                {"name": "a", "state": "Up", "reasons": ["machine lacks label pool=h100"]},
+                {"name": "b", "state": "Up", "reasons": ["machine lacks label pool=h100"]},
+            ],
+        },
+        "Every machine gives the same reason, machine lacks label pool=h100: that reason is the "
+        "problem. The run or the workspace selects a pool those machines are not in. Remove the "
+        "selector, or move the machines to the pool.",
+    ),
+    "queue": (
+        "Queued behind finetune",
+        None,
+        "The run fits, and the queue holds it back: it starts when its turn comes.",
+    ),
+    "all-down": (
+        "No machine fits: 0 of 2 machines ready",
+        {"checked_nodes": 2, "ready_nodes": 0, "down_nodes": 2, "closest": None, "nodes": []},
+        "No machine is up: the run starts once machines report again.",
+    ),
+    "not-evaluated": (
+        None,
+        None,
+        "The scheduler has not looked at this run yet; this page updates by itself.",
+    ),
+}
+
+
+async def test_how_to_read_it(cluster: Cluster, page: Any) -> None:
+    """The advice under "Why it is not running yet" follows the guide's "How to read it", case
+    by case (ids are the keys of the table)."""
+    await page.goto(cluster.url)
+    cases = {key: [reason, placement] for key, (reason, placement, _) in HOW_TO_READ.items()}
+    read = await page.evaluate(
+        """async (cases) => {
+            const why = await import("/console/why.js");
+            return Object.fromEntries(
+                Object.entries(cases).map(([key, [reason, p]]) => [key, why.reading(reason, p)]),
+            );
+        }""",
+        cases,
+    )
+    assert read == {key: advice for key, (_, _, advice) in HOW_TO_READ.items()}
