@@ -353,3 +353,108 @@ async def test_how_to_read_it(cluster: Cluster, page: Any) -> None:
         cases,
     )
     assert read == {key: advice for key, (_, _, advice) in HOW_TO_READ.items()}
+
+
+def ib_port(fabric: str) -> dict[str, Any]:
+    """An active 400 Gb/s InfiniBand port on `fabric`."""
+    return {
+        "device": "mlx5_0",
+        "port": 1,
+        "state": "ACTIVE",
+        "physical_state": "LinkUp",
+        "link_layer": "InfiniBand",
+        "rate_gbps": 400,
+        "fabric": fabric,
+    }
+
+
+async def test_network_and_placement_rules_become_the_ask_and_asked_and_got(
+    cluster: Cluster, page: Any
+) -> None:
+    """Every Network and placement field lands in the run's ask as the guide names it, and
+    "Asked and got" lists the rules and where the run went: one InfiniBand fabric, ib-0."""
+    from playwright.async_api import expect
+
+    for name, rack in (("ib-a", "r1"), ("ib-b", "r2")):
+        gpus = [gpu(name, i) for i in range(8)]
+        labels = _labels("fra-1", rack, "ib-0")
+        await cluster.report(report(name, gpus, labels, rdma_ports=[ib_port("ib-0")]))
+    await sign_in(page, cluster, cluster.member)
+    await page.click("text=New run")
+    await page.fill("#name", "pretrain")
+    await page.fill("#command", "python pretrain.py")
+    await page.fill("#gpus", "16")
+    await page.click("#more-options summary")
+    await page.fill("#min-per-machine", "8")
+    await page.fill("#min-memory", "80")
+    await page.click("#network-and-placement summary")
+    await page.select_option("#interconnect", "infiniband")
+    await page.fill("#min-gbps", "400")
+    await page.select_option("#keep-within", "fabric")
+    await page.select_option("#spread", "node")
+    await page.fill("#min-nodes", "2")
+    await page.fill("#max-nodes", "2")
+    await page.fill("#patience", "30")
+    await page.check("#healthy-only")
+    await page.select_option("#site", "fra-1")
+    await page.click("#submit")
+    await page.wait_for_url("**#/runs/pretrain")
+    run = await cluster.ok("GET", "/api/v1/runs/pretrain", cluster.member)
+    assert run["requested_resources"] == {
+        "gpu_requests": {
+            "count": 16,
+            "models": [],
+            "min_memory_gb": 80,
+            "vendor": None,
+            "healthy_only": True,
+            "min_per_machine": 8,
+            "policy": None,
+            "ids": [],
+        },
+        "per_gpu": None,
+        "cpu_cores": None,
+        "memory_bytes": None,
+        "machines": None,
+        "network": {"interconnect": "infiniband", "min_gbps": 400},
+        "topology": {
+            "min_nodes": 2,
+            "max_nodes": 2,
+            "keep_within": "fabric",
+            "spread": "node",
+            "patience_seconds": 1800,
+        },
+        "node_selection": {
+            "mode": "Exact",
+            "names": [],
+            "match_labels": {SITE: "fra-1"},
+            "count": None,
+        },
+        "drives": [],
+        "array": None,
+        "capabilities": [],
+    }
+
+    await cluster.run_pass()
+    await expect(page.locator("#landing")).to_have_text("one InfiniBand fabric, ib-0")
+    asked = page.locator("#asked-and-got dl").first
+    pairs = dict(
+        zip(
+            await asked.locator("dt").all_inner_texts(),
+            await asked.locator("dd").all_inner_texts(),
+            strict=True,
+        )
+    )
+    assert pairs == {
+        "GPUs": "16",
+        "GPU memory at least": "80 GB",
+        "GPUs per machine at least": "8",
+        "Only healthy GPUs": "yes",
+        "Network between workers": "InfiniBand",
+        "RDMA port speed at least": "400 Gb/s",
+        "Never leave": "one fabric",
+        "One worker per": "machine",
+        "Machines between": "2 and 2",
+        "Wait for a better network": "30 min",
+        "Site": "fra-1",
+    }
+    await page.screenshot(path=screenshot_path("asked-and-got"), full_page=True)
