@@ -92,8 +92,14 @@ async def list_runs(request: web.Request) -> web.Response:
                 "state",
                 f"{raw_state!r} is not allowed; use one of {', '.join(s.value for s in RunState)}",
             )
+    raw_limit = request.query.get("limit", "1000")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 10_000:
+        fail(
+            400, "bad limit", "limit", f"must be a whole number from 1 to 10000, got {raw_limit!r}"
+        )
     workspace = workspace_of(request, request.query.get("workspace"))
-    return _json(RunList(runs=request.app[STORE].runs.find(workspace, state)))
+    runs = request.app[STORE].runs.find(workspace, state, int(raw_limit))
+    return _json(RunList(runs=runs))
 
 
 async def get_run(request: web.Request) -> web.Response:

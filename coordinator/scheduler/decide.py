@@ -7,7 +7,7 @@ and runs behind it may start only elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -81,44 +81,90 @@ def decide(
     context: PassContext,
 ) -> Decisions:
     """Walk the queue in order, placing what fits without taking what the head waits for."""
-    held = dict(context.gpus_by_workspace)
-    live = dict(context.live_by_run)
     out = Decisions()
-    head: tuple[QueueItem, Pending] | None = None
-    head_position = 0
-    reserved: frozenset[str] = frozenset()
-    evaluated = 0
-    for position, item in enumerate(items):
-        workspace = context.workspaces.get(item.workspace)
-        held_reason = _queue_rule(item, workspace, held, live)
-        if held_reason is not None:
-            out.waiting.append(Waiting(item, held_reason, None))
-            continue
-        if evaluated >= context.max_pending_evaluations:
-            out.skipped += 1
-            continue
-        evaluated += 1
-        request = request_for(item, workspace)
-        result = session.place(request, now, exclude=reserved)
-        if isinstance(result, Placement):
-            session.take(result)
-            out.placed.append(Placed(item, result))
-            held[item.workspace] = held.get(item.workspace, 0) + item.ask.gpu_count
-            live[item.seq] = live.get(item.seq, 0) + len(result.workers)
-            continue
-        if head is not None and reserved and _fits_without_hold(session, request, now):
-            out.waiting.append(
-                Waiting(item, reasons.queued_behind(head[0].label), result.explanation)
-            )
-            continue
-        if head is None and result.wanted_machines:
-            head, head_position = (item, result), position
-            reserved = frozenset(result.wanted_machines)
-            continue
-        out.waiting.append(Waiting(item, result.headline, result.explanation))
-    if head is not None:
-        out.waiting.insert(0, _head_waiting(head, behind=head_position < len(items) - 1))
+    for _ in steps(items, session, now, context, out):
+        pass
     return out
+
+
+def steps(
+    items: Sequence[QueueItem],
+    session: Session,
+    now: datetime,
+    context: PassContext,
+    out: Decisions,
+) -> Iterator[None]:
+    """`decide`, one queue item per step, so the event loop can answer requests in between."""
+    walk = _Walk(session, now, context, out)
+    for position, item in enumerate(items):
+        walk.step(position, item)
+        yield
+    if walk.head is not None:
+        out.waiting.insert(0, _head_waiting(walk.head, behind=walk.head_position < len(items) - 1))
+
+
+class _Walk:
+    """The state of one walk down the queue."""
+
+    def __init__(self, session: Session, now: datetime, context: PassContext, out: Decisions):
+        self.session, self.now, self.context, self.out = session, now, context, out
+        self.held = dict(context.gpus_by_workspace)
+        self.live = dict(context.live_by_run)
+        self.head: tuple[QueueItem, Pending] | None = None
+        self.head_position = 0
+        self.reserved: frozenset[str] = frozenset()
+        self.evaluated = 0
+        self.known: dict[str, Waiting] = {}
+        """Waiting decisions by ask: a run asking exactly what a run ahead asked, which had to
+        wait, waits too (a pass only ever takes capacity), so it is not evaluated again."""
+
+    def step(self, position: int, item: QueueItem) -> None:
+        workspace = self.context.workspaces.get(item.workspace)
+        held_reason = _queue_rule(item, workspace, self.held, self.live)
+        if held_reason is not None:
+            self.out.waiting.append(Waiting(item, held_reason, None))
+            return
+        key = _same_ask(item, workspace)
+        if key is not None and key in self.known:
+            known = self.known[key]
+            self.out.waiting.append(Waiting(item, known.reason, known.explanation))
+            return
+        if self.evaluated >= self.context.max_pending_evaluations:
+            self.out.skipped += 1
+            return
+        waiting = self._place(position, item, workspace)
+        if waiting is not None:
+            self.out.waiting.append(waiting)
+            if key is not None:
+                self.known[key] = waiting
+
+    def _place(self, position: int, item: QueueItem, workspace: Workspace | None) -> Waiting | None:
+        request = request_for(item, workspace)
+        result = self.session.place(request, self.now, exclude=self.reserved)
+        if isinstance(result, Placement):
+            self.session.take(result)
+            self.out.placed.append(Placed(item, result))
+            self.held[item.workspace] = self.held.get(item.workspace, 0) + item.ask.gpu_count
+            self.live[item.seq] = self.live.get(item.seq, 0) + len(result.workers)
+            return None
+        self.evaluated += 1  # placements are never limited, explanations are
+        if self.head and self.reserved and _fits_without_hold(self.session, request, self.now):
+            return Waiting(item, reasons.queued_behind(self.head[0].label), result.explanation)
+        if self.head is None and result.wanted_machines:
+            self.head, self.head_position = (item, result), position
+            self.reserved = frozenset(result.wanted_machines)
+            return None
+        return Waiting(item, result.headline, result.explanation)
+
+
+def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
+    """A key for runs that place alike; None when the run's own history matters (patience)."""
+    if item.is_array or (item.ask.topology and item.ask.topology.patience_seconds):
+        return None
+    pools = ",".join(workspace.pools) if workspace else ""
+    return f"{item.workspace}|{pools}|{item.image}|{item.time_limit_seconds}|" + (
+        item.ask.model_dump_json()
+    )
 
 
 def _queue_rule(

@@ -2,7 +2,7 @@
 
 A pass runs when something changed (debounced) and at least every `pass_interval_seconds`. Each
 pass marks tasks on long-silent machines Lost, takes one snapshot, decides in a worker thread (the
-engine is pure, so reports keep being answered meanwhile), and commits in one transaction.
+engine is pure, so reports keep being answered), and commits in transactions of whole placements.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.commit import Waiting, commit_pass, mark_lost
 from astraeus.coordinator.store.queue import (
+    Parsed,
     QueueItem,
     gpus_by_workspace,
     live_by_run,
@@ -31,6 +32,9 @@ from .decide import Decisions, PassContext, SessionFactory, decide, engine
 from .snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
+
+COMMIT_CHUNK = 100
+"""Placements (and explanations) per write transaction."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._asks: dict[int, Parsed] = {}
 
     @property
     def down_after(self) -> timedelta:
@@ -75,17 +80,36 @@ class Scheduler:
             lost = self._mark_lost(now)
             self._store.reservations.expire(now)
             snapshot = build_snapshot(self._store, now, self.down_after)
-            items = read_queue(self._store.database)
+            items = read_queue(self._store.database, self._asks)
             context = self._context()
-            decisions = await asyncio.to_thread(self._decide, items, snapshot, now, context)
-            committed = commit_pass(self._store.database, decisions.placed, decisions.waiting, now)
+            decisions = await self._decide(items, snapshot, now, context)
+            committed = await self._commit(decisions, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
 
-    def _decide(
+    async def _commit(self, decisions: Decisions, now: datetime) -> int:
+        """Commit in chunks, each its own transaction, so reports are answered in between.
+
+        Each placement is whole in one chunk, so a crash between chunks leaves every run either
+        placed or still pending, never half placed."""
+        committed = 0
+        placed, waiting = decisions.placed, decisions.waiting
+        for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
+            end = start + COMMIT_CHUNK
+            committed += commit_pass(
+                self._store.database, placed[start:end], waiting[start:end], now
+            )
+            await asyncio.sleep(0)
+        return committed
+
+    async def _decide(
         self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
     ) -> Decisions:
-        return decide(items, self._session_factory(snapshot), now, context)
+        """Decide in a worker thread: the engine is pure, and reports keep being answered.
+
+        Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
+        skips a run cancelled meanwhile)."""
+        return await asyncio.to_thread(decide, items, self._session_factory(snapshot), now, context)
 
     def _context(self) -> PassContext:
         return PassContext(
@@ -114,9 +138,7 @@ class Scheduler:
         snapshot = build_snapshot(self._store, now, self.down_after)
         queue = read_queue(self._store.database)
         ahead = [q for q in queue if q.priority >= item.priority]
-        decisions = await asyncio.to_thread(
-            self._decide, [*ahead, item], snapshot, now, self._context()
-        )
+        decisions = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:
             if placed.item is item:
                 return placed.placement

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import sqlite3
@@ -44,6 +45,7 @@ class MachineRecord:
         return self.labels.get(SITE) or network_site(self.address)
 
 
+@functools.lru_cache(maxsize=65536)
 def network_site(address: str | None) -> str | None:
     """The site of a machine without a site label: the /24 (IPv4) or /64 (IPv6) it connects from."""
     if not address:

@@ -46,8 +46,13 @@ class Usage:
     runs: set[str] = field(default_factory=set)
 
 
-def read_queue(database: Database) -> list[QueueItem]:
-    """Pending tasks in queue order: priority (highest first), then submission, then index."""
+Parsed = tuple[RequestedResources, dict[str, object]]
+
+
+def read_queue(database: Database, cache: dict[int, Parsed] | None = None) -> list[QueueItem]:
+    """Pending tasks in queue order: priority (highest first), then submission, then index.
+
+    `cache` keeps parsed asks between passes (a run's spec never changes once stored)."""
     rows = database.read(
         "SELECT runs.seq, runs.workspace, runs.name, runs.spec, runs.priority,"
         " runs.first_evaluated_at, runs.submitted_at, tasks.idx"
@@ -55,7 +60,8 @@ def read_queue(database: Database) -> list[QueueItem]:
         " WHERE tasks.state = 'Pending' AND runs.state IN ('Pending', 'Running')"
         " ORDER BY runs.priority DESC, runs.seq, tasks.idx"
     )
-    parsed: dict[int, tuple[RequestedResources, dict[str, object]]] = {}
+    parsed: dict[int, Parsed] = {} if cache is None else cache
+    seen: set[int] = set()
     items: list[QueueItem] = []
     for row in rows:
         if row["seq"] not in parsed:
@@ -63,6 +69,7 @@ def read_queue(database: Database) -> list[QueueItem]:
             ask = RequestedResources.model_validate(spec["requested_resources"])
             parsed[row["seq"]] = (ask, spec)
         ask, spec = parsed[row["seq"]]
+        seen.add(row["seq"])
         items.append(
             QueueItem(
                 seq=row["seq"],
@@ -78,6 +85,8 @@ def read_queue(database: Database) -> list[QueueItem]:
                 submitted_at=when(row["submitted_at"]),
             )
         )
+    for gone in set(parsed) - seen:
+        del parsed[gone]
     return items
 
 
