@@ -28,6 +28,7 @@ function context(main) {
     alive,
     // Calls `step` now and again every `ms` while it answers true and the page is shown.
     every(ms, step) {
+      if (!alive()) return Promise.resolve();
       let timer = null;
       const tick = async () => {
         if (!alive()) return;

@@ -10,21 +10,27 @@ const SITE = "topology.astraeus.io/site";
 
 export async function machinesPage(ctx) {
   const list = h("div", { id: "machines" }, h("p", { class: "muted" }, "Loading machines…"));
-  mount(ctx.main, h("h1", {}, "Machines"), list);
-  await ctx.every(5000, async () => {
+  // One detail request per machine (the list has no GPUs), so this page reads on demand.
+  const refresh = h("button", { type: "button", id: "refresh", class: "secondary" }, "Refresh");
+  const load = async () => {
+    refresh.disabled = true;
     let machines;
     try {
       machines = await machineDetails();
     } catch (err) {
       if (ctx.alive()) mount(list, errorBox(err));
-      return true;
+      return;
+    } finally {
+      refresh.disabled = false;
     }
-    if (!ctx.alive()) return false;
+    if (!ctx.alive()) return;
     const openCards = new Set([...list.querySelectorAll("details.gpus[open]")].map((d) => d.dataset.machine));
     const sorted = [...machines].sort((a, b) => a.name.localeCompare(b.name));
     mount(list, sorted.length ? sorted.map((m) => machineCard(m, openCards)) : h("p", {}, "No machines in this workspace's pools."));
-    return true;
-  });
+  };
+  refresh.addEventListener("click", load);
+  mount(ctx.main, h("div", { class: "title-row" }, h("h1", {}, "Machines"), refresh), list);
+  await load();
 }
 
 /** The fabric: the label wins, else what the InfiniBand ports report. */

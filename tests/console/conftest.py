@@ -46,7 +46,8 @@ def _chromium() -> str:
 
 @pytest.fixture
 async def page(tmp_path: Path) -> AsyncIterator[Any]:
-    """A page in a fresh headless Chromium (Debian's, driven by Playwright)."""
+    """A page in a fresh headless Chromium (Debian's, driven by Playwright); the test fails if
+    the console's JavaScript raised an error it did not catch."""
     executable = _chromium()
     from playwright.async_api import async_playwright
 
@@ -61,8 +62,11 @@ async def page(tmp_path: Path) -> AsyncIterator[Any]:
         )
         opened = context.pages[0] if context.pages else await context.new_page()
         opened.set_default_timeout(15_000)
+        uncaught: list[str] = []
+        opened.on("pageerror", lambda error: uncaught.append(str(error)))
         yield opened
         await context.close()
+    assert uncaught == []
 
 
 def screenshot_path(name: str) -> Path:

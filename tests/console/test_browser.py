@@ -199,7 +199,7 @@ async def test_machines_page_shows_health_signals_topology_and_cordons(
     cluster: Cluster, page: Any
 ) -> None:
     """Each machine shows its GPUs' health with the signals, site, rack, fabric, NVLink domain
-    and whether it is cordoned and why."""
+    and whether it is cordoned and why; Refresh reads them again."""
     from playwright.async_api import expect
 
     await three_machines(cluster)
@@ -224,6 +224,10 @@ async def test_machines_page_shows_health_signals_topology_and_cordons(
     await expect(fact("gpu-05", "NVLink domain")).to_have_text("c0ffee/1")
     await expect(fact("gpu-03", "Fabric")).to_have_text("—")
     await page.screenshot(path=screenshot_path("machines"), full_page=True)
+
+    await cluster.ok("POST", "/api/v1/machines/gpu-01/cordon", body={"reason": "drain for RMA"})
+    await page.click("#refresh")
+    await expect(fact("gpu-01", "Accepting runs")).to_have_text("Cordoned: drain for RMA")
 
 
 async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None:
