@@ -46,7 +46,7 @@ function readLog(task) {
 function sections(run, logs) {
   return [
     readout(run),
-    run.state === "Pending" ? whyPanel(run) : null,
+    waiting(run) ? whyPanel(run, waiting(run)) : null,
     askedAndGot(run),
     tasksPanel(run),
     logsPanel(logs),
@@ -88,12 +88,19 @@ function readout(run) {
   );
 }
 
-function whyPanel(run) {
-  const waiting = run.tasks.find((task) => task.state === "Pending" && task.placement) ||
-    run.tasks.find((task) => task.state === "Pending");
-  const placement = waiting ? waiting.placement : null;
+/** The task to explain: a waiting one of a live run, the first with an explanation. */
+function waiting(run) {
+  if (!LIVE.includes(run.state)) return null;
+  const pending = run.tasks.filter((task) => task.state === "Pending");
+  return pending.find((task) => task.placement) || pending[0] || null;
+}
+
+function whyPanel(run, task) {
+  const placement = task.placement;
+  const reason = run.reason || task.reason;
   const parts = [h("h2", {}, "Why it is not running yet")];
-  parts.push(h("p", { class: "headline" }, run.reason || "Waiting for the scheduler"));
+  if (run.state !== "Pending") parts.push(h("p", {}, `${task.name} waits; the run's other tasks are placed.`));
+  parts.push(h("p", { class: "headline" }, reason || "Waiting for the scheduler"));
   if (placement) {
     parts.push(
       h(
@@ -105,8 +112,8 @@ function whyPanel(run) {
       ),
     );
   }
-  parts.push(h("p", { class: "advice", id: "advice" }, reading(run.reason, placement)));
-  const headlineFix = placement && !placement.closest && !sharedReason(placement) ? fixFor(run.reason) : "";
+  parts.push(h("p", { class: "advice", id: "advice" }, reading(reason, placement)));
+  const headlineFix = placement && !placement.closest && !sharedReason(placement) ? fixFor(reason) : "";
   if (headlineFix) parts.push(h("p", { class: "advice" }, headlineFix));
   if (placement) {
     const rows = placement.nodes.map((node) =>

@@ -462,3 +462,26 @@ async def test_network_and_placement_rules_become_the_ask_and_asked_and_got(
         "Site": "fra-1",
     }
     await page.screenshot(path=screenshot_path("asked-and-got"), full_page=True)
+
+
+async def test_an_array_run_explains_its_waiting_task(cluster: Cluster, page: Any) -> None:
+    """A running array whose second task waits shows that task's reasons, machine by machine."""
+    from playwright.async_api import expect
+
+    await three_machines(cluster)
+    spec = {"name": "sweep", "command": ["python", "sweep.py"]}
+    spec["requested_resources"] = {"gpu_requests": {"count": 8}, "array": {"size": 2}}
+    await cluster.ok("POST", "/api/v1/runs", cluster.member, spec)
+    await cluster.run_pass()
+    run = await cluster.ok("GET", "/api/v1/runs/sweep", cluster.member)
+    assert [task["state"] for task in run["tasks"]] == ["Assigned", "Pending"]
+
+    await sign_in(page, cluster, cluster.member)
+    await page.goto(f"{cluster.url}console/#/runs/sweep")
+    why = page.locator("#why")
+    await expect(why).to_contain_text("sweep-1 waits; the run's other tasks are placed.")
+    task = await cluster.ok("GET", "/api/v1/tasks/sweep-1", cluster.member)
+    await expect(why.locator(".headline")).to_have_text(task["reason"])
+    for node in task["placement"]["nodes"]:
+        row = page.locator(f'#why-machines tr[data-machine="{node["name"]}"] td.reason')
+        await expect(row).to_have_text("; ".join(node["reasons"]))
