@@ -42,6 +42,7 @@ export function machineChooser(machines) {
   }
   const summary = h("span", { class: "chosen" }, "Any machine: the scheduler picks");
   const boxes = [];
+  const texts = new Map();
   const fieldsets = [...groups.entries()]
     .sort(([a], [b]) => (a || "~").localeCompare(b || "~"))
     .map(([site, group]) =>
@@ -51,15 +52,10 @@ export function machineChooser(machines) {
         h("legend", {}, site ? `Site ${site}` : "No site"),
         group.map((machine) => {
           const box = h("input", { type: "checkbox", value: machine.name, name: "machine" });
+          const text = h("span", { class: "muted" }, freeText(machine));
           boxes.push(box);
-          return h(
-            "label",
-            { class: "machine-choice" },
-            box,
-            h("strong", {}, machine.name),
-            " ",
-            h("span", { class: "muted" }, freeText(machine)),
-          );
+          texts.set(machine.name, text);
+          return h("label", { class: "machine-choice" }, box, h("strong", {}, machine.name), " ", text);
         }),
       ),
     );
@@ -76,13 +72,23 @@ export function machineChooser(machines) {
     h("summary", {}, "Choose machines…"),
     machines.length ? fieldsets : h("p", { class: "muted" }, "No machines to choose from."),
   );
-  return { element, summary, chosen: () => boxes.filter((b) => b.checked).map((b) => b.value) };
+  return {
+    element,
+    summary,
+    chosen: () => boxes.filter((b) => b.checked).map((b) => b.value),
+    // A machine's detail names its GPU models, which the list does not.
+    detail: (machine) => {
+      const text = texts.get(machine.name);
+      if (text) text.textContent = freeText(machine);
+    },
+  };
 }
 
 function freeText(machine) {
   const kinds = [...new Set(models(machine))].join(", ");
+  const what = kinds ? ` (${kinds})` : "";
   const state = machine.state === "Up" ? "" : ` — ${machine.state}`;
   const cordon = machine.cordoned ? " — cordoned" : "";
   if (!machine.gpus_total) return `no GPUs${state}${cordon}`;
-  return `${machine.gpus_free} of ${machine.gpus_total} GPUs free (${kinds})${state}${cordon}`;
+  return `${machine.gpus_free} of ${machine.gpus_total} GPUs free${what}${state}${cordon}`;
 }

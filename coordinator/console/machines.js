@@ -1,7 +1,7 @@
 // Machines: each with its GPUs and their health (with the signals), fabric, rack, site,
 // NVLink domain, and whether it is cordoned and why.
 
-import { machineDetails } from "./api.js";
+import { machineDetails, machineList } from "./api.js";
 import { badge, errorBox, gb, gib, h, mount, table, when } from "./dom.js";
 
 const RACK = "topology.astraeus.io/rack";
@@ -10,27 +10,48 @@ const SITE = "topology.astraeus.io/site";
 
 export async function machinesPage(ctx) {
   const list = h("div", { id: "machines" }, h("p", { class: "muted" }, "Loading machines…"));
-  // One detail request per machine (the list has no GPUs), so this page reads on demand.
+  // The list has no GPUs: each card is drawn from it at once, then redrawn from the machine's
+  // detail as that comes. The page reads again on Refresh, not by itself.
   const refresh = h("button", { type: "button", id: "refresh", class: "secondary" }, "Refresh");
   const load = async () => {
     refresh.disabled = true;
-    let machines;
     try {
-      machines = await machineDetails();
+      const openCards = new Set([...list.querySelectorAll("details.gpus[open]")].map((d) => d.dataset.machine));
+      const machines = (await machineList()).sort((a, b) => a.name.localeCompare(b.name));
+      if (!ctx.alive()) return;
+      const cards = new Map(machines.map((m) => [m.name, machineCard(m, openCards)]));
+      mount(list, cards.size ? [...cards.values()] : h("p", {}, "No machines in this workspace's pools."));
+      const redraw = batched((details) => {
+        for (const detail of details) {
+          const card = machineCard(detail, openCards);
+          cards.get(detail.name)?.replaceWith(card);
+          cards.set(detail.name, card);
+        }
+      });
+      await machineDetails(machines.map((m) => m.name), redraw, ctx.alive);
     } catch (err) {
       if (ctx.alive()) mount(list, errorBox(err));
-      return;
     } finally {
       refresh.disabled = false;
     }
-    if (!ctx.alive()) return;
-    const openCards = new Set([...list.querySelectorAll("details.gpus[open]")].map((d) => d.dataset.machine));
-    const sorted = [...machines].sort((a, b) => a.name.localeCompare(b.name));
-    mount(list, sorted.length ? sorted.map((m) => machineCard(m, openCards)) : h("p", {}, "No machines in this workspace's pools."));
   };
   refresh.addEventListener("click", load);
   mount(ctx.main, h("div", { class: "title-row" }, h("h1", {}, "Machines"), refresh), list);
   await load();
+}
+
+/** `draw` gets what `add` was handed, once per frame: one layout for many cards, not one each. */
+function batched(draw) {
+  let waiting = [];
+  return (item) => {
+    waiting.push(item);
+    if (waiting.length > 1) return;
+    requestAnimationFrame(() => {
+      const items = waiting;
+      waiting = [];
+      draw(items);
+    });
+  };
 }
 
 /** The fabric: the label wins, else what the InfiniBand ports report. */
@@ -65,7 +86,7 @@ function machineCard(machine, openCards) {
   if (conditions.length) facts.push(["Conditions", conditions.join(", ")]);
   return h(
     "section",
-    { class: "card machine", "data-machine": machine.name },
+    { class: machine.gpus ? "card machine" : "card machine loading", "data-machine": machine.name },
     h("h2", {}, machine.name),
     h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     gpuTable(machine, openCards),
@@ -74,6 +95,7 @@ function machineCard(machine, openCards) {
 }
 
 function gpuTable(machine, openCards) {
+  if (!machine.gpus) return h("p", { class: "muted" }, `${machine.gpus_total} GPUs; reading their health…`);
   const reported = new Map((machine.report?.gpus || []).map((g) => [g.uuid, g]));
   if (!machine.gpus.length) return h("p", { class: "muted" }, machine.report?.gpu_backend?.detail || "No GPUs reported.");
   const rows = machine.gpus.map((gpu) => {

@@ -1,6 +1,6 @@
 // New run: the form, the ask it builds, and the API's errors beside the fields.
 
-import { machineDetails, post, session } from "./api.js";
+import { machineDetails, machineList, post, session } from "./api.js";
 import { SITE, gpuModels, machineChooser, sites } from "./choose.js";
 import { errorBox, h, mount } from "./dom.js";
 import { clearErrors, fieldBox, showErrors } from "./forms.js";
@@ -12,13 +12,36 @@ export async function newRunPage(ctx) {
   let machines = [];
   let problem = null;
   try {
-    machines = await machineDetails();
+    machines = await machineList();
   } catch (err) {
     problem = err;
   }
   if (!ctx.alive()) return;
-  mount(ctx.main, h("h1", {}, "New run"), problem ? errorBox(problem) : null, runForm(machines));
+  const chooser = machineChooser(machines);
+  const form = runForm(machines, chooser);
+  const note = h("div", {}, problem ? errorBox(problem) : null);
+  mount(ctx.main, h("h1", {}, "New run"), note, form);
   document.getElementById("name").focus();
+  // The GPU models are in each machine's detail, not in the list: read them, then offer them.
+  const details = [];
+  const seen = (detail) => {
+    details.push(detail);
+    chooser.detail(detail);
+  };
+  try {
+    await machineDetails(machines.map((m) => m.name), seen, ctx.alive);
+  } catch (err) {
+    if (ctx.alive()) mount(note, errorBox(err));
+  }
+  if (ctx.alive()) offerModels(form.querySelector("#model"), details);
+}
+
+function offerModels(select, machines) {
+  const chosen = select.value;
+  const options = gpuModels(machines).map((m) => [m.model, `${m.model} (${m.free} of ${m.total} free)`]);
+  select.replaceChildren(...[["", "Any model"], ...options].map(([value, text]) => h("option", { value }, text)));
+  select.value = options.some(([value]) => value === chosen) ? chosen : "";
+  select.dataset.loaded = "true";
 }
 
 const input = (id, attrs = {}) => h("input", { id, name: id, autocomplete: "off", ...attrs });
@@ -26,8 +49,7 @@ const number = (id, attrs = {}) => input(id, { type: "number", min: 0, ...attrs 
 const select = (id, options) =>
   h("select", { id, name: id }, options.map(([value, text]) => h("option", { value }, text)));
 
-function runForm(machines) {
-  const chooser = machineChooser(machines);
+function runForm(machines, chooser) {
   const gpus = number("gpus", { step: 1, placeholder: "0" });
   const cpuLabel = h("span", {}, "CPU cores per GPU");
   const memLabel = h("span", {}, "Memory per GPU (GiB)");
@@ -37,7 +59,7 @@ function runForm(machines) {
     memLabel.textContent = any ? "Memory per GPU (GiB)" : "Memory (GiB)";
   };
   gpus.addEventListener("input", perGpu);
-  const modelOptions = [["", "Any model"], ...gpuModels(machines).map((m) => [m.model, `${m.model} (${m.free} of ${m.total} free)`])];
+  const modelOptions = [["", "Any model"]];
   const form = h(
     "form",
     { class: "card", id: "new-run", novalidate: true },

@@ -47,6 +47,12 @@ async def sign_in(page: Any, cluster: Cluster, token: str) -> None:
     await page.wait_for_selector("#runs")
 
 
+async def open_new_run(page: Any) -> None:
+    """New run, once it has read the machines' GPU models."""
+    await page.click("text=New run")
+    await page.wait_for_selector("#model[data-loaded]", state="attached")
+
+
 async def test_a_waiting_run_shows_its_reasons_and_starts_when_a_machine_frees(
     cluster: Cluster, page: Any
 ) -> None:
@@ -62,7 +68,7 @@ async def test_a_waiting_run_shows_its_reasons_and_starts_when_a_machine_frees(
     assert (await cluster.ok("GET", "/api/v1/runs/blocker", cluster.member))["state"] == "Running"
 
     await sign_in(page, cluster, cluster.member)
-    await page.click("text=New run")
+    await open_new_run(page)
     await page.fill("#name", "finetune")
     await page.fill("#image", "nvcr.io/nvidia/pytorch:24.08-py3")
     await page.fill("#command", "python finetune.py --tag 'first try'")
@@ -138,8 +144,7 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
 
     await three_machines(cluster)
     await sign_in(page, cluster, cluster.member)
-    await page.click("text=New run")
-    await page.wait_for_selector("#new-run")
+    await open_new_run(page)
     options = await page.locator("#model option").all_inner_texts()
     assert options == ["Any model", f"{A100} (4 of 4 free)", f"{H100} (24 of 24 free)"]
     assert await page.locator("#site option").all_inner_texts() == ["Automatic", "ams-1", "fra-1"]
@@ -384,7 +389,7 @@ async def test_network_and_placement_rules_become_the_ask_and_asked_and_got(
         labels = _labels("fra-1", rack, "ib-0")
         await cluster.report(report(name, gpus, labels, rdma_ports=[ib_port("ib-0")]))
     await sign_in(page, cluster, cluster.member)
-    await page.click("text=New run")
+    await open_new_run(page)
     await page.fill("#name", "pretrain")
     await page.fill("#command", "python pretrain.py")
     await page.fill("#gpus", "16")
