@@ -57,11 +57,14 @@ def _load() -> dict[str, tuple[bytes, str]]:
 
 
 def setup_console(app: web.Application) -> None:
-    """Serve the console at `/console/` and send `/` there. Call before the app starts.
+    """Serve the console at `/console/` and send `/` there. Call before the app starts; a
+    second call changes nothing, so `create_app` may call it and tests may too.
 
     The files are public (they hold no data; every API call they make carries the user's
     token), so their routes answer before the app's other middlewares, the bearer check
     among them."""
+    if "console-index" in app.router.named_resources():
+        return
     files = _load()
 
     async def root(_request: web.Request) -> web.StreamResponse:

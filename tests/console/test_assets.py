@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from astraeus.coordinator.console import ASSET_TYPES, asset_names
+from astraeus.coordinator.console import ASSET_TYPES, asset_names, setup_console
 
 from .cluster import Cluster
 
@@ -96,3 +96,11 @@ async def test_api_still_needs_a_token(cluster: Cluster) -> None:
         assert response.status == 401
         body = await response.json()
     assert body["error"] == "missing or unknown bearer token: send Authorization: Bearer <token>"
+
+
+async def test_setting_up_twice_changes_nothing(cluster: Cluster) -> None:
+    """A second `setup_console` on the same app adds no route and no middleware."""
+    app = cluster.server.app
+    routes, middlewares = len(app.router.routes()), len(app.middlewares)
+    setup_console(app)
+    assert (len(app.router.routes()), len(app.middlewares)) == (routes, middlewares)
