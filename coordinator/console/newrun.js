@@ -4,6 +4,7 @@ import { machineDetails, machineList, post, session } from "./api.js";
 import { SITE, gpuModels, machineChooser, sites } from "./choose.js";
 import { errorBox, h, mount } from "./dom.js";
 import { clearErrors, fieldBox, showErrors } from "./forms.js";
+import { reasonsTable } from "./runpage.js";
 
 const GIB = 1024 ** 3;
 const RR = "requested_resources";
@@ -104,8 +105,24 @@ function runForm(machines, chooser) {
       chooser.element,
       h("p", { class: "field-error", role: "alert", hidden: true }),
     ),
-    h("div", { class: "actions" }, h("button", { type: "submit", id: "submit" }, "Start run")),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit", id: "submit" }, "Start run"),
+      h("button", { type: "button", id: "dry-run", class: "secondary" }, "Where would it go?"),
+    ),
+    h("div", { id: "dry-run-result", "aria-live": "polite" }),
   );
+  form.querySelector("#dry-run").addEventListener("click", async () => {
+    clearErrors(form);
+    const result = form.querySelector("#dry-run-result");
+    result.replaceChildren();
+    try {
+      result.append(dryRunView(await post("/runs?dry_run=true", runSpec(form, chooser.chosen()))));
+    } catch (err) {
+      showErrors(form, err);
+    }
+  });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     clearErrors(form);
@@ -149,6 +166,20 @@ function networkOptions() {
     ),
     fieldBox("Wait for a better network (minutes)", number("patience", { step: "any" }), { field: `${RR}.topology.patience_seconds`, hint: "How long to wait for a tighter network before taking what is free." }),
     fieldBox("Only healthy GPUs", h("input", { type: "checkbox", id: "healthy-only" }), { field: `${RR}.gpu_requests.healthy_only`, hint: "Never take a GPU at risk; wait instead." }),
+  );
+}
+
+/** Where the run would go now, or why it would wait: the API's dry run, nothing stored. */
+function dryRunView(dry) {
+  if (dry.would_start) {
+    const machines = [...new Set(dry.workers.map((w) => w.machine))].join(", ");
+    return h("p", { class: "advice" }, `It would start now: ${dry.shape.why}, on ${dry.landing.where} (${machines}).`);
+  }
+  return h(
+    "div",
+    {},
+    h("p", { class: "advice" }, `It would wait: ${dry.reason}`),
+    dry.placement ? reasonsTable(dry.placement, "dry-run-machines") : null,
   );
 }
 

@@ -116,19 +116,24 @@ function whyPanel(run, task) {
   const headlineFix = placement && !placement.closest && !sharedReason(placement) ? fixFor(reason) : "";
   if (headlineFix) parts.push(h("p", { class: "advice" }, headlineFix));
   if (placement) {
-    const rows = placement.nodes.map((node) =>
-      h(
-        "tr",
-        { "data-machine": node.name, class: node.name === placement.closest ? "closest" : "" },
-        h("td", {}, node.name, node.name === placement.closest ? h("span", { class: "tag" }, "closest") : null),
-        h("td", {}, badge(node.state)),
-        h("td", { class: "reason" }, node.reasons.join("; ")),
-      ),
-    );
-    parts.push(table(["Machine", "State", "What keeps it out"], rows, { class: "why", id: "why-machines" }));
+    parts.push(reasonsTable(placement, "why-machines"));
     parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
   }
   return h("section", { class: "card", id: "why" }, parts);
+}
+
+/** Every machine considered, with what keeps it out; the closest one marked. */
+export function reasonsTable(placement, id) {
+  const rows = placement.nodes.map((node) =>
+    h(
+      "tr",
+      { "data-machine": node.name, class: node.name === placement.closest ? "closest" : "" },
+      h("td", {}, node.name, node.name === placement.closest ? h("span", { class: "tag" }, "closest") : null),
+      h("td", {}, badge(node.state)),
+      h("td", { class: "reason" }, node.reasons.join("; ")),
+    ),
+  );
+  return table(["Machine", "State", "What keeps it out"], rows, { class: "why", id });
 }
 
 function askedAndGot(run) {

@@ -139,7 +139,8 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     cluster: Cluster, page: Any
 ) -> None:
     """New run lists the reported GPU models and the machines by site; the API's 4xx `fields`
-    appear beside the fields they concern; ticked machines are sent as names."""
+    appear beside the fields they concern; a dry run says where it would go or why it would
+    wait; ticked machines are sent as names."""
     from playwright.async_api import expect
 
     await three_machines(cluster)
@@ -187,8 +188,23 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await expect(per_machine).to_be_hidden()
 
     await page.fill("#priority", "")
-    await page.check('#choose-machines input[value="gpu-01"]')
+    await page.click("#dry-run")
+    await expect(page.locator("#dry-run-result")).to_have_text(
+        "It would start now: 1 machine × 8 GPUs on gpu-01, on one machine, gpu-01 (gpu-01)."
+    )
     await page.check('#choose-machines input[value="gpu-02"]')
+    await page.click("#dry-run")
+    await expect(page.locator("#dry-run-result .advice")).to_have_text(
+        "It would wait: No machine fits: 4 of 4 machines ready"
+    )
+    dry = page.locator("#dry-run-machines td.reason")
+    assert await dry.all_inner_texts() == [
+        "machine is not among the run's names",
+        CORDONED,
+        "machine is not among the run's names",
+        CORDONED,
+    ]
+    await page.check('#choose-machines input[value="gpu-01"]')
     await page.click("#submit")
     await page.wait_for_url("**#/runs/picked")
     run = await cluster.ok("GET", "/api/v1/runs/picked", cluster.member)
