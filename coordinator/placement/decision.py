@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from functools import cached_property
 
+from astraeus.shared import GpuHealthState, SelectionMode
+
 from . import gpu_match, scores
-from .fabrics import NetworkPlace
-from .facts import Free, MachineFacts
-from .filters import Check, first_rejection
-from .ladder import Member
+from .cluster import Cluster
+from .facts import Free
+from .filters import DYNAMIC, Check, first_rejection
 from .needs import Needs, WorkerAsk
+from .prepared import Prepared
 from .rejection import Rejection
-from .scores import Home
 from .shape import ShapeOption, options
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """What a decision reads from its session: machines, the network for this run, drives."""
-
-    facts: Sequence[MachineFacts]
-    places: Sequence[NetworkPlace]
-    members: Sequence[Member]
-    known_drives: frozenset[str]
-    drive_homes: dict[str, tuple[Home, ...]]
 
 
 class Decision:
@@ -34,55 +23,116 @@ class Decision:
 
     def __init__(
         self,
-        cluster: Cluster,
+        prepared: Prepared,
         free: Sequence[Free],
-        needs: Needs,
-        now: datetime,
-        held: frozenset[str] = frozenset(),
+        free_gpus: Sequence[int],
         worker_gpus: int | None = None,
+        *,
+        idle: bool = False,
     ) -> None:
-        """`worker_gpus` sets the worker the filters check (default: the smallest any shape
-        has); an explanation checks the worker the run would really need."""
-        self.cluster, self.free, self.needs, self.now, self.held = cluster, free, needs, now, held
-        self.options: tuple[ShapeOption, ...] = options(needs)
-        smallest = min((option.gpus_each for option in self.options), default=needs.gpus)
-        self.smallest: WorkerAsk = needs.worker(smallest if worker_gpus is None else worker_gpus)
+        """`free_gpus` counts each machine's free GPUs (faulted or not, of any model): a cheap
+        bound that skips machines before they are checked. `worker_gpus` sets the worker the
+        filters check (default: the smallest any shape has); an explanation checks the worker
+        the run would really need. An `idle` decision looks at a cluster where no run holds
+        anything, so no worker of this run is anywhere yet either."""
+        self.idle = idle
+        self.prepared, self.free, self.free_gpus = prepared, free, free_gpus
+        self.cluster: Cluster = prepared.cluster
+        self.needs: Needs = prepared.needs
+        self.options: tuple[ShapeOption, ...] = options(self.needs)
+        smallest = min((option.gpus_each for option in self.options), default=self.needs.gpus)
+        self.smallest: WorkerAsk = self.needs.worker(
+            smallest if worker_gpus is None else worker_gpus
+        )
         self._rejections: dict[int, Rejection | None] = {}
+        self._passes: dict[int, bool] = {}
+        self._verdicts: dict[tuple[object, ...], Rejection | None] = {}
+        self._supply: dict[int, gpu_match.Supply] = {}
         self._caps: dict[int, int] = {}
         self._scores: dict[tuple[int, int, bool], int] = {}
-
-    def check(self, i: int) -> Check:
-        facts = self.cluster.facts[i]
-        return Check(
-            needs=self.needs,
-            facts=facts,
-            free=self.free[i],
-            worker=self.smallest,
-            now=self.now,
-            place=self.cluster.places[i],
-            held=facts.name in self.held,
-            known_drives=self.cluster.known_drives,
-        )
+        if self.needs.mode is SelectionMode.ALL and not self.needs.gpus:
+            self.options = (ShapeOption(self._every_machine(), 0),)
 
     def rejection(self, i: int) -> Rejection | None:
         """The first filter keeping machine `i` out of the run's smallest worker, or None."""
         if i not in self._rejections:
-            self._rejections[i] = first_rejection(self.check(i))
+            self._rejections[i] = (
+                self.prepared.early(i) or self._dynamic(i) or self.prepared.late(i)
+            )
         return self._rejections[i]
+
+    def _dynamic(self, i: int) -> Rejection | None:
+        """Filters 6–8. Their verdict depends only on the numbers in the key (for a fixed run
+        and worker), and many machines share them, so each verdict is written once."""
+        facts, free = self.cluster.facts[i], self.free[i]
+        if self.needs.gpu_requests.ids or facts.report is None:
+            return self._dynamic_check(i)
+        supply = self.supply(i) if self.needs.gpus else None
+        counts = supply.counts if supply else ()
+        key = (
+            not self.idle and self.needs.run.name in facts.view.workers,
+            facts.report.cpu_cores,
+            facts.report.memory_bytes,
+            free.cpu_cores,
+            free.memory_bytes,
+            *counts,
+        )
+        if key not in self._verdicts:
+            self._verdicts[key] = self._dynamic_check(i)
+        return self._verdicts[key]
+
+    def _dynamic_check(self, i: int) -> Rejection | None:
+        check = Check(
+            needs=self.needs,
+            facts=self.cluster.facts[i],
+            free=self.free[i],
+            worker=self.smallest,
+            now=self.prepared.now,
+            place=self.cluster.places[i],
+            known_supply=self.supply(i) if self.needs.gpus else None,
+        )
+        return first_rejection(check, DYNAMIC[1:] if self.idle else DYNAMIC)
+
+    def passes(self, i: int) -> bool:
+        """No filter rejects machine `i`: `rejection(i) is None`, without writing the reason."""
+        if i not in self._passes:
+            self._passes[i] = self._passes_now(i)
+        return self._passes[i]
+
+    def _passes_now(self, i: int) -> bool:
+        prepared, needs = self.prepared, self.needs
+        if self.free_gpus[i] < self.smallest.gpus or prepared.early(i) is not None:
+            return False
+        if needs.gpu_requests.ids:
+            return self.rejection(i) is None
+        if not self.idle and needs.run.name in self.cluster.facts[i].view.workers:
+            return self.rejection(i) is None
+        if self.cap(i) < max(self.smallest.gpus, 1 if needs.gpus == 0 else 0):
+            return False
+        return prepared.late(i) is None
+
+    def _every_machine(self) -> int:
+        """`mode: All`: one worker on every machine that can take one, in the site with most."""
+        sites = Counter(self.cluster.facts[i].site for i in self.eligible)
+        return max(sites.values(), default=1)
 
     @cached_property
     def eligible(self) -> list[int]:
         """Machines no filter rejects, in name order."""
-        return [i for i in range(len(self.cluster.facts)) if self.rejection(i) is None]
+        return [i for i in range(len(self.free)) if self.passes(i)]
 
     def explained_gpus(self) -> int:
-        """The worker an explanation checks: the smallest of any shape that enough machines
-        could hold if idle (call on an idle decision); else that of the fewest-machines shape."""
+        """The worker an explanation checks (call on an idle decision): the smallest of any
+        shape that enough machines could hold if idle. When none could, and sizes are what
+        stops it, that of the fewest-machines shape, so machines tell how short they fall;
+        when no machine takes even the smallest worker, the smallest, so they tell why."""
         for option in sorted(self.options, key=lambda option: option.gpus_each):
             holders = sum(self.cap(i) >= option.gpus_each for i in self.eligible)
             if holders >= option.tasks:
                 return option.gpus_each
-        return self.options[0].gpus_each if self.options else self.needs.gpus
+        if not self.options or not self.eligible:
+            return self.smallest.gpus
+        return self.options[0].gpus_each
 
     def cap(self, i: int) -> int:
         """The most GPUs one worker of this run can get on machine `i` (1 for a CPU worker)."""
@@ -93,11 +143,11 @@ class Decision:
     def _cap(self, i: int) -> int:
         needs, free = self.needs, self.free[i]
         if needs.gpus == 0:
-            return 1
+            return 1 if needs.fits(0, free.cpu_cores, free.memory_bytes) else 0
         if needs.gpu_requests.ids:
             return needs.gpus
-        room = needs.most_gpus(free.cpu_cores, free.memory_bytes)
-        return min(self.supply(i).free(needs.gpu_requests.healthy_only), room)
+        usable = self.supply(i).free(needs.gpu_requests.healthy_only)
+        return needs.most_gpus(usable, free.cpu_cores, free.memory_bytes)
 
     def room_free(self, i: int) -> float:
         """What a group's machine has free, in the run's unit: usable GPUs, or cores."""
@@ -106,9 +156,9 @@ class Decision:
         return self.supply(i).free(self.needs.gpu_requests.healthy_only)
 
     def supply(self, i: int) -> gpu_match.Supply:
-        return gpu_match.supply(
-            self.needs.gpu_requests, self.cluster.facts[i].gpus, self.free[i].gpu_ids
-        )
+        if i not in self._supply:
+            self._supply[i] = gpu_match.supply(self.prepared.matched(i), self.free[i].gpu_ids)
+        return self._supply[i]
 
     def gpus_for(self, i: int, count: int) -> tuple[tuple[str, ...], int]:
         """The GPU UUIDs a worker with `count` GPUs gets on machine `i`, and how many at risk."""
@@ -117,9 +167,9 @@ class Decision:
         ids = self.needs.gpu_requests.ids
         if ids:
             gpus = [self.cluster.facts[i].gpu_by_id[gpu_id] for gpu_id in ids]
-            at_risk = sum(gpu.health.state.value == "at_risk" for gpu in gpus)
+            at_risk = sum(gpu.health.state is GpuHealthState.AT_RISK for gpu in gpus)
             return tuple(gpu.uuid for gpu in gpus), at_risk
-        return gpu_match.take(self.supply(i), count)
+        return gpu_match.take(self.prepared.matched(i), self.free[i].gpu_ids, count)
 
     def score_input(self, i: int, gpus: int, rdma_work: bool) -> scores.ScoreInput:
         _ids, at_risk = self.gpus_for(i, gpus)
@@ -129,7 +179,7 @@ class Decision:
             free=self.free[i],
             worker=self.needs.worker(gpus),
             place=self.cluster.places[i],
-            now=self.now,
+            now=self.prepared.now,
             at_risk_taken=at_risk,
             rdma_work=rdma_work or self.needs.asks_rdma,
             drive_homes=self.cluster.drive_homes,

@@ -1,16 +1,18 @@
 """Placing the whole run on the ladder: the first rung where it fits; on that rung the group that
-leaves the least room free, then the best score, then the group's name."""
+leaves the least room free, then the best score, then the group's name. A single worker goes to
+the highest score."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from astraeus.shared import Spread
 
+from . import single
 from .decision import Decision
-from .ladder import RDMA_RUNGS, RUNGS, Key, Member, Rung, group_key
+from .free_index import FreeIndex
+from .ladder import RDMA_RUNGS, RUNGS, Key, Member, Rung
 from .shape import ShapeOption
 
 
@@ -25,71 +27,79 @@ class Choice:
 
 
 def search(
-    decision: Decision, rungs: Sequence[Rung], options: Sequence[ShapeOption] | None = None
+    decision: Decision,
+    rungs: Sequence[Rung],
+    index: FreeIndex | None = None,
 ) -> Choice | None:
-    """The first rung, tightest first, where some group holds one of the shapes."""
-    shapes = decision.options if options is None else options
+    """The first rung, tightest first, where some group holds one of the shapes. With `index`
+    (current free capacity) a single worker is found without checking every machine."""
     for rung in rungs:
-        groups = _groups(decision, rung)
-        for option in shapes:
+        for option in decision.options:
             if rung.single != (option.tasks == 1):
                 continue
-            best = _best_single(decision, option) if rung.single else None
-            if not rung.single:
+            if option.gpus_each > decision.cluster.most_gpus:
+                continue
+            if rung.single:
+                best = _single(decision, option, index)
+            else:
+                groups = decision.cluster.groups(rung, decision.needs)
                 best = _best_group(decision, rung, groups, option)
             if best is not None:
                 return best
     return None
 
 
-def _groups(decision: Decision, rung: Rung) -> dict[Key, list[int]]:
-    if rung.single:
-        return {}
-    members, needs = decision.cluster.members, decision.needs
-    groups: dict[Key, list[int]] = defaultdict(list)
-    for i in decision.eligible:
-        key = group_key(rung, needs, members[i])
-        if key is not None:
-            groups[key].append(i)
-    return groups
-
-
-def _best_single(decision: Decision, option: ShapeOption) -> Choice | None:
-    """A single worker goes to the highest score; ties by machine name."""
-    best: tuple[int, int] | None = None
-    for i in decision.eligible:
-        if decision.cap(i) < option.gpus_each:
-            continue
-        score = decision.score(i, option.gpus_each, False)
-        if best is None or score > best[0]:
-            best = (score, i)
-    if best is None:
+def _single(decision: Decision, option: ShapeOption, index: FreeIndex | None) -> Choice | None:
+    if index is not None:
+        i = single.best(decision, index, option.gpus_each)
+    else:
+        i = _scan_single(decision, option.gpus_each)
+    if i is None:
         return None
-    i = best[1]
     return Choice(RUNGS[0], option, (i,), (decision.cluster.facts[i].name,))
+
+
+def _scan_single(decision: Decision, gpus: int) -> int | None:
+    found: tuple[int, int] | None = None
+    for i in decision.eligible:
+        if decision.cap(i) >= gpus:
+            rank = (decision.score(i, gpus, False), -i)
+            found = rank if found is None or rank > found else found
+    return None if found is None else -found[1]
 
 
 def _best_group(
     decision: Decision, rung: Rung, groups: dict[Key, list[int]], option: ShapeOption
 ) -> Choice | None:
-    best: tuple[float, int, Key] | None = None
-    chosen: tuple[int, ...] = ()
+    """Least room left free first; only the groups tied on that are scored."""
+    each, tasks = option.gpus_each, option.tasks
+    sized: list[tuple[float, Key, list[int]]] = []
+    free_gpus = decision.free_gpus
+    for key, members in groups.items():
+        if len(members) < tasks:
+            continue
+        # Counting free GPUs is cheap; checking machines is not: check only groups that could.
+        roomy = [i for i in members if free_gpus[i] >= each]
+        if len(roomy) < tasks:
+            continue
+        fits = [i for i in roomy if decision.passes(i) and decision.cap(i) >= each]
+        if len(fits) >= tasks and _spread_ok(decision, fits, tasks):
+            room = sum(decision.room_free(i) for i in fits) - _used(decision, option)
+            sized.append((room, key, fits))
+    if not sized:
+        return None
+    least = min(room for room, _key, _fits in sized)
     rdma = rung.name in RDMA_RUNGS
-    for key in sorted(groups):
-        fits = [i for i in groups[key] if decision.cap(i) >= option.gpus_each]
-        if len(fits) < option.tasks:
+    best: tuple[int, Key, tuple[int, ...]] | None = None
+    for room, key, fits in sized:
+        if room != least:
             continue
         picked = _pick(decision, fits, option, rdma)
-        if picked is None:
-            continue
-        room = sum(decision.room_free(i) for i in fits) - _used(decision, option)
-        score = sum(decision.score(i, option.gpus_each, rdma) for i in picked)
-        rank = (room, -score, key)
-        if best is None or rank < best:
-            best, chosen = rank, picked
-    if best is None:
-        return None
-    return Choice(rung, option, chosen, best[2])
+        score = sum(decision.score(i, each, rdma) for i in picked)
+        if best is None or (-score, key) < (-best[0], best[1]):
+            best = (score, key, picked)
+    assert best is not None  # noqa: S101 - `least` came from `sized`, so one group matched it
+    return Choice(rung, option, best[2], best[1])
 
 
 def _used(decision: Decision, option: ShapeOption) -> float:
@@ -98,12 +108,18 @@ def _used(decision: Decision, option: ShapeOption) -> float:
     return option.tasks * decision.needs.worker(0).cpu_cores
 
 
-def _pick(
-    decision: Decision, fits: list[int], option: ShapeOption, rdma: bool
-) -> tuple[int, ...] | None:
+def _spread_ok(decision: Decision, fits: list[int], tasks: int) -> bool:
+    """Enough distinct racks or fabrics when the run spreads one worker per rack or fabric."""
+    spread = decision.needs.spread
+    if spread not in (Spread.RACK, Spread.FABRIC):
+        return True
+    members = decision.cluster.members
+    return len({_spread_domain(spread, members[i]) for i in fits}) >= tasks
+
+
+def _pick(decision: Decision, fits: list[int], option: ShapeOption, rdma: bool) -> tuple[int, ...]:
     """The group's best `tasks` machines by score, one per rack or fabric when spread says so."""
-    names = decision.cluster.facts
-    ranked = sorted(fits, key=lambda i: (-decision.score(i, option.gpus_each, rdma), names[i].name))
+    ranked = sorted(fits, key=lambda i: (-decision.score(i, option.gpus_each, rdma), i))
     spread = decision.needs.spread
     picked: list[int] = []
     seen: set[str | None] = set()
@@ -115,8 +131,8 @@ def _pick(
             seen.add(domain)
         picked.append(i)
         if len(picked) == option.tasks:
-            return tuple(sorted(picked, key=lambda j: names[j].name))
-    return None
+            break
+    return tuple(sorted(picked))
 
 
 def _spread_domain(spread: Spread | None, member: Member) -> str | None:

@@ -6,7 +6,7 @@ the machine in the score); with `healthy_only` never.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from astraeus.shared import GpuHealthState, GpuInfo, GpuRequests
@@ -32,39 +32,62 @@ def matches(ask: GpuRequests, gpu: GpuInfo) -> bool:
 
 
 @dataclass(frozen=True)
-class Supply:
-    """A machine's GPUs of the asked kind, by health and whether they are free."""
+class Matched:
+    """A machine's GPUs of the asked kind that are not faulted, in index order, by health."""
 
-    healthy_free: tuple[str, ...]
-    at_risk_free: tuple[str, ...]
+    healthy: tuple[str, ...]
+    at_risk: tuple[str, ...]
+    healthy_set: frozenset[str]
+    at_risk_set: frozenset[str]
+    every: bool = False
+    """Every GPU of the machine is here and healthy: its free GPUs are all usable."""
+
+
+def matched(ask: GpuRequests, gpus: Sequence[GpuInfo]) -> Matched:
+    healthy: list[str] = []
+    at_risk: list[str] = []
+    for gpu in gpus:
+        state = gpu.health.state
+        if state is GpuHealthState.FAULTED or not matches(ask, gpu):
+            continue
+        (healthy if state is GpuHealthState.HEALTHY else at_risk).append(gpu.uuid)
+    every = len(healthy) == len(gpus)
+    return Matched(tuple(healthy), tuple(at_risk), frozenset(healthy), frozenset(at_risk), every)
+
+
+@dataclass(frozen=True)
+class Supply:
+    """How many of a machine's GPUs of the asked kind there are, by health, and how many free."""
+
+    healthy_free: int
+    at_risk_free: int
     usable: int
     """Matching GPUs that are not faulted, free or not: what the machine could ever give."""
     healthy: int
     """Matching healthy GPUs, free or not."""
 
+    @property
+    def counts(self) -> tuple[int, int, int, int]:
+        """Everything filter 8 reads, as a cheap key."""
+        return (self.healthy_free, self.at_risk_free, self.usable, self.healthy)
+
     def free(self, healthy_only: bool) -> int:
-        return len(self.healthy_free) + (0 if healthy_only else len(self.at_risk_free))
+        return self.healthy_free + (0 if healthy_only else self.at_risk_free)
 
 
-def supply(ask: GpuRequests, gpus: Iterable[GpuInfo], free_ids: set[str]) -> Supply:
-    """The machine's matching GPUs, in index order so the same GPUs are always taken first."""
-    healthy_free: list[str] = []
-    at_risk_free: list[str] = []
-    usable = healthy = 0
-    for gpu in gpus:
-        state = gpu.health.state
-        if state is GpuHealthState.FAULTED or not matches(ask, gpu):
-            continue
-        usable += 1
-        healthy += state is GpuHealthState.HEALTHY
-        if gpu.uuid in free_ids:
-            bucket = healthy_free if state is GpuHealthState.HEALTHY else at_risk_free
-            bucket.append(gpu.uuid)
-    return Supply(tuple(healthy_free), tuple(at_risk_free), usable, healthy)
+def supply(found: Matched, free_ids: set[str]) -> Supply:
+    """`free_ids` are GPUs of the same machine, so when every one matches, all are usable."""
+    return Supply(
+        len(free_ids) if found.every else len(found.healthy_set & free_ids),
+        len(found.at_risk_set & free_ids) if found.at_risk else 0,
+        len(found.healthy) + len(found.at_risk),
+        len(found.healthy),
+    )
 
 
-def take(found: Supply, count: int) -> tuple[tuple[str, ...], int]:
-    """`count` GPUs, healthy first; and how many of them are at risk."""
-    healthy = found.healthy_free[:count]
-    at_risk = found.at_risk_free[: count - len(healthy)]
+def take(found: Matched, free_ids: set[str], count: int) -> tuple[tuple[str, ...], int]:
+    """`count` free GPUs, healthy first, in index order so the same GPUs are always taken first;
+    and how many of them are at risk."""
+    healthy = tuple(uuid for uuid in found.healthy if uuid in free_ids)[:count]
+    at_risk = tuple(uuid for uuid in found.at_risk if uuid in free_ids)[: count - len(healthy)]
     return healthy + at_risk, len(at_risk)

@@ -93,6 +93,29 @@ class Needs:
     def drive_bytes(self) -> int:
         return sum(drive.size_bytes for drive in self.ask.drives)
 
+    @cached_property
+    def static_key(self) -> tuple[object, ...]:
+        """Everything filters 1–5 and 9–11 and GPU matching read: runs with equal keys get the
+        same verdicts from them on every machine."""
+        ask, gpus = self.ask, self.gpu_requests
+        return (
+            self.run.workspace,
+            self.run.pools,
+            self.names,
+            tuple(sorted(self.match_labels.items())),
+            tuple(ask.capabilities),
+            self.run.image is not None,
+            self.interconnect,
+            self.min_gbps,
+            self.keep_within,
+            self.spread,
+            tuple((drive.name, drive.size_bytes) for drive in ask.drives),
+            self.run.time_limit_seconds,
+            tuple(gpus.models),
+            gpus.vendor,
+            gpus.min_memory_gb,
+        )
+
     def worker(self, gpus: int) -> WorkerAsk:
         """A worker with `gpus` GPUs: `per_gpu` scales with them, a fixed ask does not."""
         per_gpu = self.ask.per_gpu
@@ -103,15 +126,25 @@ class Needs:
             memory += per_gpu.memory_bytes * gpus
         return WorkerAsk(gpus=gpus, cpu_cores=cores, memory_bytes=memory)
 
-    def most_gpus(self, free_cores: float, free_memory: int) -> int:
-        """How many GPUs' worth of `per_gpu` cores and memory fit in what is free."""
-        fixed = self.worker(0)
+    def fits(self, gpus: int, free_cores: float, free_memory: int) -> bool:
+        """A worker with `gpus` GPUs fits in these free cores and memory (filter 7's test)."""
+        worker = self.worker(gpus)
+        return worker.cpu_cores <= free_cores and worker.memory_bytes <= free_memory
+
+    def most_gpus(self, limit: int, free_cores: float, free_memory: int) -> int:
+        """The most GPUs, at most `limit`, whose worker fits in what is free; -1 if none."""
         per_gpu = self.ask.per_gpu
-        if fixed.cpu_cores > free_cores or fixed.memory_bytes > free_memory:
-            return -1
-        most = self.gpus
+        most = limit
+        # A first guess by division, then settled by `fits` itself, so both always agree.
         if per_gpu is not None and per_gpu.cpu_cores:
-            most = min(most, math.floor((free_cores - fixed.cpu_cores) / float(per_gpu.cpu_cores)))
+            spare = free_cores - float(self.ask.cpu_cores or 0)
+            most = min(most, math.floor(spare / float(per_gpu.cpu_cores)))
         if per_gpu is not None and per_gpu.memory_bytes:
-            most = min(most, (free_memory - fixed.memory_bytes) // per_gpu.memory_bytes)
+            spare_memory = free_memory - (self.ask.memory_bytes or 0)
+            most = min(most, spare_memory // per_gpu.memory_bytes)
+        most = max(most, -1)
+        while most < limit and self.fits(most + 1, free_cores, free_memory):
+            most += 1
+        while most >= 0 and not self.fits(most, free_cores, free_memory):
+            most -= 1
         return most

@@ -28,8 +28,6 @@ def gang_rejection(decision: Decision, could_fit: bool) -> Survivor:
 def _text(decision: Decision) -> tuple[str, float]:
     needs = decision.needs
     need = needs.gpus or max((option.tasks for option in decision.options), default=1)
-    if not decision.options:
-        return topology.no_even_split(needs.gpus), need
     if needs.keep_within is not None:
         return topology.NO_ROOM_WITHIN[needs.keep_within], need
     if needs.interconnect in topology.NO_ROOM_ON:

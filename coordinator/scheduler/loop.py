@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,7 +20,12 @@ from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import ClusterSnapshot, Placement
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import Waiting, commit_pass, mark_lost
+from astraeus.coordinator.store.commit import (
+    Waiting,
+    commit_pass,
+    drop_unused_explanations,
+    mark_lost,
+)
 from astraeus.coordinator.store.queue import (
     Parsed,
     QueueItem,
@@ -28,7 +34,7 @@ from astraeus.coordinator.store.queue import (
     read_queue,
 )
 
-from .decide import Decisions, PassContext, SessionFactory, decide, engine
+from .decide import Decisions, PassContext, SessionFactory, engine, steps
 from .snapshot import build_snapshot
 
 log = logging.getLogger(__name__)
@@ -63,6 +69,7 @@ class Scheduler:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._asks: dict[int, Parsed] = {}
+        self._stopping = threading.Event()
 
     @property
     def down_after(self) -> timedelta:
@@ -94,12 +101,14 @@ class Scheduler:
         placed or still pending, never half placed."""
         committed = 0
         placed, waiting = decisions.placed, decisions.waiting
+        stored: dict[int, int] = {}
         for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
             end = start + COMMIT_CHUNK
             committed += commit_pass(
-                self._store.database, placed[start:end], waiting[start:end], now
+                self._store.database, placed[start:end], waiting[start:end], now, stored
             )
             await asyncio.sleep(0)
+        drop_unused_explanations(self._store.database)
         return committed
 
     async def _decide(
@@ -109,7 +118,18 @@ class Scheduler:
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
-        return await asyncio.to_thread(decide, items, self._session_factory(snapshot), now, context)
+        return await asyncio.to_thread(self._decide_here, items, snapshot, now, context)
+
+    def _decide_here(
+        self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
+    ) -> Decisions:
+        """The pass's computation, in the worker thread; it stops early when the service does
+        (nothing is committed then, so the next start simply runs the pass again)."""
+        out = Decisions()
+        for _ in steps(items, self._session_factory(snapshot), now, context, out):
+            if self._stopping.is_set():
+                raise asyncio.CancelledError
+        return out
 
     def _context(self) -> PassContext:
         return PassContext(
@@ -166,6 +186,7 @@ class Scheduler:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -30,13 +30,20 @@ class Waiting:
 
 
 def commit_pass(
-    database: Database, placed: Sequence[Placed], waiting: Sequence[Waiting], now: datetime
+    database: Database,
+    placed: Sequence[Placed],
+    waiting: Sequence[Waiting],
+    now: datetime,
+    stored: dict[int, int] | None = None,
 ) -> int:
     """Store a pass; returns how many placements were committed.
 
     A placement is skipped when its run stopped being pending meanwhile (cancelled while the
     pass was computed). Each placement has its own savepoint, so a GPU already held (which the
-    `gpu_holds` key refuses) loses that run its placement, not the pass."""
+    `gpu_holds` key refuses) loses that run its placement, not the pass. Each distinct
+    explanation is stored once; `stored` maps explanations already written in this pass (by
+    object identity) to their rows, across calls."""
+    stored = {} if stored is None else stored
     committed = 0
     with database.write() as conn:
         for decision in placed:
@@ -50,7 +57,7 @@ def commit_pass(
                 conn.execute("RELEASE place")
             committed += ok
         for wait in waiting:
-            _explain(conn, wait, now)
+            _explain(conn, wait, now, stored)
     return committed
 
 
@@ -72,7 +79,7 @@ def _place(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool:
             " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned',"
             " machine = excluded.machine, gpu_ids = excluded.gpu_ids,"
             " cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,"
-            " assigned_at = excluded.assigned_at, reason = NULL, placement = NULL"
+            " assigned_at = excluded.assigned_at, reason = NULL, explanation_id = NULL"
             " RETURNING id",
             (
                 item.seq,
@@ -105,19 +112,37 @@ def _place(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool:
     return True
 
 
-def _explain(conn: sqlite3.Connection, wait: Waiting, now: datetime) -> None:
+def _explain(
+    conn: sqlite3.Connection, wait: Waiting, now: datetime, stored: dict[int, int]
+) -> None:
     item = wait.item
-    explanation = wait.explanation.model_dump_json() if wait.explanation else None
+    row_id = None
+    if wait.explanation is not None:
+        row_id = stored.get(id(wait.explanation))
+        if row_id is None:
+            cursor = conn.execute(
+                "INSERT INTO explanations (body) VALUES (?)", (wait.explanation.model_dump_json(),)
+            )
+            row_id = stored[id(wait.explanation)] = int(cursor.lastrowid or 0)
     conn.execute(
-        "UPDATE tasks SET reason = ?, placement = coalesce(?, placement)"
+        "UPDATE tasks SET reason = ?, explanation_id = coalesce(?, explanation_id)"
         " WHERE run_seq = ? AND idx = ? AND state = 'Pending'",
-        (wait.reason, explanation, item.seq, item.index),
+        (wait.reason, row_id, item.seq, item.index),
     )
     conn.execute(
         "UPDATE runs SET reason = CASE WHEN state = 'Pending' THEN ? ELSE reason END,"
         " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
         (wait.reason, now.isoformat(), item.seq),
     )
+
+
+def drop_unused_explanations(database: Database) -> None:
+    """Explanations no task points at any more (placed, ended, or explained anew)."""
+    with database.write() as conn:
+        conn.execute(
+            "DELETE FROM explanations WHERE id NOT IN"
+            " (SELECT explanation_id FROM tasks WHERE explanation_id IS NOT NULL)"
+        )
 
 
 def mark_lost(database: Database, machines: Iterable[tuple[str, str]], now: datetime) -> int:

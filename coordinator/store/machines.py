@@ -92,6 +92,19 @@ class Machines:
 
         The caller commits, then calls `remember`, so memory never runs ahead of the file."""
         old = self._records.get(report.name)
+        printed = fingerprint(report)
+        if old is not None and old.report is not None and old.fingerprint == printed:
+            # Nothing that matters changed: a heartbeat, not a new report worth writing.
+            conn.execute(
+                "UPDATE machines SET address = ?, last_seen = ?, acked_seq = ? WHERE name = ?",
+                (address, now.isoformat(), acked_seq, report.name),
+            )
+            # Memory keeps the newest report (timestamps, free counters); the file keeps the
+            # newest one that could change placement.
+            updated = replace(
+                old, report=report, address=address, last_seen=now, acked_seq=acked_seq
+            )
+            return updated, old
         conn.execute(
             "INSERT INTO machines (name, report, address, last_seen, acked_seq, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET report = excluded.report,"
@@ -106,7 +119,7 @@ class Machines:
             address=address,
             last_seen=now,
             acked_seq=acked_seq,
-            fingerprint=fingerprint(report),
+            fingerprint=printed,
         )
         return new, old
 

@@ -95,4 +95,18 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX logs_task ON logs (task_id, offset);
     """,
+    # 2: explanations stored once and shared: at 5,000 machines one is ~400 KB, and every run
+    # asking alike waits for the same reasons.
+    """
+    CREATE TABLE explanations (
+        id INTEGER PRIMARY KEY,
+        body TEXT NOT NULL
+    );
+    ALTER TABLE tasks ADD COLUMN explanation_id INTEGER REFERENCES explanations(id);
+    CREATE INDEX tasks_explanation ON tasks (explanation_id);
+    INSERT INTO explanations (id, body)
+        SELECT id, placement FROM tasks WHERE placement IS NOT NULL;
+    UPDATE tasks SET explanation_id = id WHERE placement IS NOT NULL;
+    ALTER TABLE tasks DROP COLUMN placement;
+    """,
 )

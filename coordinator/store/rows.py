@@ -70,5 +70,7 @@ def run_from_row(row: Row, tasks: list[Task]) -> Run:
 
 
 TASK_SELECT = (
-    "SELECT tasks.*, runs.name AS run_name FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+    "SELECT tasks.*, runs.name AS run_name, explanations.body AS placement FROM tasks"
+    " JOIN runs ON runs.seq = tasks.run_seq"
+    " LEFT JOIN explanations ON explanations.id = tasks.explanation_id"
 )

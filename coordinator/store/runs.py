@@ -162,25 +162,36 @@ def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
     run = conn.execute("SELECT state, spec FROM runs WHERE seq = ?", (seq,)).fetchone()
     if run is None or RunState(run[0]).ended:
         return
-    states = [
-        TaskState(r[0]) for r in conn.execute("SELECT state FROM tasks WHERE run_seq = ?", (seq,))
-    ]
+    tasks = conn.execute(
+        "SELECT name, state, exit_code, message FROM tasks WHERE run_seq = ? ORDER BY idx", (seq,)
+    ).fetchall()
+    states = [TaskState(t[1]) for t in tasks]
     is_array = json.loads(run[1])["requested_resources"].get("array") is not None
-    failed = [s for s in states if s in (TaskState.FAILED, TaskState.LOST, TaskState.CANCELLED)]
+    failed = [t for t in tasks if TaskState(t[1]) in (TaskState.FAILED, TaskState.LOST)]
     if failed and not is_array:
         # A gang cannot go on without a worker: stop the others, like a failed MPI rank.
         conn.execute(
-            "UPDATE tasks SET cancel = 1 WHERE run_seq = ? AND state IN ('Assigned', 'Starting',"
-            " 'Running')",
+            "UPDATE tasks SET cancel = 1 WHERE run_seq = ?"
+            " AND state IN ('Assigned', 'Starting', 'Running')",
             (seq,),
         )
     new = _run_state(states)
     if new is None:
         return
-    ended_at = now.isoformat() if new.ended else None
+    reason = _failure(failed[0]) if new == RunState.FAILED and failed else None
     conn.execute(
-        "UPDATE runs SET state = ?, ended_at = ? WHERE seq = ?", (new.value, ended_at, seq)
+        "UPDATE runs SET state = ?, reason = ?, ended_at = ? WHERE seq = ?",
+        (new.value, reason, now.isoformat() if new.ended else None, seq),
     )
+
+
+def _failure(task: sqlite3.Row | tuple[str, str, int | None, str | None]) -> str:
+    """`finetune-1 Lost: machine gpu-02 stopped reporting at …`; `finetune-0 Failed (exit 3)`."""
+    name, state, exit_code, message = task[0], task[1], task[2], task[3]
+    text = f"{name} {state}"
+    if exit_code is not None:
+        text += f" (exit {exit_code})"
+    return f"{text}: {message}" if message else text
 
 
 def _run_state(states: list[TaskState]) -> RunState | None:

@@ -68,7 +68,7 @@ async def test_a_retried_update_is_applied_once(fake_cluster: Cluster) -> None:
     status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
     assert (task["state"], task["exit_code"]) == ("Failed", 3)
     status, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
-    assert run["state"] == "Failed"
+    assert (run["state"], run["reason"]) == ("Failed", "finetune-0 Failed (exit 3)")
 
 
 async def test_cancel_tells_the_agent_to_stop(fake_cluster: Cluster) -> None:
@@ -126,7 +126,10 @@ async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Clu
     assert task["state"] == "Lost"
     assert task["message"] == "machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00"
     _, run = await c.call("GET", "/api/v1/runs/finetune", c.tokens["vision"])
-    assert run["state"] == "Failed"
+    assert (run["state"], run["reason"]) == (
+        "Failed",
+        "finetune-0 Lost: machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00",
+    )
     assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
     # Back again: the late Running update of a Lost task changes nothing, and nothing is assigned.
     reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}])

@@ -21,8 +21,9 @@ from . import (
 from .check import Check
 
 Filter = Callable[[Check], Rejection | None]
+Filters = tuple[tuple[str, Filter], ...]
 
-FILTERS: tuple[tuple[str, Filter], ...] = (
+FILTERS: Filters = (
     (up.NAME, up.check),
     (accepting.NAME, accepting.check),
     (capabilities.NAME, capabilities.check),
@@ -36,17 +37,22 @@ FILTERS: tuple[tuple[str, Filter], ...] = (
     (reservations.NAME, reservations.check),
 )
 
-ROOM_FILTERS = frozenset({room.NAME, gpus.NAME})
-"""Filters whose verdict depends on what other runs hold right now."""
+EARLY = FILTERS[:5]
+"""Filters 1–5 read only what a machine is and the run's ask, never what is free or the worker's
+size: a pass computes them once per machine for every run with the same ask."""
+DYNAMIC = FILTERS[5:8]
+"""Spread, room and GPUs: they read the run's name, what is free now and the worker's size."""
+LATE = FILTERS[8:]
+"""Filters 9–11: like `EARLY`, independent of what is free."""
 
 
-def first_rejection(c: Check) -> Rejection | None:
+def first_rejection(c: Check, filters: Filters = FILTERS) -> Rejection | None:
     """The first filter, in the guide's order, that keeps the machine out."""
-    for _name, decide in FILTERS:
+    for _name, decide in filters:
         rejection = decide(c)
         if rejection is not None:
             return rejection
     return None
 
 
-__all__ = ["FILTERS", "ROOM_FILTERS", "Check", "Filter", "first_rejection"]
+__all__ = ["DYNAMIC", "EARLY", "FILTERS", "LATE", "Check", "Filter", "first_rejection"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 
 from .. import gpu_match
 from ..fabrics import NetworkPlace
@@ -26,7 +25,12 @@ class Check:
     """Held back for a run ahead in the queue."""
     known_drives: frozenset[str] = frozenset()
     """Drives some machine of the cluster holds or reaches."""
+    known_supply: gpu_match.Supply | None = None
+    """The machine's GPUs of the asked kind, when already counted."""
 
-    @cached_property
+    @property
     def supply(self) -> gpu_match.Supply:
-        return gpu_match.supply(self.needs.gpu_requests, self.facts.gpus, self.free.gpu_ids)
+        if self.known_supply is not None:
+            return self.known_supply
+        found = gpu_match.matched(self.needs.gpu_requests, self.facts.gpus)
+        return gpu_match.supply(found, self.free.gpu_ids)

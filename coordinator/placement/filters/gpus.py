@@ -54,7 +54,7 @@ def check(c: Check) -> Rejection | None:
     if free >= need:
         return None
     if healthy_only and found.at_risk_free:
-        text = reasons.needs_healthy(need, free, len(found.at_risk_free))
+        text = reasons.needs_healthy(need, free, found.at_risk_free)
         return Rejection(NAME, text, found.healthy >= need, need, free)
     if found.usable < need or (healthy_only and found.healthy < need):
         return Rejection(NAME, too_few(need, found.healthy if healthy_only else found.usable))

@@ -12,7 +12,10 @@ MOST: Final = 25
 
 def points(s: ScoreInput) -> int:
     report = s.facts.report
-    if report is None or report.cpu_cores <= 0:
+    return of(report.cpu_cores if report else 0, s.free.cpu_cores, s.worker.cpu_cores)
+
+
+def of(total: float, free: float, need: float) -> int:
+    if total <= 0:
         return 0
-    left = max(s.free.cpu_cores - s.worker.cpu_cores, 0)
-    return int(MOST * left // report.cpu_cores)
+    return int(MOST * max(free - need, 0) // total)

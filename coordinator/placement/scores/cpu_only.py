@@ -11,4 +11,8 @@ POINTS: Final = -30
 
 
 def points(s: ScoreInput) -> int:
-    return POINTS if s.worker.gpus == 0 and s.facts.gpus else 0
+    return of(len(s.facts.gpus), s.worker.gpus)
+
+
+def of(machine_gpus: int, worker_gpus: int) -> int:
+    return POINTS if worker_gpus == 0 and machine_gpus else 0

@@ -12,7 +12,10 @@ MOST: Final = 25
 
 def points(s: ScoreInput) -> int:
     report = s.facts.report
-    if report is None or report.memory_bytes <= 0:
+    return of(report.memory_bytes if report else 0, s.free.memory_bytes, s.worker.memory_bytes)
+
+
+def of(total: int, free: int, need: int) -> int:
+    if total <= 0:
         return 0
-    left = max(s.free.memory_bytes - s.worker.memory_bytes, 0)
-    return MOST * left // report.memory_bytes
+    return MOST * max(free - need, 0) // total

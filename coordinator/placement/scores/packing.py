@@ -11,8 +11,11 @@ MOST: Final = 50
 
 
 def points(s: ScoreInput) -> int:
-    total = len(s.facts.gpus)
-    if s.worker.gpus == 0 or total == 0:
+    return of(len(s.facts.gpus), len(s.free.gpu_ids), s.worker.gpus)
+
+
+def of(total: int, free: int, gpus: int) -> int:
+    """The points for taking `gpus` of a machine's `total` GPUs when `free` are free."""
+    if gpus == 0 or total == 0:
         return 0
-    used_after = total - len(s.free.gpu_ids) + s.worker.gpus
-    return MOST * used_after // total
+    return MOST * (total - free + gpus) // total

@@ -1,0 +1,75 @@
+"""The SQLite file: numbered migrations, WAL, and explanations stored once."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.db import _statements
+from astraeus.coordinator.store.migrations import MIGRATIONS
+
+from .conftest import Cluster
+
+EXPLANATION = (
+    '{"checked_nodes": 1, "ready_nodes": 1, "down_nodes": 0, "closest": null, "nodes": [],'
+    ' "evaluated_at": "2026-10-01T09:00:00+00:00"}'
+)
+
+
+def test_a_new_file_gets_every_migration_in_wal_mode(tmp_path: Path) -> None:
+    """A new database runs all migrations, records how many, and is in WAL mode."""
+    store = Store.open(tmp_path / "a.db")
+    assert store.database.schema_version == len(MIGRATIONS)
+    assert store.database.read("PRAGMA journal_mode")[0]["journal_mode"] == "wal"
+    store.close()
+    again = Store.open(tmp_path / "a.db")
+    assert again.database.schema_version == len(MIGRATIONS)
+    again.close()
+
+
+def test_version_1_file_keeps_its_explanations(tmp_path: Path) -> None:
+    """Opening a file made by migration 1 moves each task's explanation to its own table."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in _statements(MIGRATIONS[0]):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version=1")
+    conn.execute(
+        "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at) VALUES"
+        """ ('vision', 'a', '{"command": ["x"], "requested_resources": {}}', 0, 'Pending',"""
+        " '2026-10-01T09:00:00+00:00')"
+    )
+    conn.execute(
+        "INSERT INTO tasks (run_seq, idx, name, state, reason, placement)"
+        " VALUES (1, 0, 'a-0', 'Pending', 'No machine fits: 1 of 1 machines ready', ?)",
+        (EXPLANATION,),
+    )
+    conn.close()
+    store = Store.open(path)
+    task = store.runs.task("vision", "a-0")
+    assert task is not None
+    assert task.placement is not None
+    assert task.placement.checked_nodes == 1
+    assert store.database.schema_version == 2
+    store.close()
+
+
+async def test_runs_asking_alike_share_one_stored_explanation(fake_cluster: Cluster) -> None:
+    """Ten identical waiting runs point at one stored explanation; old ones are dropped."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01", gpus=4)
+    for i in range(10):
+        await c.submit("vision", f"r{i}", gpus=8)
+    await c.run_pass()
+    rows = c.store.database.read("SELECT count(*) AS n FROM explanations")
+    assert rows[0]["n"] == 1
+    _, task = await c.call("GET", "/api/v1/tasks/r9-0", c.tokens["vision"])
+    assert task["placement"]["nodes"][0]["reasons"] == [
+        "insufficient gpus: need 8, 4 free and usable"
+    ]
+    await c.report("gpu-01", gpus=8)
+    await c.run_pass()
+    held = c.store.database.read("SELECT count(*) AS n FROM explanations")[0]["n"]
+    assert held == 2  # r0 placed; r1 is the head with its own, r2..r9 share one
