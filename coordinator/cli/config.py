@@ -1,0 +1,78 @@
+"""Where the coordinator is and which token to send: flags, then `ASTRA_*`, then a TOML file."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CliError, Exit
+
+DEFAULT_API = "http://127.0.0.1:8470"
+KEYS = ("api", "token", "workspace")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The coordinator to talk to, with what to say who we are."""
+
+    api: str
+    token: str | None
+    workspace: str | None
+    config: Path
+
+
+def config_path(environ: Mapping[str, str]) -> Path:
+    """`ASTRA_CONFIG`, else `$XDG_CONFIG_HOME/astra/config.toml` (~/.config by default)."""
+    if environ.get("ASTRA_CONFIG"):
+        return Path(environ["ASTRA_CONFIG"])
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "astra" / "config.toml"
+
+
+def read_config(path: Path) -> dict[str, str]:
+    """The file's `api`, `token` and `workspace`; a missing file is an empty one."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise CliError(f"cannot read the config file {path}: {exc.strerror}", Exit.USAGE) from None
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CliError(f"config file {path} is not valid TOML: {exc}", Exit.USAGE) from None
+    for key, value in table.items():
+        if key not in KEYS:
+            known = ", ".join(KEYS)
+            raise CliError(f"config file {path}: unknown key {key!r}; use {known}", Exit.USAGE)
+        if not isinstance(value, str):
+            raise CliError(f"config file {path}: {key} must be a string", Exit.USAGE)
+    return dict(table)
+
+
+def resolve(
+    *,
+    api: str | None,
+    token: str | None,
+    workspace: str | None,
+    environ: Mapping[str, str] | None = None,
+) -> Target:
+    """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`, which win over the file."""
+    env = os.environ if environ is None else environ
+    path = config_path(env)
+    file = read_config(path)
+
+    def pick(flag: str | None, key: str) -> str | None:
+        return flag or env.get(f"ASTRA_{key.upper()}") or file.get(key) or None
+
+    url = (pick(api, "api") or DEFAULT_API).rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise CliError(
+            f"api: {url!r} is not an http(s) URL, e.g. http://coordinator:8470", Exit.USAGE
+        )
+    return Target(
+        api=url, token=pick(token, "token"), workspace=pick(workspace, "workspace"), config=path
+    )

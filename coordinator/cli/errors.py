@@ -1,0 +1,30 @@
+"""Exit codes and the one error type every command raises: a sentence, never a traceback."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """What `astra` exits with; scripts can tell these apart."""
+
+    OK = 0
+    FAILED = 1
+    """The coordinator refused the request (for example a run name already taken)."""
+    USAGE = 2
+    """Bad flags or a bad spec: the message names the field."""
+    UNREACHABLE = 3
+    """No answer from the coordinator."""
+    AUTH = 4
+    """No token, a wrong token, or a token without the right to do this."""
+    NOT_FOUND = 5
+    """No run, task, machine, workspace or token of that name."""
+
+
+class CliError(Exception):
+    """A failure told to the user as one sentence (and maybe field lines), with its exit code."""
+
+    def __init__(self, message: str, code: Exit = Exit.FAILED) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code

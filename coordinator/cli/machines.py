@@ -1,0 +1,81 @@
+"""`machines`, `machine NAME`, `cordon`, `uncordon`, `label`, `reserve`, `unreserve`."""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ThreadPoolExecutor
+
+from astraeus.coordinator.api.views import MachineDetail, MachineList
+from astraeus.coordinator.store import StoredReservation
+
+from .context import Context
+from .errors import Exit
+from .machines_view import machine_page, machine_rows
+from .spec import parse_pairs
+
+DETAIL_THREADS = 8
+
+
+def machines(ctx: Context, args: argparse.Namespace) -> int:
+    """The list, then each machine's detail (for GPU models and health), a few at a time."""
+    listed = MachineList.model_validate(ctx.api.get("/machines"))
+    names = [m.name for m in listed.machines]
+    with ThreadPoolExecutor(max_workers=DETAIL_THREADS) as pool:
+        details = list(pool.map(lambda name: _detail(ctx, name), names))
+    ctx.emit({"machines": [d.model_dump(mode="json") for d in details]}, machine_rows(details))
+    return Exit.OK
+
+
+def _detail(ctx: Context, name: str) -> MachineDetail:
+    return MachineDetail.model_validate(ctx.api.get(f"/machines/{name}"))
+
+
+def machine(ctx: Context, args: argparse.Namespace) -> int:
+    detail = _detail(ctx, args.name)
+    ctx.emit(detail, machine_page(detail))
+    return Exit.OK
+
+
+def cordon(ctx: Context, args: argparse.Namespace) -> int:
+    body = {"reason": args.reason}
+    detail = MachineDetail.model_validate(ctx.api.post(f"/machines/{args.name}/cordon", body))
+    why = f": {detail.cordon_reason}" if detail.cordon_reason else ""
+    ctx.emit(detail, [f"{detail.name}: cordoned{why}"])
+    return Exit.OK
+
+
+def uncordon(ctx: Context, args: argparse.Namespace) -> int:
+    detail = MachineDetail.model_validate(ctx.api.post(f"/machines/{args.name}/uncordon"))
+    ctx.emit(detail, [f"{detail.name}: accepting runs"])
+    return Exit.OK
+
+
+def label(ctx: Context, args: argparse.Namespace) -> int:
+    labels = parse_pairs(args.labels, "labels")
+    detail = MachineDetail.model_validate(
+        ctx.api.put(f"/machines/{args.name}/labels", {"labels": labels})
+    )
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(detail.labels.items()))
+    ctx.emit(detail, [f"{detail.name}: {shown}"])
+    return Exit.OK
+
+
+def reserve(ctx: Context, args: argparse.Namespace) -> int:
+    body: dict[str, object] = {"labels": parse_pairs(args.label, "--label")}
+    given = {
+        "workspace": args.for_workspace,
+        "starts_at": args.starts_at,
+        "ends_at": args.ends_at,
+    }
+    body.update({key: value for key, value in given.items() if value is not None})
+    stored = StoredReservation.model_validate(
+        ctx.api.post(f"/machines/{args.name}/reservations", body)
+    )
+    ctx.emit(stored, [f"{args.name}: reservation #{stored.id} added"])
+    return Exit.OK
+
+
+def unreserve(ctx: Context, args: argparse.Namespace) -> int:
+    ctx.api.delete(f"/machines/{args.name}/reservations/{args.id}")
+    ctx.emit({"removed": args.id}, [f"{args.name}: reservation #{args.id} removed"])
+    return Exit.OK

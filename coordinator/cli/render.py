@@ -1,0 +1,91 @@
+"""Text for people: the guide's status lines, the pending explanation, lists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
+
+
+def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
+    """Columns two spaces apart, each as wide as its widest cell; no trailing spaces."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def run_headline(run: Run) -> str:
+    """`finetune: Pending — No machine fits: 3 of 3 machines ready`."""
+    detail = run.reason
+    if detail is None and run.state == RunState.RUNNING and run.shape is not None:
+        detail = run.shape.why
+    return f"{run.name}: {run.state.value}" + (f" — {detail}" if detail else "")
+
+
+def task_detail(task: Task) -> str:
+    """The last column of a task's line: why it waits, or how it ended."""
+    if task.state == TaskState.PENDING:
+        return task.reason or ""
+    if task.state.ended:
+        parts = [f"exit {task.exit_code}"] if task.exit_code is not None else []
+        parts += [text for text in (task.message, task.reason) if text]
+        return ", ".join(parts)
+    gpus = len(task.assigned_gpu_ids)
+    return f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
+
+
+def task_lines(run: Run) -> list[str]:
+    """`  finetune-0  Pending  -  No machine fits: 3 of 3 machines ready`, one per task."""
+    rows = [
+        [task.name, task.state.value, task.machine or "-", task_detail(task)] for task in run.tasks
+    ]
+    return table(rows, indent="  ")
+
+
+def status_lines(run: Run) -> list[str]:
+    return [run_headline(run), *task_lines(run)]
+
+
+def placement_of(run: Run) -> PendingExplanation | None:
+    """The explanation of the run's first waiting task."""
+    for task in run.tasks:
+        if task.placement is not None and task.state == TaskState.PENDING:
+            return task.placement
+    return None
+
+
+def why_lines(explanation: PendingExplanation) -> list[str]:
+    """Every machine and what keeps it out: the closest first, then machines up, then down."""
+    closest = explanation.closest
+    head = (
+        f"Why it is not running yet: {explanation.checked_nodes} machines checked, "
+        f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
+    )
+    head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
+    nodes = sorted(
+        explanation.nodes,
+        key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
+    )
+    rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
+    return [head, *table(rows, indent="  ")]
+
+
+def run_rows(runs: Sequence[Run]) -> list[str]:
+    rows = [["NAME", "STATE", "GPUS", "TASKS", "REASON"]]
+    for run in runs:
+        running = sum(t.state == TaskState.RUNNING for t in run.tasks)
+        rows.append(
+            [
+                run.name,
+                run.state.value,
+                str(run.requested_resources.gpu_count),
+                f"{running}/{len(run.tasks)}",
+                run.reason or (run.shape.why if run.shape else ""),
+            ]
+        )
+    return table(rows)

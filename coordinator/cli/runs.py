@@ -1,0 +1,128 @@
+"""`run`, `status`, `list`, `logs`, `cancel`."""
+
+from __future__ import annotations
+
+import argparse
+import time
+import urllib.parse
+
+from astraeus.coordinator.api.views import DryRun, LogView, RunList
+from astraeus.shared import Run, RunSpec, Task
+
+from .context import Context
+from .errors import CliError, Exit
+from .render import placement_of, run_rows, status_lines, table, why_lines
+from .spec import build_spec
+
+GIB = 1024**3
+FOLLOW_SECONDS = 1.0
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    spec = build_spec(args, ctx.api.target.workspace)
+    body = spec.model_dump(mode="json", exclude_unset=True)
+    if args.dry_run:
+        dry = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true"))
+        ctx.emit(dry, dry_run_lines(spec, dry))
+        return Exit.OK
+    submitted = Run.model_validate(ctx.api.post("/runs", body))
+    where = urllib.parse.urlsplit(ctx.api.target.api).netloc
+    url = ctx.api.url(f"/runs/{submitted.name}")
+    ctx.emit(submitted, [f"{submitted.name} submitted to {where}: {url}"])
+    return Exit.OK
+
+
+def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
+    if not dry.would_start:
+        lines = [f"{spec.name} would wait — {dry.reason}"]
+        return lines + (why_lines(dry.placement) if dry.placement else [])
+    why = dry.shape.why if dry.shape else "now"
+    rows = [
+        [
+            f"{spec.name}-{w.index}",
+            w.machine,
+            f"{len(w.assigned_gpu_ids)} GPUs",
+            f"{w.cpu_cores:g} cores",
+            f"{w.memory_bytes / GIB:g} GiB",
+        ]
+        for w in dry.workers
+    ]
+    return [f"{spec.name} would start now — {why}", *table(rows, indent="  ")]
+
+
+def _get_run(ctx: Context, name: str) -> Run:
+    return Run.model_validate(ctx.api.get(f"/runs/{name}"))
+
+
+def status(ctx: Context, args: argparse.Namespace) -> int:
+    found = _get_run(ctx, args.name)
+    lines = status_lines(found)
+    explanation = placement_of(found)
+    if args.why and explanation is not None:
+        lines += why_lines(explanation)
+    ctx.emit(found, lines)
+    return Exit.OK
+
+
+def list_runs(ctx: Context, args: argparse.Namespace) -> int:
+    runs = RunList.model_validate(ctx.api.get("/runs", state=args.state))
+    ctx.emit(runs, run_rows(runs.runs))
+    return Exit.OK
+
+
+def cancel(ctx: Context, args: argparse.Namespace) -> int:
+    done = Run.model_validate(ctx.api.post(f"/runs/{args.name}/cancel"))
+    ctx.emit(done, [f"{done.name}: {done.state.value}"])
+    return Exit.OK
+
+
+def logs(ctx: Context, args: argparse.Namespace) -> int:
+    """A run's tasks' logs (each line prefixed by its task when there are several), or a task's."""
+    tasks = _tasks_of(ctx, args.name)
+    printed = dict.fromkeys(tasks, 0)
+    views: list[LogView] = []
+    while True:
+        for task in tasks:
+            view = LogView.model_validate(ctx.api.get(f"/tasks/{task}/logs"))
+            views.append(view)
+            if not ctx.json:
+                printed[task] = _print_new(ctx, view, printed[task], len(tasks) > 1)
+        if not args.follow or _ended(ctx, args.name):
+            break
+        time.sleep(FOLLOW_SECONDS)
+    if ctx.json:
+        ctx.emit([v.model_dump(mode="json") for v in views[-len(tasks) :]], [])
+    return Exit.OK
+
+
+def _tasks_of(ctx: Context, name: str) -> list[str]:
+    try:
+        return [task.name for task in _get_run(ctx, name).tasks]
+    except CliError as exc:
+        if exc.code != Exit.NOT_FOUND:
+            raise
+    ctx.api.get(f"/tasks/{name}")  # a task's name, or a 404 naming the task
+    return [name]
+
+
+def _ended(ctx: Context, name: str) -> bool:
+    try:
+        return _get_run(ctx, name).state.ended
+    except CliError as exc:
+        if exc.code != Exit.NOT_FOUND:
+            raise
+    return Task.model_validate(ctx.api.get(f"/tasks/{name}")).state.ended
+
+
+def _print_new(ctx: Context, view: LogView, printed: int, prefix: bool) -> int:
+    """Print what lies past byte `printed`; returns the new end."""
+    data = view.data.encode()
+    end = view.offset + len(data)
+    fresh = data[max(0, printed - view.offset) :].decode(errors="replace")
+    if fresh:
+        text = fresh
+        if prefix:
+            text = "".join(f"{view.task}: {line}" for line in fresh.splitlines(keepends=True))
+        ctx.out.write(text)
+        ctx.out.flush()
+    return max(printed, end)

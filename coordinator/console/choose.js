@@ -1,0 +1,94 @@
+// What New run offers from the workspace's machines: GPU models, sites, and Choose machines….
+
+import { h } from "./dom.js";
+
+export const SITE = "topology.astraeus.io/site";
+
+function models(machine) {
+  return (machine.gpus || []).map((gpu) => gpu.model);
+}
+
+/** The GPU models the machines report, each with how many GPUs and how many are free. */
+export function gpuModels(machines) {
+  const found = new Map();
+  for (const machine of machines) {
+    const free = new Set((machine.gpus || []).filter((g) => !g.task && g.health !== "faulted").map((g) => g.uuid));
+    for (const gpu of machine.gpus || []) {
+      const seen = found.get(gpu.model) || { model: gpu.model, total: 0, free: 0 };
+      seen.total += 1;
+      if (free.has(gpu.uuid)) seen.free += 1;
+      found.set(gpu.model, seen);
+    }
+  }
+  return [...found.values()].sort((a, b) => a.model.localeCompare(b.model));
+}
+
+/** The sites machines are labelled with (the selection matches the label). */
+export function sites(machines) {
+  return [...new Set(machines.map((m) => m.labels[SITE]).filter(Boolean))].sort();
+}
+
+function siteOf(machine) {
+  return machine.site || machine.labels[SITE] || "";
+}
+
+/** Choose machines…: tick boxes, grouped by site, each machine with its free GPUs. */
+export function machineChooser(machines) {
+  const groups = new Map();
+  for (const machine of [...machines].sort((a, b) => a.name.localeCompare(b.name))) {
+    const site = siteOf(machine);
+    if (!groups.has(site)) groups.set(site, []);
+    groups.get(site).push(machine);
+  }
+  const summary = h("span", { class: "chosen" }, "Any machine: the scheduler picks");
+  const boxes = [];
+  const texts = new Map();
+  const fieldsets = [...groups.entries()]
+    .sort(([a], [b]) => (a || "~").localeCompare(b || "~"))
+    .map(([site, group]) =>
+      h(
+        "fieldset",
+        { class: "site", "data-site": site },
+        h("legend", {}, site ? `Site ${site}` : "No site"),
+        group.map((machine) => {
+          const box = h("input", { type: "checkbox", value: machine.name, name: "machine" });
+          const text = h("span", { class: "muted" }, freeText(machine));
+          boxes.push(box);
+          texts.set(machine.name, text);
+          return h("label", { class: "machine-choice" }, box, h("strong", {}, machine.name), " ", text);
+        }),
+      ),
+    );
+  const update = () => {
+    const chosen = boxes.filter((b) => b.checked).map((b) => b.value);
+    summary.textContent = chosen.length
+      ? `${chosen.length} chosen: ${chosen.join(", ")}. The scheduler still decides how many it needs.`
+      : "Any machine: the scheduler picks";
+  };
+  for (const box of boxes) box.addEventListener("change", update);
+  const element = h(
+    "details",
+    { class: "chooser", id: "choose-machines" },
+    h("summary", {}, "Choose machines…"),
+    machines.length ? fieldsets : h("p", { class: "muted" }, "No machines to choose from."),
+  );
+  return {
+    element,
+    summary,
+    chosen: () => boxes.filter((b) => b.checked).map((b) => b.value),
+    // A machine's detail names its GPU models, which the list does not.
+    detail: (machine) => {
+      const text = texts.get(machine.name);
+      if (text) text.textContent = freeText(machine);
+    },
+  };
+}
+
+function freeText(machine) {
+  const kinds = [...new Set(models(machine))].join(", ");
+  const what = kinds ? ` (${kinds})` : "";
+  const state = machine.state === "Up" ? "" : ` — ${machine.state}`;
+  const cordon = machine.cordoned ? " — cordoned" : "";
+  if (!machine.gpus_total) return `no GPUs${state}${cordon}`;
+  return `${machine.gpus_free} of ${machine.gpus_total} GPUs free${what}${state}${cordon}`;
+}

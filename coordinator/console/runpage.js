@@ -1,0 +1,216 @@
+// A run: the readout, why it waits, asked and got, its tasks, their logs, and cancel.
+
+import { enc, get, post } from "./api.js";
+import { askedRules } from "./asked.js";
+import { badge, errorBox, gib, h, mount, table, when } from "./dom.js";
+import { shapeText } from "./runs.js";
+import { fixFor, reading, sharedReason } from "./why.js";
+
+const REFRESH_MS = 2000;
+const LIVE = ["Pending", "Running"];
+
+export async function runPage(ctx, name) {
+  const body = h("div", { id: "run" }, h("p", { class: "muted" }, "Loading…"));
+  mount(ctx.main, h("p", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", name), body);
+  await ctx.every(REFRESH_MS, async () => {
+    let run;
+    try {
+      run = await get(`/runs/${enc(name)}`);
+    } catch (err) {
+      if (ctx.alive()) mount(body, errorBox(err));
+      return err.status !== 404;
+    }
+    // Logs are read for the tasks whose log is open: the first started task's, at first.
+    const shown = [...body.querySelectorAll("#logs details.log")];
+    const open = shown.length ? new Set(shown.filter((d) => d.open).map((d) => d.dataset.task)) : null;
+    const logs = await taskLogs(run, open);
+    if (!ctx.alive()) return false;
+    mount(body, ...sections(run, logs));
+    return LIVE.includes(run.state);
+  });
+}
+
+/** Each started task, with its log if it is to be shown open (else undefined). */
+async function taskLogs(run, open) {
+  const started = run.tasks.filter((task) => task.state !== "Pending").map((task) => task.name);
+  const wanted = open === null ? started.slice(0, 1) : started.filter((task) => open.has(task));
+  const logs = await Promise.all(wanted.map(readLog));
+  const byTask = new Map(wanted.map((task, i) => [task, logs[i]]));
+  return started.map((task) => [task, byTask.get(task)]);
+}
+
+function readLog(task) {
+  return get(`/tasks/${enc(task)}/logs`).catch(() => null);
+}
+
+function sections(run, logs) {
+  return [
+    readout(run),
+    waiting(run) ? whyPanel(run, waiting(run)) : null,
+    askedAndGot(run),
+    tasksPanel(run),
+    logsPanel(logs),
+  ];
+}
+
+function readout(run) {
+  const ended = ["Succeeded", "Failed", "Cancelled"].includes(run.state);
+  const cancel = h("button", { type: "button", id: "cancel", class: "danger", hidden: ended }, "Cancel run");
+  const message = h("p", { class: "form-error", role: "alert", hidden: true });
+  cancel.addEventListener("click", async () => {
+    if (!window.confirm(`Cancel run ${run.name}?`)) return;
+    cancel.disabled = true;
+    try {
+      await post(`/runs/${enc(run.name)}/cancel`);
+      window.dispatchEvent(new HashChangeEvent("hashchange"));
+    } catch (err) {
+      message.textContent = err.message;
+      message.hidden = false;
+      cancel.disabled = false;
+    }
+  });
+  const rows = [
+    ["State", badge(run.state)],
+    ["Reason", h("span", { id: "headline" }, run.reason || "—")],
+    ["Shape", shapeText(run)],
+    ["Image", run.image || "—"],
+    ["Command", h("code", {}, run.command.map(quoted).join(" "))],
+    ["Priority", run.priority],
+    ["Submitted", when(run.submitted_at)],
+  ];
+  return h(
+    "section",
+    { class: "card readout" },
+    h("div", { class: "title-row" }, h("h1", {}, run.name), cancel),
+    message,
+    h("dl", {}, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    LIVE.includes(run.state) ? h("p", { class: "muted small" }, "This page updates by itself while the run waits or runs.") : null,
+  );
+}
+
+/** The task to explain: a waiting one of a live run, the first with an explanation. */
+function waiting(run) {
+  if (!LIVE.includes(run.state)) return null;
+  const pending = run.tasks.filter((task) => task.state === "Pending");
+  return pending.find((task) => task.placement) || pending[0] || null;
+}
+
+function whyPanel(run, task) {
+  const placement = task.placement;
+  const reason = run.reason || task.reason;
+  const parts = [h("h2", {}, "Why it is not running yet")];
+  if (run.state !== "Pending") parts.push(h("p", {}, `${task.name} waits; the run's other tasks are placed.`));
+  parts.push(h("p", { class: "headline" }, reason || "Waiting for the scheduler"));
+  if (placement) {
+    parts.push(
+      h(
+        "p",
+        { id: "counts" },
+        `${placement.checked_nodes} machines considered, ${placement.ready_nodes} up` +
+          (placement.down_nodes ? `, ${placement.down_nodes} down` : "") + ". ",
+        placement.closest ? ["Closest: ", h("strong", { id: "closest" }, placement.closest), "."] : "No machine is closest.",
+      ),
+    );
+  }
+  parts.push(h("p", { class: "advice", id: "advice" }, reading(reason, placement)));
+  const headlineFix = placement && !placement.closest && !sharedReason(placement) ? fixFor(reason) : "";
+  if (headlineFix) parts.push(h("p", { class: "advice" }, headlineFix));
+  if (placement) {
+    parts.push(reasonsTable(placement, "why-machines"));
+    parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
+  }
+  return h("section", { class: "card", id: "why" }, parts);
+}
+
+/** Every machine considered, with what keeps it out; the closest one marked. */
+export function reasonsTable(placement, id) {
+  const rows = placement.nodes.map((node) =>
+    h(
+      "tr",
+      { "data-machine": node.name, class: node.name === placement.closest ? "closest" : "" },
+      h("td", {}, node.name, node.name === placement.closest ? h("span", { class: "tag" }, "closest") : null),
+      h("td", {}, badge(node.state)),
+      h("td", { class: "reason" }, node.reasons.join("; ")),
+    ),
+  );
+  return table(["Machine", "State", "What keeps it out"], rows, { class: "why", id });
+}
+
+function askedAndGot(run) {
+  const rules = askedRules(run.requested_resources);
+  const asked = rules.length
+    ? h("dl", {}, rules.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]))
+    : h("p", {}, "No rules: the tightest network there is room on.");
+  let got;
+  if (run.landing) {
+    got = h(
+      "dl",
+      {},
+      h("dt", {}, "Placed on"),
+      h("dd", { id: "landing" }, run.landing.where),
+      h("dt", {}, "Shape"),
+      h("dd", {}, run.shape ? run.shape.why : "—"),
+      h("dt", {}, "Machines"),
+      h("dd", {}, run.landing.machines.join(", ") || "—"),
+    );
+  } else {
+    got = h("p", { id: "landing" }, run.state === "Pending" ? "Not placed yet." : "Never placed.");
+  }
+  return h(
+    "section",
+    { class: "card", id: "asked-and-got" },
+    h("h2", {}, "Asked and got"),
+    h("div", { class: "columns" }, h("div", {}, h("h3", {}, "Asked"), asked), h("div", {}, h("h3", {}, "Got"), got)),
+  );
+}
+
+function tasksPanel(run) {
+  const rows = run.tasks.map((task) =>
+    h(
+      "tr",
+      { "data-task": task.name },
+      h("td", {}, task.name),
+      h("td", {}, badge(task.state)),
+      h("td", {}, task.machine ? h("a", { href: `#/machines` }, task.machine) : "—"),
+      h("td", { class: "gpus" }, task.assigned_gpu_ids.join(", ") || "—"),
+      h("td", {}, task.cpu_cores ? `${task.cpu_cores} cores, ${gib(task.memory_bytes)}` : "—"),
+      h("td", { class: "reason" }, taskNote(task)),
+    ),
+  );
+  return h(
+    "section",
+    { class: "card", id: "tasks" },
+    h("h2", {}, "Tasks"),
+    table(["Task", "State", "Machine", "GPUs", "CPU and memory", "Note"], rows),
+  );
+}
+
+function taskNote(task) {
+  if (task.exit_code !== null && task.exit_code !== undefined) return `exit code ${task.exit_code}${task.message ? `: ${task.message}` : ""}`;
+  return task.message || task.reason || "";
+}
+
+function logsPanel(logs) {
+  const parts = [h("h2", {}, "Logs")];
+  if (!logs.length) parts.push(h("p", { class: "muted" }, "No logs yet: no task has started."));
+  for (const [task, log] of logs) {
+    const pre = h("pre", {}, log === undefined ? "" : logText(log));
+    const details = h("details", { class: "log", "data-task": task, open: log !== undefined }, h("summary", {}, task), pre);
+    details.addEventListener("toggle", async () => {
+      if (details.open && !pre.textContent) pre.textContent = logText(await readLog(task));
+    });
+    parts.push(details);
+  }
+  return h("section", { class: "card", id: "logs" }, parts);
+}
+
+function logText(log) {
+  if (!log) return "The log could not be read.";
+  const note = log.offset ? `(older output dropped: this starts at byte ${log.offset})\n` : "";
+  return note + (log.data || "(empty)");
+}
+
+/** A word as a shell would need it: quoted when it holds spaces or quotes. */
+function quoted(word) {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`;
+}

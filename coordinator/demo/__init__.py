@@ -1,0 +1,1 @@
+"""`astra demo`: a coordinator and fake GPU machines on loopback, with runs that show placement."""

@@ -1,0 +1,86 @@
+"""The demo's coordinator on 127.0.0.1 with its SQLite file, its tokens and its fake machines."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from astraeus.coordinator.api import create_app
+from astraeus.coordinator.clock import SystemClock
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+
+from .agents import FakeAgent, machine_files
+
+WORKSPACE = "demo"
+POOL = "demo"
+
+
+def demo_settings(state_dir: Path, port: int) -> Settings:
+    """Agents report every second and passes run often, so the story moves at reading speed."""
+    return Settings(
+        db=state_dir / "astraeus.db",
+        listen=f"127.0.0.1:{port}",
+        state_dir=state_dir,
+        report_interval_seconds=1.0,
+        pass_interval_seconds=1.0,
+        pass_debounce_seconds=0.05,
+    )
+
+
+@dataclass
+class DemoCluster:
+    state_dir: Path
+    port: int = 0
+    store: Store | None = None
+    runner: web.AppRunner | None = None
+    session: aiohttp.ClientSession | None = None
+    agents: list[FakeAgent] = field(default_factory=list)
+    admin_token: str = ""
+    member_token: str = ""
+    setup_app: Callable[[web.Application], bool] | None = None
+    """Adds to the app before it starts (the web console); True when it did."""
+    console: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        """The coordinator, the workspace `demo` (pool `demo`), then one agent per machine."""
+        settings = demo_settings(self.state_dir, self.port)
+        clock = SystemClock()
+        self.store = store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+        app = create_app(settings, store=store, clock=clock)
+        self.console = self.setup_app(app) if self.setup_app else False
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, settings.host, settings.port).start()
+        self.port = int(self.runner.addresses[0][1])
+        now = clock.now()
+        self.admin_token, _ = store.tokens.create(Role.ADMIN, now, description="demo admin")
+        store.workspaces.put(WorkspaceSpec(name=WORKSPACE, pools=[POOL]), now)
+        self.member_token, _ = store.tokens.create(
+            Role.MEMBER, now, workspace=WORKSPACE, description="demo user"
+        )
+        self.session = aiohttp.ClientSession()
+        for description in machine_files():
+            agent = FakeAgent.create(description, self.state_dir / "agents")
+            store.machines.ensure(agent.name, now)
+            token, _ = store.tokens.create(Role.AGENT, now, machine=agent.name)
+            agent.start(self.session, self.url, token)
+            self.agents.append(agent)
+
+    async def close(self) -> None:
+        for agent in self.agents:
+            await agent.close()
+        if self.session is not None:
+            await self.session.close()
+        if self.runner is not None:
+            await self.runner.cleanup()
+        if self.store is not None:
+            self.store.close()

@@ -1,0 +1,1 @@
+"""The demo cluster's machine descriptions (the fake machine format of docs/agent.md)."""

@@ -1,0 +1,189 @@
+"""What the demo shows, chapter by chapter, through the same API and text as `astra`."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList
+from astraeus.coordinator.cli.client import Api
+from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
+from astraeus.coordinator.cli.parser import build
+from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
+from astraeus.coordinator.cli.spec import build_spec
+from astraeus.shared import Run, RunState, TaskState
+
+WORKER = "astraeus.coordinator.demo.worker"
+WAIT_SECONDS = 90.0
+"""How long a chapter waits for what it expects before saying so and moving on."""
+POLL_SECONDS = 0.25
+PRETRAIN = 15.0
+"""Seconds pretrain's workers work: long enough for the chapters before it ends."""
+
+
+class StoryStoppedError(Exception):
+    """The demo is stopping: the story ends where it is."""
+
+
+@dataclass
+class Story:
+    """Talks to the coordinator as a user (`member`) and an admin, and prints as it goes."""
+
+    member: Api
+    admin: Api
+    machines: int
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    started: float = field(default_factory=time.monotonic)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.started:5.1f}s] {text}", file=self.out, flush=True)
+
+    def lines(self, lines: list[str]) -> None:
+        for line in lines:
+            print(f"    {line}", file=self.out)
+        self.out.flush()
+
+    def chapter(self, title: str) -> None:
+        print(f"\n== {title}", file=self.out, flush=True)
+
+    def submit(self, flags: list[str], seconds: float) -> str:
+        """Submit as `astra astraeus run FLAGS -- python -m WORKER SECONDS` would, and echo it."""
+        args = build().parse_args(["astraeus", "run", *flags])
+        args.command = [sys.executable, "-m", WORKER, f"{seconds:g}"]
+        spec = build_spec(args, None)
+        shown = " ".join(flags)
+        print(f"$ astra astraeus run {shown} -- python -m {WORKER} {seconds:g}", file=self.out)
+        self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
+        return spec.name
+
+    def pause(self) -> None:
+        """Sleep a poll interval; raise StoryStoppedError once the demo is stopping."""
+        if self.stopping.wait(POLL_SECONDS):
+            raise StoryStoppedError
+
+    def run(self, name: str) -> Run:
+        return Run.model_validate(self.member.get(f"/runs/{name}"))
+
+    def wait(self, name: str, until: Callable[[Run], bool], what: str) -> Run:
+        """Poll the run until `until` holds; after WAIT_SECONDS say it did not, and go on."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            run = self.run(name)
+            if until(run) or time.monotonic() > deadline:
+                break
+            self.pause()
+        if not until(run):
+            self.say(f"{name} is not {what} after {WAIT_SECONDS:g} s; going on")
+        return run
+
+    def status(self, name: str, why: bool = False) -> Run:
+        run = self.run(name)
+        self.lines(status_lines(run))
+        explanation = placement_of(run)
+        if why and explanation is not None:
+            self.lines(why_lines(explanation))
+        return run
+
+    def machine_details(self) -> list[MachineDetail]:
+        listed = MachineList.model_validate(self.member.get("/machines"))
+        return [
+            MachineDetail.model_validate(self.member.get(f"/machines/{m.name}"))
+            for m in listed.machines
+        ]
+
+
+def running(run: Run) -> bool:
+    return bool(run.tasks) and all(t.state == TaskState.RUNNING for t in run.tasks)
+
+
+def evaluated(run: Run) -> bool:
+    return run.state == RunState.PENDING and placement_of(run) is not None
+
+
+def cluster_up(story: Story) -> None:
+    story.chapter("The cluster: fake machines on loopback, each with a real agent")
+    story.admin.post("/machines/eth-2/cordon", {"reason": "firmware update"})
+    story.say("eth-2 cordoned: firmware update")
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        details = story.machine_details()
+        if sum(d.state == "Up" and d.gpus_total > 0 for d in details) >= story.machines:
+            break
+        story.pause()
+    story.say(f"{len(details)} machines report to the coordinator")
+    story.lines(machine_rows(details))
+
+
+def shapes(story: Story) -> None:
+    story.chapter("Shapes: ask for GPUs, the scheduler picks the machines and the network")
+    story.submit(["--name", "pretrain", "--gpus", "16", "--cpus", "4", "--mem", "16G"], PRETRAIN)
+    story.wait("pretrain", running, "running")
+    story.say("pretrain runs: 16 GPUs as 2 × 8, inside one InfiniBand fabric and one rack")
+    story.status("pretrain")
+
+
+def healthy_only(story: Story) -> None:
+    story.chapter("healthy_only waits, and says why, machine by machine")
+    flags = ["--gpus", "8", "--gpu-model", "H100", "--gpus-per-machine", "8"]
+    story.submit(["--name", "careful", *flags, "--healthy-only"], 3)
+    story.wait("careful", evaluated, "evaluated")
+    story.say("careful waits; `astra astraeus status careful --why` shows what keeps each out:")
+    story.status("careful", why=True)
+
+
+def ladder(story: Story) -> None:
+    story.chapter("The ladder: each run gets the tightest network there is room on")
+    story.submit(["--name", "moe", "--gpus", "8", "--gpu-model", "GB200"], 8)
+    story.submit(["--name", "allreduce", "--gpus", "8", "--gpu-model", "L40S"], 8)
+    story.submit(["--name", "notebook", "--gpus", "2"], 8)
+    for name in ("moe", "allreduce", "notebook"):
+        story.wait(name, running, "running")
+        story.status(name)
+
+
+def at_risk_fallback(story: Story) -> None:
+    story.chapter(
+        "At-risk GPUs: used only when no healthy one is free, and never with healthy_only"
+    )
+    flags = ["--gpus", "8", "--gpu-model", "H100", "--gpus-per-machine", "8"]
+    story.submit(["--name", "risky", *flags], 3)
+    run = story.wait("risky", running, "running")
+    story.status("risky")
+    machine = run.tasks[0].machine if run.tasks else None
+    if machine is not None:
+        detail = MachineDetail.model_validate(story.member.get(f"/machines/{machine}"))
+        signals = signals_of(detail)
+        for gpu in detail.gpus:
+            if gpu.health == "at_risk":
+                why = signals[gpu.uuid]
+                story.say(f"{machine} gpu {gpu.index} is at risk ({why}), held by {gpu.task}")
+
+
+def starts_when_another_ends(story: Story) -> None:
+    story.chapter("A waiting run starts when another ends")
+    story.wait("pretrain", lambda run: run.state.ended, "finished")
+    story.say("pretrain ended:")
+    story.status("pretrain")
+    story.wait("careful", running, "running")
+    story.say("careful starts on the healthy GPUs pretrain gave back:")
+    story.status("careful")
+    story.say("what pretrain's workers printed (`astra astraeus logs pretrain-0`):")
+    log = LogView.model_validate(story.member.get("/tasks/pretrain-0/logs"))
+    story.lines(log.data.splitlines())
+
+
+CHAPTERS = (cluster_up, shapes, healthy_only, ladder, at_risk_fallback, starts_when_another_ends)
+
+
+def tell(story: Story) -> None:
+    """Every chapter in order, until the end or until the demo stops."""
+    try:
+        for chapter in CHAPTERS:
+            chapter(story)
+    except StoryStoppedError:
+        return

@@ -1,0 +1,26 @@
+"""The demo's worker: a real process that says what it was given, works a while, and exits.
+
+`python -m astraeus.coordinator.demo.worker SECONDS`
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+SHOWN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "NCCL_IB_HCA", "NCCL_IB_DISABLE")
+
+
+def main(argv: list[str]) -> int:
+    seconds = float(argv[0]) if argv else 5.0
+    given = ", ".join(f"{key}={os.environ[key]}" for key in SHOWN if key in os.environ)
+    task, gpus = os.environ.get("ASTRAEUS_TASK", "?"), os.environ.get("ASTRAEUS_GPU_COUNT", "0")
+    print(f"{task} started with {gpus} GPUs: {given}", flush=True)
+    time.sleep(seconds)
+    print(f"{task} done after {seconds:g} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

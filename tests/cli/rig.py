@@ -1,0 +1,135 @@
+"""A real coordinator (real placement, real SQLite file) served on 127.0.0.1 from a thread, so
+the blocking `astra` CLI can talk to it from the test's own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import urllib.request
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from astraeus.coordinator.api import SCHEDULER, create_app
+from astraeus.coordinator.clock import SystemClock
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Role, Store
+from astraeus.shared import SCHEMA_VERSION
+
+H100 = "NVIDIA H100 80GB HBM3"
+A100_40 = "NVIDIA A100-SXM4-40GB"
+
+
+def gpu_report(
+    name: str, gpus: int, model: str, memory_gb: float, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """A machine report as an agent sends it: `gpus` healthy GPUs of one model, each a little
+    under `memory_gb` GiB as real cards report (an H100 80GB shows 79.6)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "labels": labels or {},
+        "cpu_cores": 192,
+        "memory_bytes": 2048 * 1024**3,
+        "gpus": [
+            {
+                "index": i,
+                "uuid": f"GPU-{name}-{i}",
+                "vendor": "nvidia",
+                "model": model,
+                "memory_bytes": int(memory_gb * 1024**3) - 400 * 1024**2,
+            }
+            for i in range(gpus)
+        ],
+    }
+
+
+@dataclass
+class Coordinator:
+    """The coordinator under test; passes run only when a test asks (`run_pass`)."""
+
+    root: Path
+    store: Store | None = None
+    app: web.Application | None = None
+    runner: web.AppRunner | None = None
+    port: int = 0
+    admin: str = ""
+    agent_tokens: dict[str, str] = field(default_factory=dict)
+    seq: dict[str, int] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result()
+
+    async def _start(self) -> None:
+        settings = replace(Settings(db=self.root / "astraeus.db", scheduler=False))
+        self.store = Store.open(settings.db)
+        self.app = create_app(settings, store=self.store, clock=SystemClock())
+        self.runner = web.AppRunner(self.app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self.runner.addresses[0][1]
+        self.admin, _ = self.store.tokens.create(Role.ADMIN, SystemClock().now())
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    async def _stop(self) -> None:
+        assert self.runner is not None
+        assert self.store is not None
+        await self.runner.cleanup()
+        self.store.close()
+
+    def call(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+        request = urllib.request.Request(  # noqa: S310 - always our http://127.0.0.1 URL
+            f"{self.url}{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={
+                "Authorization": f"Bearer {token or self.admin}",
+                "Content-Type": "application/json",
+            },
+        )
+        with urllib.request.urlopen(request) as response:  # noqa: S310
+            raw = response.read()
+        return json.loads(raw) if raw else None
+
+    def member(self, workspace: str, pools: list[str] | None = None) -> str:
+        """Create a workspace and answer a member token for it."""
+        self.call("PUT", f"/api/v1/workspaces/{workspace}", {"pools": pools or []})
+        body = {"role": "member", "workspace": workspace}
+        return str(self.call("POST", "/api/v1/tokens", body)["token"])
+
+    def report(
+        self,
+        report: dict[str, Any],
+        updates: list[dict[str, Any]] | None = None,
+        logs: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Report a machine as its agent would, with task updates (numbered here) and logs."""
+        name = report["name"]
+        if name not in self.agent_tokens:
+            made = self.call("POST", "/api/v1/tokens", {"role": "agent", "machine": name})
+            self.agent_tokens[name] = made["token"]
+        numbered = []
+        for update in updates or []:
+            self.seq[name] = self.seq.get(name, -1) + 1
+            numbered.append({"seq": self.seq[name], "at": datetime.now(UTC).isoformat(), **update})
+        body = {"report": report, "updates": numbered, "logs": logs or []}
+        self.call("PUT", f"/api/v1/machines/{name}/report", body, self.agent_tokens[name])
+
+    def run_pass(self) -> None:
+        assert self.app is not None
+        future = asyncio.run_coroutine_threadsafe(self.app[SCHEDULER].run_pass(), self.loop)
+        future.result()

@@ -1,0 +1,117 @@
+"""`astra demo`: the whole story on fake machines with real agents and real worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from astraeus.agent.runtime import StateDir
+from astraeus.agent.runtime.launch import proc_alive
+
+ASTRA = Path(sys.executable).parent / "astra"
+STORY_LIMIT_SECONDS = 240
+"""Only a guard against a hung demo; the story itself takes about 20 s."""
+
+
+def _demo(*argv: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASTRA_")}
+    return subprocess.Popen(
+        [ASTRA, "demo", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def _no_live_workers(state_dir: Path) -> bool:
+    for agent in (state_dir / "agents").iterdir():
+        for record in StateDir(agent).records():
+            if record.pid is not None and proc_alive(record.pid, record.pid_start):
+                return False
+    return True
+
+
+def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
+    """`astra demo --for 1` shows shapes, the ladder, at-risk fallback, healthy_only waiting with
+    per-machine reasons and a run starting when another ends, then prints the address and a
+    token, stops by itself and leaves no worker running."""
+    demo = _demo("--for", "1", "--state-dir", str(tmp_path))
+    out, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
+    assert demo.returncode == 0, err
+    assert "Traceback" not in err
+    lines = out.splitlines()
+    expected = [
+        "[",  # machines report
+        "    eth-2   Up, cordoned        2/2 NVIDIA A10             2 healthy             "
+        "Ethernet           rack-e1  lab",
+        "    ib-b1   Up                  8/8 NVIDIA H100 80GB HBM3  6 healthy, 2 at risk  "
+        "ib-b               rack-b1  lab",
+        "    ib-b2   Up, MemoryPressure  8/8 NVIDIA H100 80GB HBM3  8 healthy             "
+        "ib-b               rack-b2  lab",
+        "    pretrain: Running — 2 machines × 8 GPUs on InfiniBand fabric ib-a in rack rack-a1",
+        "    careful: Pending — No machine fits: 10 of 10 machines ready",
+        "      careful-0  Pending  -  No machine fits: 10 of 10 machines ready",
+        "    Why it is not running yet: 10 machines checked, 10 ready, 0 down; closest: ib-a1",
+        "      ib-a1   Up  insufficient gpus: need 8, 0 free and usable",
+        "      eth-2   Up  machine is cordoned: firmware update",
+        "      ib-b1   Up  needs 8 healthy GPUs, 6 free (2 more free but at risk)",
+        "      ib-b2   Up  under pressure: MemoryPressure",
+        "      nvl-1   Up  no H100 GPU",
+        "    moe: Running — 2 machines × 4 GPUs in NVLink domain "
+        "5d1c7a3e-0b4f-4f7e-9a53-6d2e8b1c9f10/1",
+        "    allreduce: Running — 2 machines × 4 GPUs over RDMA (RoCE) in rack rack-r1",
+        "    notebook: Running — 1 machine × 2 GPUs on eth-1",
+        "    risky: Running — 1 machine × 8 GPUs on ib-b1",
+        "    pretrain: Succeeded",
+        "      pretrain-0  Succeeded  ib-a1  exit 0",
+        # ib-a1 or ib-a2, whichever pretrain gives back first:
+        "    careful: Running — 1 machine × 8 GPUs on ib-a",
+        "      careful-0  Running  ib-a",
+        "    pretrain-0 done after 15 s",
+        "The demo cluster stays up:",
+        "Stopping in 1 s.",
+        "Demo stopped.",
+    ]
+    position = 0
+    for want in expected:  # each in order, after the one before
+        found = [i for i, line in enumerate(lines) if i >= position and line.startswith(want)]
+        assert found, f"missing, in order: {want!r}\n{out}"
+        position = found[0] + 1
+    assert any(
+        "ib-b1 gpu 1 is at risk (Row remap pending: reset the GPU at the next opportunity), "
+        "held by risky-0" in line
+        for line in lines
+    )
+    assert _no_live_workers(tmp_path)
+
+
+def test_demo_stops_cleanly_on_sigint_mid_story(tmp_path: Path) -> None:
+    """Ctrl-C while the story runs stops workers, agents and coordinator, exit 0, no traceback."""
+    demo = _demo("--state-dir", str(tmp_path))
+    assert demo.stdout is not None
+    for line in demo.stdout:
+        if line.startswith("    pretrain: Running"):
+            break
+    demo.send_signal(signal.SIGINT)
+    out, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
+    assert demo.returncode == 0, err
+    assert "Traceback" not in err
+    assert out.rstrip().endswith("Demo stopped.")
+    assert _no_live_workers(tmp_path)
+
+
+def test_demo_on_a_busy_port_says_so(tmp_path: Path) -> None:
+    """A port already taken is one sentence and exit 1, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        demo = _demo("--port", str(port), "--state-dir", str(tmp_path), "--for", "0")
+        _, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
+    assert demo.returncode == 1
+    assert err == f"astra: the demo cannot start on 127.0.0.1:{port}: the port is in use\n"

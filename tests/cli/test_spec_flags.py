@@ -1,0 +1,75 @@
+"""Each `run` flag lands in the field of the ask the guide names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from astraeus.coordinator.cli.parser import build
+from astraeus.coordinator.cli.spec import build_spec
+
+
+def _spec(*flags: str) -> dict[str, Any]:
+    args = build().parse_args(["astraeus", "run", "--name", "r", *flags])
+    args.command = ["python", "train.py"]
+    return build_spec(args, None).model_dump(mode="json", exclude_unset=True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--gpus", "16", "--machines", "2"], {"machines": 2}),
+        (
+            ["--gpus", "16", "--min-machines", "2", "--max-machines", "4"],
+            {"topology": {"min_nodes": 2, "max_nodes": 4}},
+        ),
+        (
+            ["--gpus", "8", "--interconnect", "infiniband", "--rdma-gbps", "400"],
+            {"network": {"interconnect": "infiniband", "min_gbps": 400}},
+        ),
+        (
+            ["--gpus", "8", "--keep-within", "rack", "--patience", "30m"],
+            {"topology": {"keep_within": "rack", "patience_seconds": 1800}},
+        ),
+        (["--gpus", "8", "--spread", "fabric"], {"topology": {"spread": "fabric"}}),
+        (
+            ["--gpus", "2", "--site", "fra-1", "--label", "gpu-class=big"],
+            {
+                "node_selection": {
+                    "match_labels": {"gpu-class": "big", "topology.astraeus.io/site": "fra-1"}
+                }
+            },
+        ),
+        (
+            ["--gpus", "2", "--names", "gpu-07,gpu-08", "--names", "gpu-09", "--mode", "Any"],
+            {"node_selection": {"names": ["gpu-07", "gpu-08", "gpu-09"], "mode": "Any"}},
+        ),
+        (["--cpus", "2", "--mem", "8G"], {"cpu_cores": 2, "memory_bytes": 8 * 1024**3}),
+        (
+            ["--gpus", "1", "--vendor", "amd", "--gpu-memory", "191.5"],
+            {"gpu_requests": {"count": 1, "vendor": "amd", "min_memory_gb": 191.5}},
+        ),
+    ],
+    ids=[
+        "machines",
+        "machine-range",
+        "interconnect-speed",
+        "keep-within-patience",
+        "spread",
+        "site-labels",
+        "names-mode",
+        "cpu-only-per-worker",
+        "vendor-memory",
+    ],
+)
+def test_flag_sets_the_guides_field(flags: list[str], expected: dict[str, Any]) -> None:
+    """The flag's value appears under the guide's field name, whole numbers whole."""
+    ask = _spec(*flags)["requested_resources"]
+    assert {key: ask[key] for key in expected} == expected
+
+
+def test_priority_time_limit_and_env() -> None:
+    """`--priority`, `--time-limit 2h` and `--env` set the run's own fields."""
+    spec = _spec("--priority", "5", "--time-limit", "2h", "--env", "SEED=1")
+    assert (spec["priority"], spec["time_limit_seconds"], spec["env"]) == (5, 7200, {"SEED": "1"})
