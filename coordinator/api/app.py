@@ -12,6 +12,7 @@ from astraeus.coordinator.scheduler import Scheduler, SessionFactory
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 
+from ..console import setup_console
 from . import admin, agents, health, machines, runs
 from .auth import bearer_auth
 from .errors import json_errors
@@ -45,6 +46,7 @@ def create_app(
     )
     for route in all_routes():
         app.router.add_route(route.method, route.path, route.handler)
+    setup_console(app)
     app.cleanup_ctx.append(_scheduler_loop)
     return app
 

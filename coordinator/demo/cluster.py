@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,9 +41,6 @@ class DemoCluster:
     agents: list[FakeAgent] = field(default_factory=list)
     admin_token: str = ""
     member_token: str = ""
-    setup_app: Callable[[web.Application], bool] | None = None
-    """Adds to the app before it starts (the web console); True when it did."""
-    console: bool = False
 
     @property
     def url(self) -> str:
@@ -56,7 +52,6 @@ class DemoCluster:
         clock = SystemClock()
         self.store = store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
         app = create_app(settings, store=store, clock=clock)
-        self.console = self.setup_app(app) if self.setup_app else False
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         await web.TCPSite(self.runner, settings.host, settings.port).start()

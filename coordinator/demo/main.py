@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import importlib
 import logging
 import shutil
 import signal
@@ -13,16 +12,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from aiohttp import web
-
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.config import Target
 from astraeus.coordinator.cli.errors import CliError
 
 from .cluster import WORKSPACE, DemoCluster
 from .story import Story, tell
-
-CONSOLE_MODULE = "astraeus.coordinator.console"
 
 
 def run_demo(*, seconds: float | None, state_dir: str | None, port: int) -> int:
@@ -39,23 +34,12 @@ def run_demo(*, seconds: float | None, state_dir: str | None, port: int) -> int:
     return 0
 
 
-def console_setup(app: web.Application) -> bool:
-    """Serve the web console at /console/ when this build has it (`setup_console` is a no-op
-    when `create_app` already did); True if served."""
-    try:
-        console = importlib.import_module(CONSOLE_MODULE)
-    except ImportError:
-        return False
-    console.setup_console(app)
-    return True
-
-
 async def _demo(root: Path, port: int, seconds: float | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    cluster = DemoCluster(root, port, setup_app=console_setup)
+    cluster = DemoCluster(root, port)
     try:
         await cluster.start()
     except OSError as exc:
@@ -96,7 +80,7 @@ async def _demo(root: Path, port: int, seconds: float | None) -> None:
 
 
 def _banner(cluster: DemoCluster, seconds: float | None) -> None:
-    console = f"{cluster.url}/console/" if cluster.console else "not in this build"
+    console = f"{cluster.url}/console/"
     lines = [
         "",
         "The demo cluster stays up:",
