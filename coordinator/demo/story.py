@@ -14,6 +14,7 @@ from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
 from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
+from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
 
@@ -59,6 +60,7 @@ class Story:
         shown = " ".join(flags)
         print(f"$ astra astraeus run {shown} -- python -m {WORKER} {seconds:g}", file=self.out)
         self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
+        print(submitted_line(self.member, spec.name), file=self.out, flush=True)
         return spec.name
 
     def pause(self) -> None:
