@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList
+from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, MachineView
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
@@ -91,12 +91,8 @@ class Story:
             self.lines(why_lines(explanation))
         return run
 
-    def machine_details(self) -> list[MachineDetail]:
-        listed = MachineList.model_validate(self.member.get("/machines"))
-        return [
-            MachineDetail.model_validate(self.member.get(f"/machines/{m.name}"))
-            for m in listed.machines
-        ]
+    def machine_list(self) -> list[MachineView]:
+        return MachineList.model_validate(self.member.get("/machines")).machines
 
 
 def running(run: Run) -> bool:
@@ -113,12 +109,12 @@ def cluster_up(story: Story) -> None:
     story.say("eth-2 cordoned: firmware update")
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        details = story.machine_details()
-        if sum(d.state == "Up" and d.gpus_total > 0 for d in details) >= story.machines:
+        listed = story.machine_list()
+        if sum(m.state == "Up" and m.gpus_total > 0 for m in listed) >= story.machines:
             break
         story.pause()
-    story.say(f"{len(details)} machines report to the coordinator")
-    story.lines(machine_rows(details))
+    story.say(f"{len(listed)} machines report to the coordinator")
+    story.lines(machine_rows(listed))
 
 
 def shapes(story: Story) -> None:
