@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator (the default)")
     _common(serve)
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8470)")
+    serve.add_argument("--cluster-name", help="the name users see (default: the short hostname)")
+    serve.add_argument("--console-url", help="the console's URL (default http://LISTEN/console/)")
     token = sub.add_parser("token", help="create, list or revoke API tokens")
     tsub = token.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="print a new token (shown once)")
@@ -77,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "db": args.db,
                 "state_dir": args.state_dir,
                 "listen": getattr(args, "listen", None),
+                "cluster_name": getattr(args, "cluster_name", None),
+                "console_url": getattr(args, "console_url", None),
             },
         )
     except SettingsError as exc:

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import os
+import socket
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "ASTRAEUS_"
+
+
+def short_hostname() -> str:
+    """This host's name up to its first dot."""
+    return socket.gethostname().split(".")[0] or "astraeus"
 
 
 class SettingsError(ValueError):
@@ -44,6 +50,10 @@ class Settings:
     """Compute scheduler passes in a separate process, so reports keep a core of their own."""
     scheduler: bool = True
     """Run the scheduler loop in the background (tests drive passes by hand)."""
+    cluster_name: str = field(default_factory=short_hostname)
+    """The name users see: `finetune submitted to <cluster_name>: ...`."""
+    console_url: str = ""
+    """Where users open the console; empty: `http://<listen>/console/` (set it behind a proxy)."""
 
     @property
     def host(self) -> str:
@@ -83,6 +93,14 @@ def _check_listen(settings: Settings) -> Settings:
     _host, sep, port = settings.listen.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise SettingsError(f"listen: {settings.listen!r} is not HOST:PORT, e.g. 0.0.0.0:8470")
+    if not settings.cluster_name.strip():
+        raise SettingsError("cluster_name: must not be empty")
+    url = settings.console_url
+    if url and (not url.startswith(("http://", "https://")) or "#" in url):
+        raise SettingsError(
+            f"console_url: {url!r} is not an http(s) URL without a fragment, "
+            "e.g. https://console.example/"
+        )
     return settings
 
 

@@ -13,7 +13,7 @@ from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 
 from ..console import setup_console
-from . import admin, agents, health, machines, runs
+from . import admin, agents, cluster, health, machines, runs
 from .auth import bearer_auth
 from .errors import json_errors
 from .keys import CLOCK, METRICS, SCHEDULER, SETTINGS, STORE
@@ -21,7 +21,14 @@ from .routes import Route
 
 
 def all_routes() -> tuple[Route, ...]:
-    return health.ROUTES + runs.ROUTES + machines.ROUTES + agents.ROUTES + admin.ROUTES
+    return (
+        *health.ROUTES,
+        *cluster.ROUTES,
+        *runs.ROUTES,
+        *machines.ROUTES,
+        *agents.ROUTES,
+        *admin.ROUTES,
+    )
 
 
 def create_app(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from aiohttp import web
 from pydantic import BaseModel
 
 from astraeus.coordinator.store import MachineRecord, ReservationSpec
 from astraeus.coordinator.store.queue import Usage, read_usage
-from astraeus.shared import GpuHealthState
-from astraeus.shared.labels import POOL
+from astraeus.shared import GpuHealthState, MachineReport
+from astraeus.shared.labels import FABRIC, POOL, RACK
 
 from .auth import require_admin, visible_pools
 from .errors import not_found, read_model
@@ -69,6 +71,32 @@ def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> di
         "memory_bytes": report.memory_bytes if report else 0,
         "memory_bytes_allocated": held.memory_bytes,
         "runs": sorted(held.runs),
+        "rack": record.labels.get(RACK),
+        "fabric": record.labels.get(FABRIC),
+        **_summary(report, held),
+    }
+
+
+def _summary(report: MachineReport | None, held: Usage) -> dict[str, object]:
+    """GPUs by model and health, conditions, ports and NVLink domains: what lists of machines
+    show without each machine's detail."""
+    if report is None:
+        return {}
+    total = Counter(g.model for g in report.gpus)  # keeps the report's order
+    free = Counter(
+        g.model
+        for g in report.gpus
+        if g.health.state != GpuHealthState.FAULTED and g.uuid not in held.gpu_ids
+    )
+    health = Counter(g.health.state.value for g in report.gpus)
+    ports = report.rdma_ports
+    return {
+        "gpu_models": [{"model": m, "total": n, "free": free[m]} for m, n in total.items()],
+        "gpu_health": dict(health),
+        "conditions": [c.value for c in report.conditions],
+        "rdma_fabrics": sorted({p.fabric for p in ports if p.fabric}),
+        "rdma_link_layers": sorted({p.link_layer.value for p in ports if p.state == "ACTIVE"}),
+        "nvlink_domains": sorted({g.nvlink_domain for g in report.gpus if g.nvlink_domain}),
     }
 
 

@@ -19,6 +19,20 @@ class GpuView(WireModel):
     task: str | None = None
 
 
+class GpuModelCount(WireModel):
+    """A machine's GPUs of one model: how many, and how many are free (as `gpus_free`)."""
+
+    model: str
+    total: int
+    free: int
+
+
+class GpuHealthCounts(WireModel):
+    healthy: int = 0
+    at_risk: int = 0
+    faulted: int = 0
+
+
 class MachineView(WireModel):
     """A machine as the API shows it: Up or Down, what is free, what runs there."""
 
@@ -38,6 +52,24 @@ class MachineView(WireModel):
     memory_bytes: int = 0
     memory_bytes_allocated: int = 0
     runs: list[str] = Field(default_factory=list, description="runs with live tasks here")
+    gpu_models: list[GpuModelCount] = Field(
+        default_factory=list, description="GPUs total and free by model, in the report's order"
+    )
+    gpu_health: GpuHealthCounts = Field(default_factory=GpuHealthCounts)
+    conditions: list[str] = Field(
+        default_factory=list, description="pressure conditions the agent reports"
+    )
+    rack: str | None = Field(default=None, description="the topology.astraeus.io/rack label")
+    fabric: str | None = Field(default=None, description="the topology.astraeus.io/fabric label")
+    rdma_fabrics: list[str] = Field(
+        default_factory=list, description="fabric names the RDMA ports report"
+    )
+    rdma_link_layers: list[str] = Field(
+        default_factory=list, description="link layers of the ACTIVE RDMA ports"
+    )
+    nvlink_domains: list[str] = Field(
+        default_factory=list, description="NVLink domains the GPUs belong to"
+    )
 
 
 class MachineDetail(MachineView):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ThreadPoolExecutor
 
 from astraeus.coordinator.api.views import MachineDetail, MachineList
 from astraeus.coordinator.store import StoredReservation
@@ -13,16 +12,11 @@ from .errors import Exit
 from .machines_view import machine_page, machine_rows
 from .spec import parse_pairs
 
-DETAIL_THREADS = 8
-
 
 def machines(ctx: Context, args: argparse.Namespace) -> int:
-    """The list, then each machine's detail (for GPU models and health), a few at a time."""
+    """One request: the list carries each machine's GPUs by model and health."""
     listed = MachineList.model_validate(ctx.api.get("/machines"))
-    names = [m.name for m in listed.machines]
-    with ThreadPoolExecutor(max_workers=DETAIL_THREADS) as pool:
-        details = list(pool.map(lambda name: _detail(ctx, name), names))
-    ctx.emit({"machines": [d.model_dump(mode="json") for d in details]}, machine_rows(details))
+    ctx.emit(listed, machine_rows(listed.machines))
     return Exit.OK
 
 

@@ -2,67 +2,50 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
-from astraeus.coordinator.api.views import MachineDetail
+from astraeus.coordinator.api.views import MachineDetail, MachineView
 from astraeus.shared import GpuHealthState, LinkLayer
-from astraeus.shared.labels import FABRIC, RACK, SITE
+from astraeus.shared.labels import SITE
 
 from .render import table
 
 GIB = 1024**3
 
 
-def state_text(machine: MachineDetail) -> str:
+def state_text(machine: MachineView) -> str:
     """`Up`, `Down`, `Up, cordoned`, `Up, MemoryPressure`."""
     parts = [machine.state]
     if machine.cordoned:
         parts.append("cordoned")
-    if machine.report is not None:
-        parts += [condition.value for condition in machine.report.conditions]
-    return ", ".join(parts)
+    return ", ".join(parts + machine.conditions)
 
 
-def gpus_text(machine: MachineDetail) -> str:
+def gpus_text(machine: MachineView) -> str:
     """Free/total by model: `6/8 NVIDIA H100 80GB HBM3`; free excludes faulted and held GPUs."""
-    total: Counter[str] = Counter()
-    free: Counter[str] = Counter()
-    for gpu in machine.gpus:
-        total[gpu.model] += 1
-        if gpu.task is None and gpu.health != GpuHealthState.FAULTED.value:
-            free[gpu.model] += 1
-    return ", ".join(f"{free[model]}/{count} {model}" for model, count in total.items()) or "-"
+    return ", ".join(f"{c.free}/{c.total} {c.model}" for c in machine.gpu_models) or "-"
 
 
-def health_text(machine: MachineDetail) -> str:
+def health_text(machine: MachineView) -> str:
     """`8 healthy`, or `6 healthy, 2 at risk`; `-` without GPUs."""
-    counts = Counter(gpu.health for gpu in machine.gpus)
+    counts = machine.gpu_health.model_dump()
     order = [state.value for state in GpuHealthState]
     return ", ".join(f"{counts[s]} {s.replace('_', ' ')}" for s in order if counts[s]) or "-"
 
 
-def fabric_text(machine: MachineDetail) -> str:
+def fabric_text(machine: MachineView) -> str:
     """The fabric label, else the NVLink domain, else what the ports say (InfiniBand, RoCE),
     else Ethernet."""
-    if FABRIC in machine.labels:
-        return machine.labels[FABRIC]
-    domains = (
-        sorted({g.nvlink_domain for g in machine.report.gpus if g.nvlink_domain})
-        if machine.report
-        else []
-    )
-    if domains:
-        cluster, _, clique = domains[0].partition("/")
+    if machine.fabric:
+        return machine.fabric
+    if machine.nvlink_domains:
+        cluster, _, clique = machine.nvlink_domains[0].partition("/")
         return f"NVLink {cluster[:8]}/{clique}"
-    ports = machine.report.rdma_ports if machine.report else []
-    layers = {port.link_layer for port in ports if port.state == "ACTIVE"}
-    if LinkLayer.INFINIBAND in layers:
-        named = sorted({port.fabric for port in ports if port.fabric})
+    if LinkLayer.INFINIBAND.value in machine.rdma_link_layers:
+        named = machine.rdma_fabrics
         return f"InfiniBand {named[0]}" if named else "InfiniBand"
-    return "RoCE" if layers else "Ethernet"
+    return "RoCE" if machine.rdma_link_layers else "Ethernet"
 
 
-def machine_rows(machines: list[MachineDetail]) -> list[str]:
+def machine_rows(machines: list[MachineView]) -> list[str]:
     rows = [["NAME", "STATE", "GPUS FREE/TOTAL", "HEALTH", "FABRIC", "RACK", "SITE"]]
     for m in machines:
         rows.append(
@@ -72,7 +55,7 @@ def machine_rows(machines: list[MachineDetail]) -> list[str]:
                 gpus_text(m),
                 health_text(m),
                 fabric_text(m),
-                m.labels.get(RACK, "-"),
+                m.rack or "-",
                 m.labels.get(SITE) or m.site or "-",
             ]
         )

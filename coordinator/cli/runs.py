@@ -6,9 +6,11 @@ import argparse
 import time
 import urllib.parse
 
+from astraeus.coordinator.api.cluster import ClusterView
 from astraeus.coordinator.api.views import DryRun, LogView, RunList
 from astraeus.shared import Run, RunSpec, Task
 
+from .client import Api
 from .context import Context
 from .errors import CliError, Exit
 from .render import placement_of, run_rows, status_lines, table, why_lines
@@ -26,10 +28,15 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(dry, dry_run_lines(spec, dry))
         return Exit.OK
     submitted = Run.model_validate(ctx.api.post("/runs", body))
-    where = urllib.parse.urlsplit(ctx.api.target.api).netloc
-    url = ctx.api.url(f"/runs/{submitted.name}")
-    ctx.emit(submitted, [f"{submitted.name} submitted to {where}: {url}"])
+    ctx.emit(submitted, [submitted_line(ctx.api, submitted.name)])
     return Exit.OK
+
+
+def submitted_line(api: Api, name: str) -> str:
+    """`<name> submitted to <cluster>: <the run's page in the console>`, as in the guide."""
+    cluster = ClusterView.model_validate(api.get("/cluster"))
+    url = f"{cluster.console_url}#/runs/{urllib.parse.quote(name)}"
+    return f"{name} submitted to {cluster.name}: {url}"
 
 
 def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:

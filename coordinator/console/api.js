@@ -71,24 +71,8 @@ export function enc(name) {
   return encodeURIComponent(name);
 }
 
-/** Every machine the token may see, as the list shows them (no GPUs, no report). */
+/** Every machine the token may see, as the list shows them: GPUs counted by model and health,
+ * topology; no GPU table, no report (that is each machine's detail). */
 export async function machineList() {
   return (await get("/machines")).machines;
-}
-
-/** Each named machine's detail (GPUs, report), at most `width` requests at a time, handed to
- * `each` as it comes; a machine gone meanwhile is skipped. Stops when `alive()` turns false. */
-export async function machineDetails(names, each, alive, width = 8) {
-  let next = 0;
-  const worker = async () => {
-    while (next < names.length && alive()) {
-      const name = names[next++];
-      const detail = await get(`/machines/${enc(name)}`).catch((err) => {
-        if (err.status !== 404) throw err;
-        return null;
-      });
-      if (detail && alive()) each(detail);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(width, names.length) }, worker));
 }

@@ -4,20 +4,16 @@ import { h } from "./dom.js";
 
 export const SITE = "topology.astraeus.io/site";
 
-function models(machine) {
-  return (machine.gpus || []).map((gpu) => gpu.model);
-}
-
-/** The GPU models the machines report, each with how many GPUs and how many are free. */
+/** The GPU models the machines report, each with how many GPUs and how many are free, summed
+ * from the list's `gpu_models`. */
 export function gpuModels(machines) {
   const found = new Map();
   for (const machine of machines) {
-    const free = new Set((machine.gpus || []).filter((g) => !g.task && g.health !== "faulted").map((g) => g.uuid));
-    for (const gpu of machine.gpus || []) {
-      const seen = found.get(gpu.model) || { model: gpu.model, total: 0, free: 0 };
-      seen.total += 1;
-      if (free.has(gpu.uuid)) seen.free += 1;
-      found.set(gpu.model, seen);
+    for (const { model, total, free } of machine.gpu_models) {
+      const seen = found.get(model) || { model, total: 0, free: 0 };
+      seen.total += total;
+      seen.free += free;
+      found.set(model, seen);
     }
   }
   return [...found.values()].sort((a, b) => a.model.localeCompare(b.model));
@@ -42,7 +38,6 @@ export function machineChooser(machines) {
   }
   const summary = h("span", { class: "chosen" }, "Any machine: the scheduler picks");
   const boxes = [];
-  const texts = new Map();
   const fieldsets = [...groups.entries()]
     .sort(([a], [b]) => (a || "~").localeCompare(b || "~"))
     .map(([site, group]) =>
@@ -54,7 +49,6 @@ export function machineChooser(machines) {
           const box = h("input", { type: "checkbox", value: machine.name, name: "machine" });
           const text = h("span", { class: "muted" }, freeText(machine));
           boxes.push(box);
-          texts.set(machine.name, text);
           return h("label", { class: "machine-choice" }, box, h("strong", {}, machine.name), " ", text);
         }),
       ),
@@ -76,16 +70,11 @@ export function machineChooser(machines) {
     element,
     summary,
     chosen: () => boxes.filter((b) => b.checked).map((b) => b.value),
-    // A machine's detail names its GPU models, which the list does not.
-    detail: (machine) => {
-      const text = texts.get(machine.name);
-      if (text) text.textContent = freeText(machine);
-    },
   };
 }
 
 function freeText(machine) {
-  const kinds = [...new Set(models(machine))].join(", ");
+  const kinds = machine.gpu_models.map((m) => m.model).join(", ");
   const what = kinds ? ` (${kinds})` : "";
   const state = machine.state === "Up" ? "" : ` — ${machine.state}`;
   const cordon = machine.cordoned ? " — cordoned" : "";

@@ -1,17 +1,18 @@
 // Machines: each with its GPUs and their health (with the signals), fabric, rack, site,
 // NVLink domain, and whether it is cordoned and why.
 
-import { machineDetails, machineList } from "./api.js";
+import { enc, get, machineList } from "./api.js";
 import { badge, errorBox, gb, gib, h, mount, table, when } from "./dom.js";
 
 const RACK = "topology.astraeus.io/rack";
-const FABRIC = "topology.astraeus.io/fabric";
 const SITE = "topology.astraeus.io/site";
 
 export async function machinesPage(ctx) {
   const list = h("div", { id: "machines" }, h("p", { class: "muted" }, "Loading machines…"));
-  // The list has no GPUs: each card is drawn from it at once, then redrawn from the machine's
-  // detail as that comes. The page reads again on Refresh, not by itself.
+  // Every card is drawn from the list, which counts each machine's GPUs by model and health.
+  // A machine's GPUs with their signals are read from its detail only when its GPU table is
+  // shown: opened by the user, or open because some GPU is not healthy. The page reads again on
+  // Refresh, not by itself.
   const refresh = h("button", { type: "button", id: "refresh", class: "secondary" }, "Refresh");
   const load = async () => {
     refresh.disabled = true;
@@ -19,16 +20,8 @@ export async function machinesPage(ctx) {
       const openCards = new Set([...list.querySelectorAll("details.gpus[open]")].map((d) => d.dataset.machine));
       const machines = (await machineList()).sort((a, b) => a.name.localeCompare(b.name));
       if (!ctx.alive()) return;
-      const cards = new Map(machines.map((m) => [m.name, machineCard(m, openCards)]));
-      mount(list, cards.size ? [...cards.values()] : h("p", {}, "No machines in this workspace's pools."));
-      const redraw = batched((details) => {
-        for (const detail of details) {
-          const card = machineCard(detail, openCards);
-          cards.get(detail.name)?.replaceWith(card);
-          cards.set(detail.name, card);
-        }
-      });
-      await machineDetails(machines.map((m) => m.name), redraw, ctx.alive);
+      const cards = machines.map((m) => machineCard(m, openCards, ctx.alive));
+      mount(list, cards.length ? cards : h("p", {}, "No machines in this workspace's pools."));
     } catch (err) {
       if (ctx.alive()) mount(list, errorBox(err));
     } finally {
@@ -40,62 +33,73 @@ export async function machinesPage(ctx) {
   await load();
 }
 
-/** `draw` gets what `add` was handed, once per frame: one layout for many cards, not one each. */
-function batched(draw) {
-  let waiting = [];
-  return (item) => {
-    waiting.push(item);
-    if (waiting.length > 1) return;
-    requestAnimationFrame(() => {
-      const items = waiting;
-      waiting = [];
-      draw(items);
-    });
-  };
-}
-
-/** The fabric: the label wins, else what the InfiniBand ports report. */
+/** The fabric: the label wins, else the fabric names the RDMA ports report. */
 export function fabricOf(machine) {
-  if (machine.labels[FABRIC]) return machine.labels[FABRIC];
-  const ports = machine.report?.rdma_ports || [];
-  const fabrics = [...new Set(ports.map((p) => p.fabric).filter(Boolean))];
-  if (fabrics.length) return fabrics.join(", ");
-  return ports.length ? `RDMA, no fabric (${[...new Set(ports.map((p) => p.link_layer))].join(", ")})` : "";
+  if (machine.fabric) return machine.fabric;
+  if (machine.rdma_fabrics.length) return machine.rdma_fabrics.join(", ");
+  const layers = machine.rdma_link_layers;
+  return layers.length ? `RDMA, no fabric (${layers.join(", ")})` : "";
 }
 
-export function nvlinkDomainOf(machine) {
-  const domains = new Set((machine.report?.gpus || []).map((g) => g.nvlink_domain).filter(Boolean));
-  return [...domains].join(", ");
+function modelsText(machine) {
+  return machine.gpu_models.map((m) => `${m.free} of ${m.total} free ${m.model}`).join(", ");
 }
 
-function machineCard(machine, openCards) {
+function machineCard(machine, openCards, alive) {
   const facts = [
     ["State", badge(machine.state)],
     ["Accepting runs", machine.cordoned ? h("span", { class: "cordoned" }, `Cordoned: ${machine.cordon_reason || "no reason given"}`) : "Yes"],
     ["Site", machine.site || machine.labels[SITE] || "—"],
-    ["Rack", machine.labels[RACK] || "—"],
+    ["Rack", machine.rack || machine.labels[RACK] || "—"],
     ["Fabric", fabricOf(machine) || "—"],
-    ["NVLink domain", nvlinkDomainOf(machine) || "—"],
+    ["NVLink domain", machine.nvlink_domains.join(", ") || "—"],
     ["GPUs", `${machine.gpus_free} free of ${machine.gpus_total} (${machine.gpus_allocated} allocated)`],
+    ["GPU models", modelsText(machine) || "—"],
     ["CPU", `${machine.cpu_cores_allocated} of ${machine.cpu_cores} cores allocated`],
     ["Memory", `${gib(machine.memory_bytes_allocated)} of ${gib(machine.memory_bytes)} allocated`],
     ["Runs", machine.runs.join(", ") || "—"],
     ["Last report", when(machine.last_seen)],
   ];
-  const conditions = machine.report?.conditions || [];
-  if (conditions.length) facts.push(["Conditions", conditions.join(", ")]);
+  if (machine.conditions.length) facts.push(["Conditions", machine.conditions.join(", ")]);
   return h(
     "section",
-    { class: machine.gpus ? "card machine" : "card machine loading", "data-machine": machine.name },
+    { class: "card machine", "data-machine": machine.name },
     h("h2", {}, machine.name),
     h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
-    gpuTable(machine, openCards),
-    rdmaTable(machine),
+    gpuSection(machine, openCards, alive),
   );
 }
 
-function gpuTable(machine, openCards) {
-  if (!machine.gpus) return h("p", { class: "muted" }, `${machine.gpus_total} GPUs; reading their health…`);
+/** The GPUs' summary from the list; their table (with signals) and the RDMA ports from the
+ * machine's detail, read the first time the section opens. */
+function gpuSection(machine, openCards, alive) {
+  if (!machine.gpus_total) return h("p", { class: "muted" }, "No GPUs reported.");
+  const { at_risk: risky, faulted } = machine.gpu_health;
+  const body = h("div", { class: "gpu-detail" }, h("p", { class: "muted" }, "Reading the GPUs' health…"));
+  const section = h(
+    "details",
+    { class: "gpus", "data-machine": machine.name },
+    h("summary", {}, `${machine.gpus_total} GPUs`, summaryHealth(risky, faulted)),
+    body,
+  );
+  let read = false;
+  const readDetail = async () => {
+    if (read || !section.open) return;
+    read = true;
+    try {
+      const detail = await get(`/machines/${enc(machine.name)}`);
+      if (alive()) mount(body, gpuTable(detail), rdmaTable(detail));
+    } catch (err) {
+      read = false;
+      if (alive()) mount(body, errorBox(err));
+    }
+  };
+  section.addEventListener("toggle", readDetail);
+  section.open = openCards.has(machine.name) || risky > 0 || faulted > 0;
+  return section;
+}
+
+function gpuTable(machine) {
   const reported = new Map((machine.report?.gpus || []).map((g) => [g.uuid, g]));
   if (!machine.gpus.length) return h("p", { class: "muted" }, machine.report?.gpu_backend?.detail || "No GPUs reported.");
   const rows = machine.gpus.map((gpu) => {
@@ -113,21 +117,14 @@ function gpuTable(machine, openCards) {
       h("td", {}, gpu.task || "free"),
     );
   });
-  return h(
-    "details",
-    { class: "gpus", "data-machine": machine.name, open: openCards.has(machine.name) || machine.gpus.some((g) => g.health !== "healthy") },
-    h("summary", {}, `${machine.gpus.length} GPUs`, summaryHealth(machine.gpus)),
-    table(["#", "Model", "Memory", "Health", "Signals", "NVLink domain", "Task"], rows, { class: "gpu-table" }),
-  );
+  return table(["#", "Model", "Memory", "Health", "Signals", "NVLink domain", "Task"], rows, { class: "gpu-table" });
 }
 
 function healthText(health) {
   return { healthy: "Healthy", at_risk: "At risk", faulted: "Faulted" }[health] || health;
 }
 
-function summaryHealth(gpus) {
-  const risky = gpus.filter((g) => g.health === "at_risk").length;
-  const faulted = gpus.filter((g) => g.health === "faulted").length;
+function summaryHealth(risky, faulted) {
   const parts = [];
   if (risky) parts.push(`${risky} at risk`);
   if (faulted) parts.push(`${faulted} faulted`);

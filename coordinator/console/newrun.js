@@ -1,6 +1,6 @@
 // New run: the form, the ask it builds, and the API's errors beside the fields.
 
-import { machineDetails, machineList, post, session } from "./api.js";
+import { machineList, post, session } from "./api.js";
 import { SITE, gpuModels, machineChooser, sites } from "./choose.js";
 import { errorBox, h, mount } from "./dom.js";
 import { clearErrors, fieldBox, showErrors } from "./forms.js";
@@ -23,18 +23,7 @@ export async function newRunPage(ctx) {
   const note = h("div", {}, problem ? errorBox(problem) : null);
   mount(ctx.main, h("h1", {}, "New run"), note, form);
   document.getElementById("name").focus();
-  // The GPU models are in each machine's detail, not in the list: read them, then offer them.
-  const details = [];
-  const seen = (detail) => {
-    details.push(detail);
-    chooser.detail(detail);
-  };
-  try {
-    await machineDetails(machines.map((m) => m.name), seen, ctx.alive);
-  } catch (err) {
-    if (ctx.alive()) mount(note, errorBox(err));
-  }
-  if (ctx.alive()) offerModels(form.querySelector("#model"), details);
+  offerModels(form.querySelector("#model"), machines);
 }
 
 function offerModels(select, machines) {

@@ -9,11 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList
+from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, MachineView
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
 from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
+from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
 
@@ -59,6 +60,7 @@ class Story:
         shown = " ".join(flags)
         print(f"$ astra astraeus run {shown} -- python -m {WORKER} {seconds:g}", file=self.out)
         self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
+        print(submitted_line(self.member, spec.name), file=self.out, flush=True)
         return spec.name
 
     def pause(self) -> None:
@@ -89,12 +91,8 @@ class Story:
             self.lines(why_lines(explanation))
         return run
 
-    def machine_details(self) -> list[MachineDetail]:
-        listed = MachineList.model_validate(self.member.get("/machines"))
-        return [
-            MachineDetail.model_validate(self.member.get(f"/machines/{m.name}"))
-            for m in listed.machines
-        ]
+    def machine_list(self) -> list[MachineView]:
+        return MachineList.model_validate(self.member.get("/machines")).machines
 
 
 def running(run: Run) -> bool:
@@ -111,12 +109,12 @@ def cluster_up(story: Story) -> None:
     story.say("eth-2 cordoned: firmware update")
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
-        details = story.machine_details()
-        if sum(d.state == "Up" and d.gpus_total > 0 for d in details) >= story.machines:
+        listed = story.machine_list()
+        if sum(m.state == "Up" and m.gpus_total > 0 for m in listed) >= story.machines:
             break
         story.pause()
-    story.say(f"{len(details)} machines report to the coordinator")
-    story.lines(machine_rows(details))
+    story.say(f"{len(listed)} machines report to the coordinator")
+    story.lines(machine_rows(listed))
 
 
 def shapes(story: Story) -> None:

@@ -20,6 +20,7 @@ from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION
 
+CONSOLE_URL = "https://console.astralyx.cloud/o/acme/w/vision/jobs/gpu-east/"
 H100 = "NVIDIA H100 80GB HBM3"
 A100_40 = "NVIDIA A100-SXM4-40GB"
 
@@ -71,7 +72,14 @@ class Coordinator:
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result()
 
     async def _start(self) -> None:
-        settings = replace(Settings(db=self.root / "astraeus.db", scheduler=False))
+        settings = replace(
+            Settings(
+                db=self.root / "astraeus.db",
+                scheduler=False,
+                cluster_name="gpu-east",
+                console_url=CONSOLE_URL,
+            )
+        )
         self.store = Store.open(settings.db)
         self.app = create_app(settings, store=self.store, clock=SystemClock())
         self.runner = web.AppRunner(self.app, access_log=None)

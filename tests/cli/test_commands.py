@@ -17,6 +17,17 @@ RACKED = {
     "topology.astraeus.io/site": "fra-1",
 }
 
+SUMMARY = (
+    "gpu_models",
+    "gpu_health",
+    "conditions",
+    "rack",
+    "fabric",
+    "rdma_fabrics",
+    "rdma_link_layers",
+    "nvlink_domains",
+)
+
 
 @pytest.fixture
 def running(coordinator: Coordinator, astra: Astra) -> str:
@@ -78,11 +89,54 @@ def test_machines_table_has_gpus_by_model_health_and_topology(astra: Astra, runn
     ]
 
 
-def test_machines_json_lists_each_machine_with_its_gpus(astra: Astra, running: str) -> None:
-    """`machines -o json` prints every machine's detail, GPUs included."""
+def test_machines_json_is_the_list_with_its_summary(astra: Astra, running: str) -> None:
+    """`machines -o json` prints the API's list: GPUs by model (held ones not free) and health."""
     data = json.loads(astra("astraeus", "machines", "-o", "json", token=running).out)
-    gpus = data["machines"][0]["gpus"]
-    assert [g["task"] for g in gpus].count("train-0") == 4
+    machine = data["machines"][0]
+    assert machine["gpu_models"] == [{"model": H100, "total": 8, "free": 4}]
+    assert machine["gpu_health"] == {"healthy": 8, "at_risk": 0, "faulted": 0}
+    assert (machine["rack"], machine["fabric"]) == ("r1", "ib-a")
+    assert "gpus" not in machine
+
+
+def test_machine_list_summarises_models_health_ports_and_domains(
+    coordinator: Coordinator, astra: Astra
+) -> None:
+    """The list item counts GPUs by model and health (faulted not free), and names the pressure
+    conditions, the ports' fabrics and active link layers, and the NVLink domains."""
+    report = gpu_report("gpu-09", 3, H100, 80)
+    report["gpus"].append({**report["gpus"][0], "index": 3, "uuid": "GPU-x", "model": "B200"})
+    report["gpus"][1]["health"] = {"state": "at_risk", "signals": []}
+    report["gpus"][2]["health"] = {"state": "faulted", "signals": []}
+    report["gpus"][0]["nvlink_domain"] = "c1/0"
+    report["conditions"] = ["MemoryPressure"]
+    port = {"device": "mlx5_0", "port": 1, "link_layer": "InfiniBand", "rate_gbps": 400}
+    report["rdma_ports"] = [
+        {**port, "state": "ACTIVE", "fabric": "ib-9"},
+        {**port, "port": 2, "state": "DOWN", "link_layer": "Ethernet"},
+    ]
+    coordinator.report(report)
+    machine = coordinator.call("GET", "/api/v1/machines")["machines"][0]
+    summary = {key: machine[key] for key in SUMMARY}
+    assert summary == {
+        "gpu_models": [
+            {"model": H100, "total": 3, "free": 2},
+            {"model": "B200", "total": 1, "free": 1},
+        ],
+        "gpu_health": {"healthy": 2, "at_risk": 1, "faulted": 1},
+        "conditions": ["MemoryPressure"],
+        "rack": None,
+        "fabric": None,
+        "rdma_fabrics": ["ib-9"],
+        "rdma_link_layers": ["InfiniBand"],
+        "nvlink_domains": ["c1/0"],
+    }
+    assert astra("astraeus", "machines").out.splitlines()[1].split("  ")[:4] == [
+        "gpu-09",
+        "Up, MemoryPressure",
+        f"2/3 {H100}, 1/1 B200",
+        "2 healthy, 1 at risk, 1 faulted",
+    ]
 
 
 def test_cordon_shows_on_the_machine_page_until_uncordon(astra: Astra, running: str) -> None:

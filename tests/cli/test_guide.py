@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from astraeus.coordinator.api.health import package_version
 from astraeus.coordinator.cli.parser import build
 from astraeus.coordinator.cli.spec import build_spec
 
 from .conftest import Astra
-from .rig import A100_40, H100, Coordinator, gpu_report
+from .rig import A100_40, CONSOLE_URL, H100, Coordinator, gpu_report
 
 FINETUNE = [
     "astraeus", "run", "--name", "finetune", "--image", "nvcr.io/nvidia/pytorch:24.08-py3",
@@ -40,12 +41,18 @@ def guide_cluster(coordinator: Coordinator, astra: Astra) -> str:
 
 
 def test_run_prints_the_submitted_line(coordinator: Coordinator, astra: Astra) -> None:
-    """`run` prints `<name> submitted to <coordinator>: <run URL>` and exits 0."""
+    """`run` prints `<name> submitted to <cluster name>: <the run's console page>`, exits 0."""
     token = coordinator.member("vision")
     result = astra(*FINETUNE, *COMMAND, token=token)
-    host = coordinator.url.removeprefix("http://")
     assert result.code == 0
-    assert result.out == f"finetune submitted to {host}: {coordinator.url}/api/v1/runs/finetune\n"
+    assert result.out == f"finetune submitted to gpu-east: {CONSOLE_URL}#/runs/finetune\n"
+
+
+def test_cluster_route_names_the_cluster(coordinator: Coordinator) -> None:
+    """`GET /api/v1/cluster` answers the configured name, console URL and the version."""
+    token = coordinator.member("vision")
+    answer = coordinator.call("GET", "/api/v1/cluster", token=token)
+    assert answer == {"name": "gpu-east", "console_url": CONSOLE_URL, "version": package_version()}
 
 
 def test_run_flags_make_the_guides_ask() -> None:

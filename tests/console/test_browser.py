@@ -223,19 +223,27 @@ async def test_machines_page_shows_health_signals_topology_and_cordons(
     and whether it is cordoned and why; Refresh reads them again."""
     from playwright.async_api import expect
 
+    def fact(machine: str, name: str) -> Any:
+        cell = f'section.machine[data-machine="{machine}"] dt:text-is("{name}") + dd'
+        return page.locator(cell)
+
     await three_machines(cluster)
     nvl = [gpu("gpu-05", i, nvlink_domain="c0ffee/1") for i in range(4)]
     await cluster.report(report("gpu-05", nvl, _labels("fra-1", "r3")))
     await sign_in(page, cluster, cluster.member)
+    details: list[str] = []
+    page.on("request", lambda r: details.append(r.url) if "/api/v1/machines/" in r.url else None)
     await page.click("text=Machines")
     card = page.locator('section.machine[data-machine="gpu-03"]')
     await expect(card.locator('tr[data-gpu="GPU-gpu-03-3"] .signals')).to_have_text(AT_RISK)
     await expect(card.locator('tr[data-gpu="GPU-gpu-03-3"] .badge')).to_have_text("At risk")
     await expect(card.locator("summary")).to_have_text("4 GPUs — 1 at risk")
-
-    def fact(machine: str, name: str) -> Any:
-        cell = f'section.machine[data-machine="{machine}"] dt:text-is("{name}") + dd'
-        return page.locator(cell)
+    await expect(fact("gpu-03", "GPU models")).to_have_text(f"4 of 4 free {A100}")
+    assert [url.rsplit("/", 1)[1] for url in details] == ["gpu-03"]  # only the open table
+    healthy = page.locator('section.machine[data-machine="gpu-01"]')
+    await expect(healthy.locator("summary")).to_have_text("8 GPUs — all healthy")
+    await healthy.locator("summary").click()
+    await expect(healthy.locator("tr[data-gpu]")).to_have_count(8)
 
     await expect(fact("gpu-01", "Fabric")).to_have_text("ib-0")
     await expect(fact("gpu-01", "Rack")).to_have_text("r1")
