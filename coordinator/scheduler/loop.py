@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,10 +35,11 @@ from astraeus.coordinator.store.queue import (
     QueueItem,
     read_queue,
 )
+from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
 
-from .decide import Decisions, PassContext, SessionFactory, decide_within, engine
+from .decide import Decisions, PassContext, SessionFactory, engine
 from .snapshot import build_snapshot
-from .worker import compute_pass, pass_context, watch_parent
+from .worker import compute_pass, pass_context, plan, watch_parent
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,9 @@ class Scheduler:
             else:
                 snapshot = build_snapshot(self._store, now, self.down_after)
                 items = read_queue(self._store.database, self._asks)
-                decisions, cut = await self._decide(items, snapshot, now, self._context())
+                unstarted = read_unstarted(self._store.database)
+                context = self._context()
+                decisions, cut = await self._decide(items, snapshot, now, context, unstarted)
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             committed = await self._commit(decisions, now)
@@ -128,6 +132,11 @@ class Scheduler:
         Each placement is whole in one chunk, so a crash between chunks leaves every run either
         placed or still pending, never half placed."""
         committed = 0
+        for reshaped in decisions.reshaped:
+            if commit_reshape(self._store.database, reshaped, now):
+                why = reshaped.placement.shape.why
+                log.info("run %s reshaped: %s", reshaped.old.item.run, why)
+                self.poke()  # its old machines are free now
         placed, waiting = decisions.placed, decisions.waiting
         stored: dict[int, int] = {}
         for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
@@ -140,22 +149,27 @@ class Scheduler:
         return committed
 
     async def _decide(
-        self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
+        self,
+        items: list[QueueItem],
+        snapshot: ClusterSnapshot,
+        now: datetime,
+        context: PassContext,
+        unstarted: Sequence[Unstarted] = (),
     ) -> tuple[Decisions, bool]:
         """Decide in a worker thread (with a fake engine, or for a dry run).
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
-        session = self._session_factory
         return await asyncio.to_thread(
-            lambda: decide_within(
-                items,
-                session(snapshot),
-                now,
-                context,
-                self._settings.max_pass_seconds,
-                self._stopping.is_set,
-            )
+            plan,
+            items,
+            unstarted,
+            snapshot,
+            now,
+            context,
+            self._session_factory,
+            self._settings.max_pass_seconds,
+            self._stopping.is_set,
         )
 
     def _context(self) -> PassContext:

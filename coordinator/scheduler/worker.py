@@ -11,19 +11,23 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from astraeus.coordinator.placement import PlacementSession
+from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import (
     Parsed,
+    QueueItem,
     gpus_by_workspace,
     live_by_run,
     read_queue,
 )
+from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
-from .decide import Decisions, PassContext, decide_within
+from .decide import Decisions, PassContext, SessionFactory, decide_within
+from .reshape import find_reshape
 from .snapshot import build_snapshot
 
 _OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
@@ -62,4 +66,29 @@ def compute_pass(
     snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds))
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
-    return decide_within(items, PlacementSession(snapshot), now, context, max_seconds)
+    unstarted = read_unstarted(store.database)
+    return plan(items, unstarted, snapshot, now, context, PlacementSession, max_seconds)
+
+
+def plan(
+    items: Sequence[QueueItem],
+    unstarted: Sequence[Unstarted],
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    context: PassContext,
+    factory: SessionFactory,
+    seconds: float,
+    stopping: Callable[[], bool] = lambda: False,
+) -> tuple[Decisions, bool]:
+    """A pass's decisions: first at most one reshape of an unstarted run, then the queue.
+
+    The queue's session takes the reshaped run's new workers; its old ones still count as held
+    until the next pass (a pass never gives out what it has not committed as free)."""
+    reshaped = find_reshape(unstarted, snapshot, now, context.workspaces, factory, seconds / 4)
+    session = factory(snapshot)
+    if reshaped is not None:
+        session.take(reshaped.placement)
+    decisions, cut = decide_within(items, session, now, context, seconds, stopping)
+    if reshaped is not None:
+        decisions.reshaped.append(reshaped)
+    return decisions, cut
