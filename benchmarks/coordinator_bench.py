@@ -175,16 +175,26 @@ async def throughput(machines: int, runs: int, rate: float, window: float) -> No
         load = asyncio.create_task(report_load(c, rate, stop))
         started = time.perf_counter()
         placed_before = await c.metric("astraeus_placement_latency_seconds_count")
-        await asyncio.sleep(window)
-        placed = await c.metric("astraeus_placement_latency_seconds_count") - placed_before
+        placed, last = 0.0, started
+        while time.perf_counter() - started < window:
+            # The queue may run dry before the window ends (the first pass, during the
+            # machines' first reports, already places thousands): the rate is over the time
+            # the placements took, up to the last one seen.
+            await asyncio.sleep(0.25)
+            now_placed = await c.metric("astraeus_placement_latency_seconds_count") - placed_before
+            if now_placed > placed:
+                placed, last = now_placed, time.perf_counter()
         elapsed = time.perf_counter() - started
         stop.set()
         latencies = await load
         pass_sum = await c.metric("astraeus_scheduler_pass_seconds_sum")
         passes = await c.metric("astraeus_scheduler_pass_seconds_count")
+        left = await c.metric('astraeus_runs{state="Pending"}')
+    busy = max(last - started, 1e-9)
     print(
-        f"scheduler: {placed:.0f} runs placed and committed in {elapsed:.1f} s "
-        f"({placed / elapsed:.1f}/s); {passes:.0f} passes took {pass_sum:.1f} s in all"
+        f"scheduler: {placed_before:.0f} runs placed before the window; in it {placed:.0f} "
+        f"placed and committed in {busy:.1f} s ({placed / busy:.1f}/s); "
+        f"{passes:.0f} passes took {pass_sum:.1f} s in all; {left:.0f} runs still pending"
     )
     print(
         f"reports: {len(latencies)} answered ({len(latencies) / elapsed:.0f}/s), "

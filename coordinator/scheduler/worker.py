@@ -8,6 +8,8 @@ data only, as WAL readers do) and sends back only the decisions; the service com
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 import time
@@ -30,13 +32,25 @@ from .decide import Decisions, PassContext, SessionFactory, decide_within
 from .reshape import find_reshape
 from .snapshot import build_snapshot
 
+WORKER_NICENESS = 10
+"""Added to the pass worker's niceness."""
+
 _OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
 """The worker's store and parsed asks, kept between passes (one worker serves one file)."""
 
 
+def start_worker(parent: int) -> None:
+    """Run in the worker at start: a lower CPU priority, so on a busy machine the service's
+    event loop (reports, API) gets a core first and passes take what is left; and watch the
+    parent."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+    watch_parent(parent)
+
+
 def watch_parent(parent: int) -> None:
-    """Run in the worker at start: exit when the service is gone (even killed with SIGKILL),
-    instead of waiting forever for work that will not come."""
+    """Exit when the service is gone (even killed with SIGKILL), instead of waiting forever
+    for work that will not come."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -67,7 +81,13 @@ def compute_pass(
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)
-    return plan(items, unstarted, snapshot, now, context, PlacementSession, max_seconds)
+    # The snapshot's objects live for the whole pass: without this, the collector's full
+    # passes walk them again and again (docs/placement.md).
+    gc.freeze()
+    try:
+        return plan(items, unstarted, snapshot, now, context, PlacementSession, max_seconds)
+    finally:
+        gc.unfreeze()
 
 
 def plan(
