@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 COMMIT_CHUNK = 100
 """Placements (and explanations) per write transaction."""
 
+FLUSH_CHUNK = 500
+"""Heartbeats written per transaction before each pass."""
+
 UNFREEZE_EVERY = 100
 """Passes between handing frozen objects back to the garbage collector (`_settle_garbage`)."""
 
@@ -102,7 +105,7 @@ class Scheduler:
         async with self._lock:
             started = time.perf_counter()
             now = self._clock.now()
-            self._store.machines.flush_seen()  # the worker reads who is Up from the file
+            await self._flush_seen()  # the worker reads who is Up from the file
             lost = self._mark_lost(now)
             self._store.reservations.expire(now)
             if self._pool is not None:
@@ -118,6 +121,14 @@ class Scheduler:
             committed = await self._commit(decisions, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
+
+    async def _flush_seen(self) -> None:
+        """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
+        requests in between (5,000 in one transaction would stall them)."""
+        while True:
+            if self._store.machines.flush_seen(FLUSH_CHUNK) < FLUSH_CHUNK:
+                return
+            await asyncio.sleep(0)
 
     async def _decide_elsewhere(self, now: datetime) -> tuple[Decisions, bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool

@@ -138,9 +138,14 @@ class Machines:
         self._seen[report.name] = (address, now)
         return updated
 
-    def flush_seen(self) -> int:
-        """Write the heartbeats kept in memory; returns how many machines."""
-        seen, self._seen = self._seen, {}
+    def flush_seen(self, limit: int | None = None) -> int:
+        """Write the heartbeats kept in memory (at most `limit` machines' in this transaction,
+        the oldest first); returns how many machines."""
+        if limit is None or limit >= len(self._seen):
+            seen, self._seen = self._seen, {}
+        else:
+            names = list(self._seen)[:limit]
+            seen = {name: self._seen.pop(name) for name in names}
         if seen:
             with self._database.write() as conn:
                 conn.executemany(

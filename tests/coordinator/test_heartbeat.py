@@ -106,3 +106,21 @@ async def test_frozen_objects_go_back_to_the_collector_every_so_often(
         assert gc.get_freeze_count() == 0
     finally:
         gc.unfreeze()
+
+
+async def test_a_flush_may_write_the_oldest_heartbeats_first(fake_cluster: Cluster) -> None:
+    """With a limit, a flush writes that many machines' heartbeats, oldest first, and leaves
+    the rest for the next one."""
+    c = fake_cluster
+    for name in ("gpu-01", "gpu-02", "gpu-03"):
+        await c.report(name)
+    first = _stored(c, "gpu-01")
+    c.clock.advance(4)
+    for name in ("gpu-02", "gpu-03", "gpu-01"):
+        await c.report(name)
+    assert c.store.machines.flush_seen(2) == 2
+    now = c.clock.now().isoformat()
+    assert [_stored(c, n)[0] for n in ("gpu-02", "gpu-03")] == [now, now]
+    assert _stored(c, "gpu-01") == first
+    assert c.store.machines.flush_seen(2) == 1
+    assert _stored(c, "gpu-01")[0] == now
