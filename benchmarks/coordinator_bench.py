@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
+import sqlite3
 import sys
 import tempfile
 import time
@@ -117,6 +119,13 @@ class Coordinator:
         await self.call("PUT", f"/api/v1/machines/{name}/report", self.agents[name], body)
         return time.perf_counter() - started
 
+    def placed(self) -> int:
+        """Runs placed and committed so far, read from the file (a WAL reader never blocks the
+        service; polling `/metrics` this often would load its event loop)."""
+        with contextlib.closing(sqlite3.connect(self.dir / "astraeus.db")) as conn:
+            row = conn.execute("SELECT count(*) FROM runs WHERE state != 'Pending'").fetchone()
+        return int(row[0])
+
     async def metric(self, name: str) -> float:
         async with self.http.get(
             f"{self.base}/metrics", headers={"Authorization": f"Bearer {self.admin}"}
@@ -137,9 +146,12 @@ async def bounded(limit: int, jobs: list[Any]) -> list[Any]:
     return await asyncio.gather(*(one(job) for job in jobs))
 
 
-async def report_load(c: Coordinator, rate: float, stop: asyncio.Event) -> list[float]:
-    """Every machine reports in turn, `rate` reports a second, until `stop`."""
-    latencies: list[float] = []
+async def report_load(
+    c: Coordinator, rate: float, stop: asyncio.Event
+) -> list[tuple[float, float]]:
+    """Every machine reports in turn, `rate` reports a second, until `stop`; each answered
+    report as (when it was sent, its latency)."""
+    latencies: list[tuple[float, float]] = []
     names = list(c.agents)
     started = time.perf_counter()
     pending: set[asyncio.Task[float]] = set()
@@ -151,7 +163,7 @@ async def report_load(c: Coordinator, rate: float, stop: asyncio.Event) -> list[
             await asyncio.sleep(delay)
         task = asyncio.create_task(c.report(names[sent % len(names)]))
         task.add_done_callback(
-            lambda t: latencies.append(t.result()) if not t.exception() else None
+            lambda t, at=due: latencies.append((at, t.result())) if not t.exception() else None
         )
         pending.add(task)
         task.add_done_callback(pending.discard)
@@ -174,20 +186,37 @@ async def throughput(machines: int, runs: int, rate: float, window: float) -> No
         stop = asyncio.Event()
         load = asyncio.create_task(report_load(c, rate, stop))
         started = time.perf_counter()
-        placed_before = await c.metric("astraeus_placement_latency_seconds_count")
-        await asyncio.sleep(window)
-        placed = await c.metric("astraeus_placement_latency_seconds_count") - placed_before
+        placed_before = c.placed()
+        placed, last = 0, started
+        while time.perf_counter() - started < window:
+            # The queue may run dry before the window ends (the first pass, during the
+            # machines' first reports, already places thousands): the rate is over the time
+            # the placements took, up to the last one seen.
+            await asyncio.sleep(0.25)
+            now_placed = c.placed() - placed_before
+            if now_placed > placed:
+                placed, last = now_placed, time.perf_counter()
         elapsed = time.perf_counter() - started
         stop.set()
         latencies = await load
         pass_sum = await c.metric("astraeus_scheduler_pass_seconds_sum")
         passes = await c.metric("astraeus_scheduler_pass_seconds_count")
+        left = await c.metric('astraeus_runs{state="Pending"}')
+    busy = max(last - started, 1e-9)
     print(
-        f"scheduler: {placed:.0f} runs placed and committed in {elapsed:.1f} s "
-        f"({placed / elapsed:.1f}/s); {passes:.0f} passes took {pass_sum:.1f} s in all"
+        f"scheduler: {placed_before} runs placed before the window; in it {placed} "
+        f"placed and committed in {busy:.1f} s ({placed / busy:.1f}/s); "
+        f"{passes:.0f} passes took {pass_sum:.1f} s in all; {left:.0f} runs still pending"
     )
-    print(
-        f"reports: {len(latencies)} answered ({len(latencies) / elapsed:.0f}/s), "
+    every = [latency for _, latency in latencies]
+    print(f"reports: {len(every)} answered ({len(every) / elapsed:.0f}/s), " + summary(every))
+    placing = [latency for at, latency in latencies if started <= at <= last]
+    if placing:
+        print(f"reports sent while runs were being placed: {len(placing)}, " + summary(placing))
+
+
+def summary(latencies: list[float]) -> str:
+    return (
         f"p50 {percentile(latencies, 0.5) * 1000:.1f} ms, "
         f"p99 {percentile(latencies, 0.99) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms"
     )

@@ -99,10 +99,26 @@ class Outbox:
         return update
 
     def ack(self, acked_seq: int) -> None:
+        """Drop the updates the coordinator acknowledged.
+
+        An `acked_seq` at or past `next_seq` was never ours to acknowledge: this agent's
+        numbering restarted (its state directory was wiped) while the coordinator remembers
+        the old one, and ignored our updates as already seen. They are renumbered from
+        `acked_seq + 1`, in order, and sent again, so none is lost."""
+        if acked_seq >= self.next_seq:
+            self._renumber(acked_seq + 1)
+            return
         before = len(self.pending)
         self.pending = [u for u in self.pending if u.seq > acked_seq]
         if len(self.pending) != before:
             self._save()
+
+    def _renumber(self, start: int) -> None:
+        self.pending = [
+            u.model_copy(update={"seq": seq}) for seq, u in enumerate(self.pending, start=start)
+        ]
+        self.next_seq = start + len(self.pending)
+        self._save()
 
     def _save(self) -> None:
         pending = [u.model_dump(mode="json") for u in self.pending]

@@ -28,9 +28,7 @@ async def put_report(request: web.Request) -> web.Response:
             f"is {body.report.name!r} but the URL names {name!r}",
         )
     app = request.app
-    record, changed = app[STORE].agents.apply(
-        body, body.report.model_dump_json(), request.remote, app[CLOCK].now()
-    )
+    record, changed = app[STORE].agents.apply(body, request.remote, app[CLOCK].now())
     if changed:
         app[SCHEDULER].poke()
     reply = ReportReply(

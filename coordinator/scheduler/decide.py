@@ -23,6 +23,7 @@ from astraeus.coordinator.placement import (
 from astraeus.coordinator.store import Workspace
 from astraeus.coordinator.store.commit import Placed, Waiting
 from astraeus.coordinator.store.queue import QueueItem
+from astraeus.coordinator.store.reshape import Reshaped
 from astraeus.shared import reasons
 
 
@@ -60,6 +61,8 @@ class Decisions:
     waiting: list[Waiting] = field(default_factory=list)
     skipped: int = 0
     """Waiting runs not explained this pass (past the evaluation budget)."""
+    reshaped: list[Reshaped] = field(default_factory=list)
+    """Placed, unstarted runs to move to a tighter shape."""
 
 
 def request_for(item: QueueItem, workspace: Workspace | None) -> RunRequest:

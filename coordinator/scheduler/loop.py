@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,15 +36,22 @@ from astraeus.coordinator.store.queue import (
     QueueItem,
     read_queue,
 )
+from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
 
-from .decide import Decisions, PassContext, SessionFactory, decide_within, engine
+from .decide import Decisions, PassContext, SessionFactory, engine
 from .snapshot import build_snapshot
-from .worker import compute_pass, pass_context, watch_parent
+from .worker import compute_pass, pass_context, plan, start_worker
 
 log = logging.getLogger(__name__)
 
 COMMIT_CHUNK = 100
 """Placements (and explanations) per write transaction."""
+
+FLUSH_CHUNK = 500
+"""Heartbeats written per transaction before each pass."""
+
+UNFREEZE_EVERY = 100
+"""Passes between handing frozen objects back to the garbage collector (`_settle_garbage`)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,7 @@ class Scheduler:
             self._pool = ProcessPoolExecutor(
                 1,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=watch_parent,
+                initializer=start_worker,
                 initargs=(os.getpid(),),
             )
         self._settings = settings
@@ -81,6 +90,7 @@ class Scheduler:
         self._task: asyncio.Task[None] | None = None
         self._asks: dict[int, Parsed] = {}
         self._stopping = threading.Event()
+        self._passes = 0
 
     @property
     def down_after(self) -> timedelta:
@@ -95,6 +105,7 @@ class Scheduler:
         async with self._lock:
             started = time.perf_counter()
             now = self._clock.now()
+            await self._flush_seen()  # the worker reads who is Up from the file
             lost = self._mark_lost(now)
             self._store.reservations.expire(now)
             if self._pool is not None:
@@ -102,12 +113,22 @@ class Scheduler:
             else:
                 snapshot = build_snapshot(self._store, now, self.down_after)
                 items = read_queue(self._store.database, self._asks)
-                decisions, cut = await self._decide(items, snapshot, now, self._context())
+                unstarted = read_unstarted(self._store.database)
+                context = self._context()
+                decisions, cut = await self._decide(items, snapshot, now, context, unstarted)
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             committed = await self._commit(decisions, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
+
+    async def _flush_seen(self) -> None:
+        """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
+        requests in between (5,000 in one transaction would stall them)."""
+        while True:
+            if self._store.machines.flush_seen(FLUSH_CHUNK) < FLUSH_CHUNK:
+                return
+            await asyncio.sleep(0)
 
     async def _decide_elsewhere(self, now: datetime) -> tuple[Decisions, bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
@@ -128,6 +149,11 @@ class Scheduler:
         Each placement is whole in one chunk, so a crash between chunks leaves every run either
         placed or still pending, never half placed."""
         committed = 0
+        for reshaped in decisions.reshaped:
+            if commit_reshape(self._store.database, reshaped, now):
+                why = reshaped.placement.shape.why
+                log.info("run %s reshaped: %s", reshaped.old.item.run, why)
+                self.poke()  # its old machines are free now
         placed, waiting = decisions.placed, decisions.waiting
         stored: dict[int, int] = {}
         for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
@@ -140,22 +166,27 @@ class Scheduler:
         return committed
 
     async def _decide(
-        self, items: list[QueueItem], snapshot: ClusterSnapshot, now: datetime, context: PassContext
+        self,
+        items: list[QueueItem],
+        snapshot: ClusterSnapshot,
+        now: datetime,
+        context: PassContext,
+        unstarted: Sequence[Unstarted] = (),
     ) -> tuple[Decisions, bool]:
         """Decide in a worker thread (with a fake engine, or for a dry run).
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
-        session = self._session_factory
         return await asyncio.to_thread(
-            lambda: decide_within(
-                items,
-                session(snapshot),
-                now,
-                context,
-                self._settings.max_pass_seconds,
-                self._stopping.is_set,
-            )
+            plan,
+            items,
+            unstarted,
+            snapshot,
+            now,
+            context,
+            self._session_factory,
+            self._settings.max_pass_seconds,
+            self._stopping.is_set,
         )
 
     def _context(self) -> PassContext:
@@ -201,8 +232,22 @@ class Scheduler:
             except Exception:
                 log.exception("scheduler pass failed; retrying on the next change")
                 continue
+            finally:
+                self._settle_garbage()
             if result.placed or result.lost:
                 log.info("pass placed %d, lost %d", result.placed, result.lost)
+
+    def _settle_garbage(self) -> None:
+        """After a pass, move what lives on (5,000 machines' reports and records, mostly) out
+        of the collector's sight: its full passes otherwise walk all of it every few seconds
+        under load and stall every request for hundreds of milliseconds. Every
+        `UNFREEZE_EVERY` passes it is all handed back, so cycles among objects frozen while
+        alive are still collected eventually."""
+        self._passes += 1
+        if self._passes % UNFREEZE_EVERY == 0:
+            gc.unfreeze()
+        else:
+            gc.freeze()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")

@@ -8,31 +8,49 @@ data only, as WAL readers do) and sends back only the decisions; the service com
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from astraeus.coordinator.placement import PlacementSession
+from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import (
     Parsed,
+    QueueItem,
     gpus_by_workspace,
     live_by_run,
     read_queue,
 )
+from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
-from .decide import Decisions, PassContext, decide_within
+from .decide import Decisions, PassContext, SessionFactory, decide_within
+from .reshape import find_reshape
 from .snapshot import build_snapshot
+
+WORKER_NICENESS = 10
+"""Added to the pass worker's niceness."""
 
 _OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
 """The worker's store and parsed asks, kept between passes (one worker serves one file)."""
 
 
+def start_worker(parent: int) -> None:
+    """Run in the worker at start: a lower CPU priority, so on a busy machine the service's
+    event loop (reports, API) gets a core first and passes take what is left; and watch the
+    parent."""
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICENESS)
+    watch_parent(parent)
+
+
 def watch_parent(parent: int) -> None:
-    """Run in the worker at start: exit when the service is gone (even killed with SIGKILL),
-    instead of waiting forever for work that will not come."""
+    """Exit when the service is gone (even killed with SIGKILL), instead of waiting forever
+    for work that will not come."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -62,4 +80,35 @@ def compute_pass(
     snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds))
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
-    return decide_within(items, PlacementSession(snapshot), now, context, max_seconds)
+    unstarted = read_unstarted(store.database)
+    # The snapshot's objects live for the whole pass: without this, the collector's full
+    # passes walk them again and again (docs/placement.md).
+    gc.freeze()
+    try:
+        return plan(items, unstarted, snapshot, now, context, PlacementSession, max_seconds)
+    finally:
+        gc.unfreeze()
+
+
+def plan(
+    items: Sequence[QueueItem],
+    unstarted: Sequence[Unstarted],
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    context: PassContext,
+    factory: SessionFactory,
+    seconds: float,
+    stopping: Callable[[], bool] = lambda: False,
+) -> tuple[Decisions, bool]:
+    """A pass's decisions: first at most one reshape of an unstarted run, then the queue.
+
+    The queue's session takes the reshaped run's new workers; its old ones still count as held
+    until the next pass (a pass never gives out what it has not committed as free)."""
+    reshaped = find_reshape(unstarted, snapshot, now, context.workspaces, factory, seconds / 4)
+    session = factory(snapshot)
+    if reshaped is not None:
+        session.take(reshaped.placement)
+    decisions, cut = decide_within(items, session, now, context, seconds, stopping)
+    if reshaped is not None:
+        decisions.reshaped.append(reshaped)
+    return decisions, cut

@@ -30,6 +30,7 @@ class Store:
         return cls(Database(path), log_cap_bytes=log_cap_bytes)
 
     def close(self) -> None:
+        self.machines.flush_seen()
         self.database.close()
 
 

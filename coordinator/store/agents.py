@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import datetime
+from typing import Any
 
 from astraeus.shared import (
     AgentReport,
@@ -38,13 +39,18 @@ class Agents:
         self._log_cap = log_cap_bytes
 
     def apply(
-        self, body: AgentReport, report_json: str, address: str | None, now: datetime
+        self, body: AgentReport, address: str | None, now: datetime
     ) -> tuple[MachineRecord, bool]:
         """Store the report, its task updates and logs in one transaction.
 
         Returns the machine's new record and whether capacity may have changed (a task ended,
-        the machine is new or back, or what it reports about its hardware changed)."""
+        the machine is new or back, or what it reports about its hardware changed). A plain
+        heartbeat (no updates, no logs, nothing new for placement) writes nothing now."""
         name = body.report.name
+        if not body.updates and not body.logs:
+            beat = self._machines.heartbeat(body.report, address, now)
+            if beat is not None:
+                return beat, False
         old = self._machines.get(name)
         acked = old.acked_seq if old else -1
         freed = False
@@ -57,7 +63,7 @@ class Agents:
             for chunk in body.logs:
                 self._append_log(conn, name, chunk)
             record, old = self._machines.write_report(
-                conn, body.report, report_json, address, now, acked
+                conn, body.report, body.report.model_dump_json(), address, now, acked
             )
         self._machines.remember(record)
         changed = old is None or old.report is None or old.fingerprint != record.fingerprint
@@ -83,18 +89,40 @@ class Agents:
                 break
 
     def assignments(self, machine: str) -> list[Assignment]:
-        """Every live task on the machine, with `cancel` set for those to stop."""
+        """Every live task on the machine, with `cancel` set for those to stop.
+
+        Two queries whatever the number of tasks: the machine's tasks, then the workers of
+        their runs (for the rendezvous); each run's spec is parsed once."""
         rows = self._database.read(
-            "SELECT tasks.*, runs.name AS run_name, runs.workspace, runs.spec, runs.network,"
-            " runs.nvlink_domain FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+            "SELECT tasks.run_seq, tasks.idx, tasks.name, tasks.machine, tasks.gpu_ids,"
+            " tasks.cpu_cores, tasks.memory_bytes, tasks.cancel, runs.name AS run_name,"
+            " runs.workspace, runs.spec, runs.network, runs.nvlink_domain"
+            " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
             " WHERE tasks.machine = ? AND tasks.state IN ('Assigned', 'Starting',"
             " 'Running') ORDER BY tasks.id",
             (machine,),
         )
-        return [self._assignment(row) for row in rows]
+        if not rows:
+            return []
+        specs = {row["run_seq"]: json.loads(row["spec"]) for row in rows}
+        gangs = [seq for seq, spec in specs.items() if not _is_array(spec)]
+        workers: dict[int, list[str | None]] = {seq: [] for seq in gangs}
+        if gangs:
+            marks = ",".join("?" * len(gangs))
+            for worker in self._database.read(
+                f"SELECT run_seq, machine FROM tasks WHERE run_seq IN ({marks})"  # noqa: S608
+                " ORDER BY run_seq, idx",
+                tuple(gangs),
+            ):
+                workers[worker["run_seq"]].append(worker["machine"])
+        return [
+            self._assignment(row, specs[row["run_seq"]], workers.get(row["run_seq"]))
+            for row in rows
+        ]
 
-    def _assignment(self, row: Row) -> Assignment:
-        spec = json.loads(row["spec"])
+    def _assignment(
+        self, row: Row, spec: dict[str, Any], workers: list[str | None] | None
+    ) -> Assignment:
         return Assignment(
             task=row["name"],
             run=row["run_name"],
@@ -109,40 +137,42 @@ class Agents:
             network=NetworkKind(row["network"] or NetworkKind.LOCAL.value),
             min_gbps=(spec["requested_resources"].get("network") or {}).get("min_gbps"),
             nvlink_domain=row["nvlink_domain"],
-            rendezvous=self._rendezvous(row, spec),
+            rendezvous=self._rendezvous(row, workers),
             time_limit_seconds=spec.get("time_limit_seconds"),
             cancel=bool(row["cancel"]),
         )
 
-    def _rendezvous(self, row: Row, spec: dict[str, object]) -> Rendezvous:
+    def _rendezvous(self, row: Row, workers: list[str | None] | None) -> Rendezvous:
+        """`workers` are the machines of the run's tasks by index; None for an array element,
+        its own world of one."""
         port = RENDEZVOUS_BASE_PORT + row["run_seq"] % 1000
-        requested = spec["requested_resources"]
-        if isinstance(requested, dict) and requested.get("array") is not None:
-            address = self._address(row["machine"])
+        if workers is None:
             return Rendezvous(
-                master_addr=address,
+                master_addr=self._address(row["machine"]),
                 master_port=port,
                 world_size=1,
                 rank=0,
                 node_rank=0,
                 local_world_size=1,
             )
-        workers = self._database.read(
-            "SELECT idx, machine FROM tasks WHERE run_seq = ? ORDER BY idx", (row["run_seq"],)
-        )
-        machines = list(dict.fromkeys(w["machine"] for w in workers))
+        machines = list(dict.fromkeys(workers))
         return Rendezvous(
-            master_addr=self._address(workers[0]["machine"]),
+            master_addr=self._address(workers[0]),
             master_port=port,
             world_size=len(workers),
             rank=row["idx"],
             node_rank=machines.index(row["machine"]),
-            local_world_size=sum(1 for w in workers if w["machine"] == row["machine"]),
+            local_world_size=sum(1 for w in workers if w == row["machine"]),
         )
 
     def _address(self, machine: str | None) -> str:
         record = self._machines.get(machine or "")
         return (record.address if record else None) or machine or "127.0.0.1"
+
+
+def _is_array(spec: dict[str, Any]) -> bool:
+    requested = spec["requested_resources"]
+    return isinstance(requested, dict) and requested.get("array") is not None
 
 
 def _task_id(conn: sqlite3.Connection, machine: str, task: str) -> int | None:

@@ -49,7 +49,7 @@ def commit_pass(
         for decision in placed:
             conn.execute("SAVEPOINT place")
             try:
-                ok = _place(conn, decision, now)
+                ok = place_run(conn, decision, now)
             except sqlite3.IntegrityError:
                 ok = False
             conn.execute("RELEASE place" if ok else "ROLLBACK TO place")
@@ -61,7 +61,9 @@ def commit_pass(
     return committed
 
 
-def _place(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool:
+def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool:
+    """Assign a Pending run (or array element) its workers and their GPUs; False when it is no
+    longer pending."""
     item, placement = decision.item, decision.placement
     stamp = now.isoformat()
     pending = conn.execute(

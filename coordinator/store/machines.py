@@ -58,9 +58,13 @@ def network_site(address: str | None) -> str | None:
     return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
 
 
+VOLATILE = frozenset({"reported_at", "free_cpu_cores", "free_memory_bytes"})
+"""Report fields that change with every heartbeat and never change where runs fit."""
+
+
 def fingerprint(report: MachineReport) -> str:
     """Everything but timestamps and free counters: a change here may change where runs fit."""
-    return report.model_dump_json(exclude={"reported_at", "free_cpu_cores", "free_memory_bytes"})
+    return report.model_dump_json(exclude=set(VOLATILE))
 
 
 class Machines:
@@ -69,25 +73,86 @@ class Machines:
     def __init__(self, database: Database) -> None:
         self._database = database
         self._records: dict[str, MachineRecord] = {}
-        self._raw: dict[str, str | None] = {}
+        self._versions: dict[str, int] = {}
+        """The `report_version` each record's report was read at (for `reload`)."""
+        self._seen: dict[str, tuple[str | None, datetime]] = {}
+        """Heartbeats not written yet: address and time, by machine (see `flush_seen`)."""
         self.reload()
 
     def reload(self) -> None:
         """Read every machine from the file again (for a process that does not write them);
-        a report whose stored text did not change is not parsed again."""
+        only reports whose `report_version` changed are read and parsed again."""
         records: dict[str, MachineRecord] = {}
-        for row in self._database.read("SELECT * FROM machines"):
-            old = self._records.get(row["name"])
-            same = old is not None and self._raw.get(row["name"]) == row["report"]
-            records[row["name"]] = _record(row, old.report if same and old else None)
-            self._raw[row["name"]] = row["report"]
-        self._records = records
+        rows = self._database.read(
+            "SELECT name, address, last_seen, acked_seq, cordon_reason, labels, report_version"
+            " FROM machines"
+        )
+        stale = [r["name"] for r in rows if self._versions.get(r["name"]) != r["report_version"]]
+        texts = self._reports(stale)
+        versions: dict[str, int] = {}
+        for row in rows:
+            name = row["name"]
+            old = self._records.get(name)
+            if name in texts:
+                row["report"] = texts[name]
+                old = None
+            versions[name] = row["report_version"]
+            records[name] = _record(row, old)
+        self._records, self._versions = records, versions
+
+    def _reports(self, names: list[str]) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
+        for start in range(0, len(names), 500):  # within SQLite's limit on parameters
+            chunk = names[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._database.read(
+                f"SELECT name, report FROM machines WHERE name IN ({marks})",  # noqa: S608
+                tuple(chunk),
+            ):
+                found[row["name"]] = row["report"]
+        return found
 
     def get(self, name: str) -> MachineRecord | None:
         return self._records.get(name)
 
     def all(self) -> list[MachineRecord]:
         return [self._records[name] for name in sorted(self._records)]
+
+    def heartbeat(
+        self, report: MachineReport, address: str | None, now: datetime
+    ) -> MachineRecord | None:
+        """A report with nothing new for placement, kept in memory only; None when it is new
+        (the caller writes it with `write_report`).
+
+        Its time and address reach the file at the next `flush_seen`, in one transaction with
+        every other machine's: 500 heartbeats a second need not be 500 transactions."""
+        old = self._records.get(report.name)
+        if old is None or old.report is None or old.fingerprint != fingerprint(report):
+            return None
+        # The old report with the new volatile fields: the same content as `report`, but it
+        # shares the old one's GPUs and ports, so a heartbeat leaves a couple of new objects
+        # behind, not hundreds (the collector's full passes grow with what survives).
+        kept = old.report.model_copy(update={field: getattr(report, field) for field in VOLATILE})
+        updated = replace(old, report=kept, address=address, last_seen=now)
+        self._records[report.name] = updated
+        self._seen[report.name] = (address, now)
+        return updated
+
+    def flush_seen(self, limit: int | None = None) -> int:
+        """Write the heartbeats kept in memory (at most `limit` machines' in this transaction,
+        the oldest first); returns how many machines."""
+        if limit is None or limit >= len(self._seen):
+            seen, self._seen = self._seen, {}
+        else:
+            names = list(self._seen)[:limit]
+            seen = {name: self._seen.pop(name) for name in names}
+        if seen:
+            with self._database.write() as conn:
+                conn.executemany(
+                    "UPDATE machines SET address = ?, last_seen = ? WHERE name = ?",
+                    [(address, at.isoformat(), name) for name, (address, at) in seen.items()],
+                )
+        return len(seen)
 
     def write_report(
         self,
@@ -102,6 +167,7 @@ class Machines:
 
         The caller commits, then calls `remember`, so memory never runs ahead of the file."""
         old = self._records.get(report.name)
+        self._seen.pop(report.name, None)  # written now; a later flush must not set it back
         printed = fingerprint(report)
         if old is not None and old.report is not None and old.fingerprint == printed:
             # Nothing that matters changed: a heartbeat, not a new report worth writing.
@@ -119,7 +185,7 @@ class Machines:
             "INSERT INTO machines (name, report, address, last_seen, acked_seq, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET report = excluded.report,"
             " address = excluded.address, last_seen = excluded.last_seen,"
-            " acked_seq = excluded.acked_seq",
+            " acked_seq = excluded.acked_seq, report_version = report_version + 1",
             (report.name, report_json, address, now.isoformat(), acked_seq, now.isoformat()),
         )
         base = old or MachineRecord(report.name)
@@ -170,10 +236,13 @@ class Machines:
         return record
 
 
-def _record(row: Row, parsed: MachineReport | None = None) -> MachineRecord:
-    report = parsed
-    if report is None and row["report"]:
+def _record(row: Row, same: MachineRecord | None = None) -> MachineRecord:
+    """A machine from its row; `same` is its previous record when the report did not change,
+    whose parsed report and fingerprint are kept (parsing 5,000 reports is slow)."""
+    report = same.report if same else None
+    if same is None and row.get("report"):
         report = MachineReport.model_validate_json(row["report"])
+    printed = same.fingerprint if same else (fingerprint(report) if report else "")
     return MachineRecord(
         name=row["name"],
         report=report,
@@ -182,5 +251,5 @@ def _record(row: Row, parsed: MachineReport | None = None) -> MachineRecord:
         acked_seq=row["acked_seq"],
         cordon_reason=row["cordon_reason"],
         admin_labels=json.loads(row["labels"]),
-        fingerprint=fingerprint(report) if report else "",
+        fingerprint=printed,
     )

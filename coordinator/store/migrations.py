@@ -109,4 +109,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     UPDATE tasks SET explanation_id = id WHERE placement IS NOT NULL;
     ALTER TABLE tasks DROP COLUMN placement;
     """,
+    # 3: a report's version, so the pass worker re-reads only the reports that changed (5,000
+    # reports are megabytes of text per pass otherwise).
+    """
+    ALTER TABLE machines ADD COLUMN report_version INTEGER NOT NULL DEFAULT 0;
+    """,
 )

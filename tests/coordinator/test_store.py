@@ -51,7 +51,7 @@ def test_version_1_file_keeps_its_explanations(tmp_path: Path) -> None:
     assert task is not None
     assert task.placement is not None
     assert task.placement.checked_nodes == 1
-    assert store.database.schema_version == 2
+    assert store.database.schema_version == len(MIGRATIONS)
     store.close()
 
 
@@ -73,3 +73,29 @@ async def test_runs_asking_alike_share_one_stored_explanation(fake_cluster: Clus
     await c.run_pass()
     held = c.store.database.read("SELECT count(*) AS n FROM explanations")[0]["n"]
     assert held == 2  # r0 placed; r1 is the head with its own, r2..r9 share one
+
+
+async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster) -> None:
+    """A second process's view of the file (the pass worker's) re-reads a machine's report
+    only when its `report_version` moved: a heartbeat leaves the parsed report as it was."""
+    c = fake_cluster
+    await c.report("gpu-01")
+    await c.report("gpu-02")
+    reader = Store.open(c.store.database.path)
+    kept = reader.machines.get("gpu-01")
+    assert kept is not None
+    c.clock.advance(2)
+    await c.report("gpu-01")
+    await c.report("gpu-02", gpus=4)
+    c.store.machines.flush_seen()
+    reader.machines.reload()
+    one, two = reader.machines.get("gpu-01"), reader.machines.get("gpu-02")
+    assert one is not None
+    assert two is not None
+    assert one.report is kept.report
+    assert one.last_seen == c.clock.now()
+    assert two.report is not None
+    assert len(two.report.gpus) == 4
+    versions = c.store.database.read("SELECT name, report_version FROM machines ORDER BY name")
+    assert [(v["name"], v["report_version"]) for v in versions] == [("gpu-01", 1), ("gpu-02", 2)]
+    reader.close()

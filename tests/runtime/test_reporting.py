@@ -53,6 +53,45 @@ def test_outbox_keeps_updates_until_acknowledged(tmp_path: Path) -> None:
     assert again.add("t-1", TaskState.STARTING, AT).seq == 3
 
 
+def test_outbox_renumbers_when_the_coordinator_is_ahead(tmp_path: Path) -> None:
+    """After the state directory was wiped, an `acked_seq` at or past the agent's own numbering
+    renumbers the pending updates from `acked_seq + 1` (kept, in order, on disk) instead of
+    dropping them; the next acknowledgement then removes them as usual."""
+    path = tmp_path / "outbox.json"
+    outbox = Outbox(path)
+    outbox.add("t-0", TaskState.STARTING, AT)
+    outbox.add("t-0", TaskState.FAILED, AT, exit_code=3, message="exited with code 3")
+    outbox.ack(57)
+    again = Outbox(path)
+    assert [(u.seq, u.task, u.state, u.exit_code) for u in again.pending] == [
+        (58, "t-0", TaskState.STARTING, None),
+        (59, "t-0", TaskState.FAILED, 3),
+    ]
+    assert again.next_seq == 60
+    assert again.add("t-1", TaskState.STARTING, AT).seq == 60
+    again.ack(59)
+    assert [(u.seq, u.task) for u in again.pending] == [(60, "t-1")]
+
+
+@pytest.mark.parametrize(
+    ("acked", "left"),
+    [
+        pytest.param(-1, [0, 1], id="none-acked"),
+        pytest.param(0, [1], id="first-acked"),
+        pytest.param(1, [], id="all-acked"),
+        pytest.param(2, [3, 4], id="ahead-by-one"),
+    ],
+)
+def test_outbox_ack_table(tmp_path: Path, acked: int, left: list[int]) -> None:
+    """Acknowledging up to `next_seq - 1` drops what it covers; from `next_seq` on it
+    renumbers everything pending instead."""
+    outbox = Outbox(tmp_path / "outbox.json")
+    outbox.add("t-0", TaskState.STARTING, AT)
+    outbox.add("t-0", TaskState.RUNNING, AT)
+    outbox.ack(acked)
+    assert [u.seq for u in outbox.pending] == left
+
+
 def test_log_chunk_waits_for_a_cut_character(tmp_path: Path) -> None:
     """A character cut by the chunk limit is held back whole for the next chunk."""
     log = tmp_path / "output.log"

@@ -1,0 +1,145 @@
+"""Runs placed but not started, which a pass may give a tighter shape, and writing that change."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+
+from astraeus.coordinator.placement import Placement
+from astraeus.shared import Landing, RequestedResources, task_name
+
+from .commit import Placed, place_run
+from .db import Database
+from .queue import QueueItem
+from .rows import when
+
+
+@dataclass(frozen=True)
+class HeldTask:
+    """One Assigned worker of a run that may be reshaped: what it holds, where."""
+
+    id: int
+    index: int
+    machine: str
+    gpu_ids: tuple[str, ...]
+    cpu_cores: float
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class Unstarted:
+    """A placed run none of whose workers has started: its ask, where it landed, what it holds."""
+
+    item: QueueItem
+    rung: str
+    network: str | None
+    nvlink_domain: str | None
+    tasks: tuple[HeldTask, ...]
+
+
+@dataclass(frozen=True)
+class Reshaped:
+    """A pass's decision to move an unstarted run to `placement`."""
+
+    old: Unstarted
+    placement: Placement
+
+
+def read_unstarted(database: Database) -> list[Unstarted]:
+    """Runs placed whole whose every task is Assigned (none Starting, Running or ended, none
+    cancelled), in queue order. Runs on one machine (`node`, the tightest rung) are left out:
+    no shape is tighter."""
+    runs = database.read(
+        "SELECT seq, workspace, name, spec, priority, landing, network, nvlink_domain,"
+        " first_evaluated_at, submitted_at"
+        " FROM runs WHERE state = 'Running' AND json_extract(landing, '$.rung') != 'node'"
+        " AND NOT EXISTS"
+        " (SELECT 1 FROM tasks WHERE tasks.run_seq = runs.seq"
+        " AND (tasks.state != 'Assigned' OR tasks.cancel))"
+        " ORDER BY priority DESC, seq"
+    )
+    found = []
+    for run in runs:
+        spec = json.loads(run["spec"])
+        ask = RequestedResources.model_validate(spec["requested_resources"])
+        if ask.array is not None:
+            continue
+        tasks = database.read(
+            "SELECT id, idx, machine, gpu_ids, cpu_cores, memory_bytes FROM tasks"
+            " WHERE run_seq = ? ORDER BY idx",
+            (run["seq"],),
+        )
+        item = QueueItem(
+            seq=run["seq"],
+            workspace=run["workspace"],
+            run=run["name"],
+            index=0,
+            is_array=False,
+            priority=run["priority"],
+            ask=ask,
+            image=spec.get("image"),
+            time_limit_seconds=spec.get("time_limit_seconds"),
+            first_evaluated_at=when(run["first_evaluated_at"]),
+            submitted_at=when(run["submitted_at"]),
+        )
+        held = tuple(
+            HeldTask(
+                id=t["id"],
+                index=t["idx"],
+                machine=t["machine"],
+                gpu_ids=tuple(json.loads(t["gpu_ids"])),
+                cpu_cores=t["cpu_cores"],
+                memory_bytes=t["memory_bytes"],
+            )
+            for t in tasks
+        )
+        rung = Landing.model_validate_json(run["landing"]).rung
+        found.append(Unstarted(item, rung, run["network"], run["nvlink_domain"], held))
+    return found
+
+
+def commit_reshape(database: Database, reshaped: Reshaped, now: datetime) -> bool:
+    """Release the run's old assignment and write the new one in one transaction.
+
+    Nothing is written (False) when any old worker moved on meanwhile (an agent reported it
+    Starting, it ended, or it was cancelled), or when a GPU of the new placement is held (the
+    `gpu_holds` key refuses it)."""
+    old = reshaped.old
+    ids = [task.id for task in old.tasks]
+    with database.write() as conn:
+        marks = ",".join("?" * len(ids))
+        still = conn.execute(
+            f"SELECT count(*) FROM tasks WHERE run_seq = ? AND id IN ({marks})"  # noqa: S608
+            " AND state = 'Assigned' AND cancel = 0",
+            (old.item.seq, *ids),
+        ).fetchone()[0]
+        total = conn.execute(
+            "SELECT count(*) FROM tasks WHERE run_seq = ?", (old.item.seq,)
+        ).fetchone()[0]
+        if still != len(ids) or total != len(ids):
+            return False
+        conn.execute("SAVEPOINT reshape")
+        try:
+            ok = _swap(conn, reshaped, ids, marks, now)
+        except sqlite3.IntegrityError:
+            ok = False
+        conn.execute("RELEASE reshape" if ok else "ROLLBACK TO reshape")
+        if not ok:
+            conn.execute("RELEASE reshape")
+    return ok
+
+
+def _swap(
+    conn: sqlite3.Connection, reshaped: Reshaped, ids: list[int], marks: str, now: datetime
+) -> bool:
+    item = reshaped.old.item
+    conn.execute(f"DELETE FROM gpu_holds WHERE task_id IN ({marks})", ids)  # noqa: S608
+    conn.execute(f"DELETE FROM logs WHERE task_id IN ({marks})", ids)  # noqa: S608
+    conn.execute(f"DELETE FROM tasks WHERE id IN ({marks})", ids)  # noqa: S608
+    conn.execute(
+        "INSERT INTO tasks (run_seq, idx, name, state) VALUES (?, 0, ?, 'Pending')",
+        (item.seq, task_name(item.run, 0)),
+    )
+    return place_run(conn, Placed(item, reshaped.placement), now)
