@@ -25,6 +25,7 @@ def demo_settings(state_dir: Path, port: int) -> Settings:
         db=state_dir / "astraeus.db",
         listen=f"127.0.0.1:{port}",
         state_dir=state_dir,
+        cluster_name="demo",
         report_interval_seconds=1.0,
         pass_interval_seconds=1.0,
         pass_debounce_seconds=0.05,

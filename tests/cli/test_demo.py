@@ -53,7 +53,7 @@ def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
         "ib-b               rack-b1  lab",
         "    ib-b2   Up, MemoryPressure  8/8 NVIDIA H100 80GB HBM3  8 healthy             "
         "ib-b               rack-b2  lab",
-        f"pretrain submitted to {socket.gethostname().split('.')[0]}: http://127.0.0.1:",
+        "pretrain submitted to demo: http://127.0.0.1:",
         "    pretrain: Running — 2 machines × 8 GPUs on InfiniBand fabric ib-a in rack rack-a1",
         "    careful: Pending — No machine fits: 10 of 10 machines ready",
         "      careful-0  Pending  -  No machine fits: 10 of 10 machines ready",
