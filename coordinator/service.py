@@ -14,7 +14,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from astraeus.coordinator import sdnotify
+from astraeus.agent.runtime.sdnotify import Notifier
 from astraeus.coordinator.api import create_app
 from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings, SettingsError, load
@@ -163,6 +163,8 @@ async def serve(settings: Settings) -> int:
     # A scheduler pass computes in a worker thread. Handing the GIL back to the event loop every
     # millisecond (not every 5) keeps agents' reports answered sooner while a pass runs.
     sys.setswitchinterval(0.001)
+    # Read and drop the systemd variables, so the pass worker process does not inherit them.
+    notifier = Notifier.from_environment()
     store = _open(settings)
     token_file = first_admin_token(store, settings.state_dir)
     if token_file is not None:
@@ -174,15 +176,15 @@ async def serve(settings: Settings) -> int:
     await site.start()
     log.info("listening on %s, database %s", settings.listen, settings.db)
     print(f"astraeus-coordinator: listening on {settings.listen}", file=sys.stderr, flush=True)
-    sdnotify.notify("READY=1")
+    notifier.notify("READY=1\nSTATUS=listening")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    interval = sdnotify.watchdog_interval()
-    pinger = asyncio.create_task(sdnotify.watchdog(interval)) if interval else None
+    interval = notifier.watchdog_seconds
+    pinger = asyncio.create_task(_watchdog(notifier, interval / 2)) if interval else None
     await stop.wait()
-    sdnotify.notify("STOPPING=1")
+    notifier.stopping()
     if pinger is not None:
         pinger.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -190,3 +192,10 @@ async def serve(settings: Settings) -> int:
     await runner.cleanup()
     store.close()
     return 0
+
+
+async def _watchdog(notifier: Notifier, interval: float) -> None:
+    """Ping from the event loop itself, so a stuck loop stops the pings and systemd restarts us."""
+    while True:
+        notifier.watchdog()
+        await asyncio.sleep(interval)
