@@ -2,22 +2,12 @@
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from astraeus.shared import NodeReasons, PendingExplanation, reasons
 
-GUIDE_JSON = """{
-  "checked_nodes": 3,
-  "ready_nodes": 3,
-  "down_nodes": 0,
-  "closest": "gpu-02",
-  "nodes": [
-    { "name": "gpu-01", "state": "Up", "reasons": ["no H100 or H200 with at least 80 GB GPU"] },
-    { "name": "gpu-02", "state": "Up",
-      "reasons": ["insufficient gpus: need 8, 4 free and usable"] },
-    { "name": "gpu-03", "state": "Up", "reasons": ["machine is cordoned: firmware update"] }
-  ],
-  "evaluated_at": "2026-10-01T09:14:02.511843+00:00"
-}"""
+GUIDE_JSON = (Path(__file__).parent / "data" / "guide_pending.json").read_text()
+"""The guide's `.placement` example, verbatim (shared with the placement engine's tests)."""
 
 
 def test_guide_example_round_trips() -> None:
