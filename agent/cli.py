@@ -16,6 +16,7 @@ from .api import DEFAULT_HOST, DEFAULT_PORT, create_app
 from .backends.select import UnknownBackendError
 from .fake import FakeMachineError
 from .inventory import Scanner, default_data_dir
+from .runtime.settings import parse_label
 from .service import SCAN_SECONDS, ScanService
 from .table import render
 from .watch import udev_monitor
@@ -71,13 +72,7 @@ def _parser(command: str) -> argparse.ArgumentParser:
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:
-    labels = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--label {pair!r} is not KEY=VALUE")
-        labels[key] = value
-    return labels
+    return dict(parse_label(pair) for pair in pairs)
 
 
 def _scanner(args: argparse.Namespace) -> Scanner:

@@ -113,25 +113,26 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
     return Settings(**merged)
 
 
+def parse_label(pair: str) -> tuple[str, str]:
+    """`KEY=VALUE` → (KEY, VALUE); a ValueError names the pair otherwise."""
+    key, sep, value = pair.partition("=")
+    if not sep or not key:
+        raise ValueError(f"--label {pair!r} is not KEY=VALUE")
+    return key, value
+
+
 def _labels(value: Any) -> tuple[tuple[str, str], ...]:
     """Labels from `--label K=V` (a list), `ASTRAEUS_LABELS=k=v,k2=v2` or a TOML `[labels]`."""
     if isinstance(value, str):
         value = [part for part in value.split(",") if part.strip()]
     if isinstance(value, dict):
-        pairs = [(str(key), str(item)) for key, item in value.items()]
-    elif isinstance(value, list | tuple):
-        pairs = []
-        for item in value:
-            if isinstance(item, list | tuple) and len(item) == 2:
-                pairs.append((str(item[0]), str(item[1])))
-                continue
-            key, sep, text = str(item).partition("=")
-            if not sep or not key:
-                raise SettingsError(f"labels: {item!r} is not KEY=VALUE")
-            pairs.append((key, text))
-    else:
+        return tuple(sorted((str(key), str(item)) for key, item in value.items()))
+    if not isinstance(value, list | tuple):
         raise SettingsError(f"labels: {value!r} is not a table of KEY = VALUE")
-    return tuple(sorted(pairs))
+    try:
+        return tuple(sorted(parse_label(str(item)) for item in value))
+    except ValueError as error:
+        raise SettingsError(str(error)) from None
 
 
 def _positive(key: str, value: Any) -> float:

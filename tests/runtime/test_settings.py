@@ -70,6 +70,12 @@ def test_config_file_from_variable(tmp_path: Path) -> None:
             id="bad-backend",
         ),
         pytest.param(
+            ["--coordinator", "http://c", "--token-file", "/t", "--label", "rack"],
+            {},
+            "--label 'rack' is not KEY=VALUE",
+            id="bad-label",
+        ),
+        pytest.param(
             ["--coordinator", "http://c", "--token-file", "/t"],
             {"ASTRAEUS_STOP_GRACE_SECONDS": "soon"},
             "stop_grace_seconds: 'soon' is not a positive number of seconds",
@@ -135,3 +141,39 @@ def test_main_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     """An unknown option prints argparse's usage and returns 2."""
     assert main(["--frobnicate"]) == 2
     assert "unrecognized arguments: --frobnicate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "toml", "expected"),
+    [
+        pytest.param(
+            ["--label", "topology.astraeus.io/rack=r1", "--label", "pool=h100"],
+            {},
+            "",
+            (("pool", "h100"), ("topology.astraeus.io/rack", "r1")),
+            id="flags",
+        ),
+        pytest.param(
+            [],
+            {"ASTRAEUS_LABELS": "pool=h100,zone=a"},
+            "",
+            (("pool", "h100"), ("zone", "a")),
+            id="variable",
+        ),
+        pytest.param([], {}, '[labels]\npool = "h100"\n', (("pool", "h100"),), id="toml"),
+    ],
+)
+def test_labels_from_every_source(
+    tmp_path: Path,
+    argv: list[str],
+    env: dict[str, str],
+    toml: str,
+    expected: tuple[tuple[str, str], ...],
+) -> None:
+    """Labels come from repeated --label, ASTRAEUS_LABELS or a TOML [labels] table, sorted."""
+    base = ["--coordinator", "http://c", "--token-file", "/t"]
+    if toml:
+        config = tmp_path / "agent.toml"
+        config.write_text(toml)
+        base += ["--config", str(config)]
+    assert _load(base + argv, env).labels == expected
