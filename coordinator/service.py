@@ -96,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _open(settings: Settings) -> Store:
     settings.db.parent.mkdir(parents=True, exist_ok=True)
-    return Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+    return Store.open(
+        settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
+    )
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:

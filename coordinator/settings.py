@@ -54,6 +54,9 @@ class Settings:
     """The name users see: `finetune submitted to <cluster_name>: ...`."""
     console_url: str = ""
     """Where users open the console; empty: `http://<listen>/console/` (set it behind a proxy)."""
+    access_labels: tuple[str, ...] = ("pool",)
+    """Labels that grant access: only admins set them (API, or with the agent's token); what an
+    agent reports for them is ignored. `pool` is always one; a comma list adds others."""
 
     @property
     def host(self) -> str:
@@ -64,7 +67,16 @@ class Settings:
         return int(self.listen.rpartition(":")[2])
 
 
-_CONVERT: dict[str, Any] = {"db": Path, "state_dir": Path}
+def _label_list(raw: object) -> tuple[str, ...]:
+    """`pool` and the labels listed (a comma list, or a TOML array), each once, in order."""
+    items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+    names = [str(item).strip() for item in items]
+    if any(not name for name in names if len(names) > 1):
+        raise ValueError(raw)
+    return tuple(dict.fromkeys(["pool", *(name for name in names if name)]))
+
+
+_CONVERT: dict[str, Any] = {"db": Path, "state_dir": Path, "access_labels": _label_list}
 
 
 def _coerce(name: str, raw: object, source: str) -> object:
@@ -83,7 +95,8 @@ def _coerce(name: str, raw: object, source: str) -> object:
             raise ValueError(raw)
         value = kind(raw)
     except (TypeError, ValueError):
-        raise SettingsError(f"{source}: {raw!r} is not a valid {kind.__name__}") from None
+        what = "comma-separated list of label names" if kind is tuple else kind.__name__
+        raise SettingsError(f"{source}: {raw!r} is not a valid {what}") from None
     if isinstance(value, int | float) and value < 0:
         raise SettingsError(f"{source}: must be at least 0, got {raw!r}")
     return value

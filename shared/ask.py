@@ -5,7 +5,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, StringConstraints, model_validator
 
-from .base import UserModel
+from .base import INT64_MAX, UserModel
 from .reasons import cannot_distribute
 
 Number = int | float
@@ -94,7 +94,7 @@ class PerGpu(UserModel):
     """Cores and memory per GPU: a worker with 8 GPUs gets 8 times these."""
 
     cpu_cores: Number = Field(default=0, ge=0, le=100_000)
-    memory_bytes: int = Field(default=0, ge=0)
+    memory_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
 
 
 class Topology(UserModel):
@@ -147,7 +147,10 @@ class DriveMount(UserModel):
         description="absolute path inside the worker"
     )
     size_bytes: int = Field(
-        default=0, ge=0, description="room the drive needs at the machine's data location"
+        default=0,
+        ge=0,
+        le=INT64_MAX,
+        description="room the drive needs at the machine's data location",
     )
 
 
@@ -164,7 +167,7 @@ class RequestedResources(UserModel):
     gpu_requests: GpuRequests | None = None
     per_gpu: PerGpu | None = None
     cpu_cores: Number | None = Field(default=None, ge=0, le=100_000)
-    memory_bytes: int | None = Field(default=None, ge=0)
+    memory_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
     machines: int | None = Field(default=None, ge=1, le=100_000)
     network: Network | None = None
     topology: Topology | None = None

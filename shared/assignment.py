@@ -4,16 +4,33 @@
 log chunks (`AgentReport`); the reply (`ReportReply`) lists every task this machine should be
 running. The agent starts what is new, stops what is marked `cancel`, and keeps retrying each
 update until a reply acknowledges its sequence number.
+
+Between coordinator and agent a task is named by its `task_uid` alone: task names (`<run>-<index>`)
+repeat across workspaces (and across placements of one run), a uid never does. The name travels
+in the assignment for people (logs, unit names), never as a key.
 """
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated, Final, Self
 
-from pydantic import Field, field_serializer
+from pydantic import Field, StringConstraints, field_serializer, model_validator
 
-from .base import WireModel
+from .base import INT64_MAX, ProcessText, WireModel
 from .report import MachineReport
 from .run import TaskState
+
+TaskUid = Annotated[
+    str,
+    StringConstraints(pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"),
+]
+"""A task's identity in the cluster: a random UUID (lower-case, dashed) the coordinator gives each
+assignment, like a Kubernetes pod's `metadata.uid`. Safe as a file or unit name."""
+
+MAX_UPDATES: Final = 1000
+"""Task updates in one report; an agent with more sends the oldest first, the rest next time."""
+MAX_LOG_CHUNKS: Final = 1000
+"""Log chunks in one report."""
 
 
 class NetworkKind(StrEnum):
@@ -32,41 +49,50 @@ class Rendezvous(WireModel):
 
     master_addr: str
     master_port: int = Field(ge=1, le=65535)
-    world_size: int = Field(ge=1, description="workers in the run")
-    rank: int = Field(ge=0, description="this worker's index")
-    node_rank: int = Field(ge=0, description="index of this worker's machine among the run's")
-    local_world_size: int = Field(ge=1, description="workers of this run on this machine")
+    world_size: int = Field(ge=1, le=1_000_000, description="workers in the run")
+    rank: int = Field(ge=0, le=1_000_000, description="this worker's index")
+    node_rank: int = Field(
+        ge=0, le=1_000_000, description="index of this worker's machine among the run's"
+    )
+    local_world_size: int = Field(
+        ge=1, le=1_000_000, description="workers of this run on this machine"
+    )
 
 
 class Assignment(WireModel):
     """One task this machine should be running, with everything needed to start it."""
 
-    task: str = Field(description="`<run>-<index>`")
+    task_uid: TaskUid = Field(description="the task's identity: updates and logs name it")
+    task: str = Field(description="`<run>-<index>`, for people: unique only in its workspace")
     run: str
     workspace: str
-    index: int = Field(ge=0)
-    command: list[str]
-    image: str | None = None
-    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables")
+    index: int = Field(ge=0, le=1_000_000)
+    command: list[ProcessText]
+    image: ProcessText | None = None
+    env: dict[ProcessText, ProcessText] = Field(
+        default_factory=dict, description="the user's own variables"
+    )
     assigned_gpu_ids: list[str] = Field(default_factory=list, description="GPU UUIDs")
     cpu_cores: float = 0
-    memory_bytes: int = 0
+    memory_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
     network: NetworkKind = NetworkKind.LOCAL
     min_gbps: float | None = None
     nvlink_domain: str | None = None
     rendezvous: Rendezvous
-    time_limit_seconds: int | None = None
+    time_limit_seconds: int | None = Field(default=None, ge=1, le=INT64_MAX)
     cancel: bool = Field(default=False, description="stop it: SIGTERM, a grace period, SIGKILL")
 
 
 class TaskUpdate(WireModel):
     """A task's state change, as the agent saw it."""
 
-    seq: int = Field(ge=0, description="per-agent sequence number, for acknowledgement")
-    task: str
+    seq: int = Field(
+        ge=0, le=INT64_MAX, description="per-agent sequence number, for acknowledgement"
+    )
+    task_uid: TaskUid = Field(description="the assignment's `task_uid`")
     state: TaskState
-    exit_code: int | None = None
-    signal: int | None = None
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31 - 1)
+    signal: int | None = Field(default=None, ge=1, le=255)
     message: str | None = Field(default=None, max_length=4096)
     at: datetime
 
@@ -76,24 +102,38 @@ class TaskUpdate(WireModel):
 
 
 class LogChunk(WireModel):
-    """A piece of a task's output, from `offset` bytes into its log file."""
+    """A piece of a task's output: bytes `offset` to `end` of its log file, as text.
 
-    task: str
-    offset: int = Field(ge=0)
-    data: str = Field(max_length=1024 * 1024)
+    The coordinator applies chunks by offset: one it already holds (a resend) changes nothing,
+    and one starting earlier replaces what it held from there on, so a log never duplicates
+    or goes out of order. `end` is needed because `data` is not the bytes themselves (invalid
+    UTF-8 becomes U+FFFD)."""
+
+    task_uid: TaskUid = Field(description="the assignment's `task_uid`")
+    offset: int = Field(ge=0, le=INT64_MAX, description="first byte of the chunk in the log")
+    end: int = Field(ge=0, le=INT64_MAX, description="the byte after the chunk")
+    data: str = Field(min_length=1, max_length=1024 * 1024)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.end <= self.offset:
+            raise ValueError(f"end must be more than offset ({self.offset}), got {self.end}")
+        return self
 
 
 class AgentReport(WireModel):
     """The body of `PUT /machines/{name}/report`."""
 
     report: MachineReport
-    updates: list[TaskUpdate] = Field(default_factory=list)
-    logs: list[LogChunk] = Field(default_factory=list)
+    updates: list[TaskUpdate] = Field(default_factory=list, max_length=MAX_UPDATES)
+    logs: list[LogChunk] = Field(default_factory=list, max_length=MAX_LOG_CHUNKS)
 
 
 class ReportReply(WireModel):
     """The coordinator's answer: the tasks this machine should run, and what it has received."""
 
-    acked_seq: int = Field(default=-1, description="highest update seq stored; -1 for none")
+    acked_seq: int = Field(
+        default=-1, ge=-1, le=INT64_MAX, description="highest update seq stored; -1 for none"
+    )
     assignments: list[Assignment] = Field(default_factory=list)
     report_interval_seconds: float = Field(default=5.0, gt=0)

@@ -66,6 +66,11 @@ def cannot_distribute(gpus: int, machines: int) -> str:
     return f"Cannot plan workers: cannot evenly distribute {gpus} gpus across {machines} machines"
 
 
+ANOTHER_WORKSPACE: Final = "a run of another workspace"
+"""How a member is shown a run (or task) of a workspace other than its own: in queue reasons and
+machine views. Admins see names."""
+
+
 # Queue reasons: the run fits, and the queue holds it back.
 def next_to_run(detail: str) -> str:
     return f"Next to run: {detail}"

@@ -2,18 +2,36 @@
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Final
 
-from pydantic import Field, field_serializer, field_validator
+from pydantic import Field, StringConstraints, field_serializer, field_validator
 
 from .ask import Vendor
-from .base import WireModel
+from .base import INT64_MAX, WireModel
 
 SCHEMA_VERSION = "1.0"
 """`MAJOR.MINOR`. A reader accepts any minor of its own major (new fields are ignored) and rejects
 a missing version or another major."""
 
 SCHEMA_MAJOR = int(SCHEMA_VERSION.split(".", 1)[0])
+
+# The most a report may list: far above any real machine, low enough that one report costs the
+# coordinator milliseconds (a 50,000-GPU report held its event loop for a second).
+MAX_GPUS: Final = 256
+"""A 16-GPU HGX-2 with each GPU cut into 7 MIG instances is 112."""
+MAX_RDMA_PORTS: Final = 1024
+"""Ports with SR-IOV virtual functions included."""
+MAX_DRIVES: Final = 1024
+MAX_LABELS: Final = 256
+MAX_CAPABILITIES: Final = 64
+MAX_SIGNALS: Final = 64
+"""Health signals on one GPU or port."""
+MAX_COUNT: Final = 1_000_000
+"""Cores (and any other count a report carries) at most."""
+
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=317)]
+"""Kubernetes' limit: a 253-character prefix, '/', a 63-character name."""
+LabelValue = Annotated[str, StringConstraints(max_length=1024)]
 
 
 class GpuHealthState(StrEnum):
@@ -36,17 +54,17 @@ class HealthSignal(WireModel):
 
 class GpuHealth(WireModel):
     state: GpuHealthState = GpuHealthState.HEALTHY
-    signals: list[HealthSignal] = Field(default_factory=list)
+    signals: list[HealthSignal] = Field(default_factory=list, max_length=MAX_SIGNALS)
 
 
 class GpuInfo(WireModel):
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, le=MAX_COUNT)
     uuid: str
     vendor: Vendor
     model: str = Field(description="the model name as the driver reports it")
-    memory_bytes: int = Field(ge=0)
+    memory_bytes: int = Field(ge=0, le=INT64_MAX)
     pci_bus_id: str | None = Field(default=None, description="sysfs form, e.g. 0000:18:00.0")
-    numa_node: int | None = None
+    numa_node: int | None = Field(default=None, ge=-1, le=MAX_COUNT)
     health: GpuHealth = Field(default_factory=GpuHealth)
     nvlink_domain: str | None = Field(
         default=None, description="multi-node NVLink domain: '<cluster uuid>/<clique id>'"
@@ -63,18 +81,18 @@ class LinkLayer(StrEnum):
 
 class RdmaPort(WireModel):
     device: str
-    port: int = Field(ge=1)
+    port: int = Field(ge=1, le=65535)
     state: str = Field(description="e.g. ACTIVE, DOWN (the name part of the sysfs state file)")
     physical_state: str | None = Field(default=None, description="e.g. LinkUp, Polling")
     link_layer: LinkLayer
-    rate_gbps: float = Field(ge=0)
+    rate_gbps: float = Field(ge=0, le=MAX_COUNT)
     subnet_prefix: str | None = Field(default=None, description="GID 0's first 64 bits")
     fabric: str | None = Field(default=None, description="derived fabric name of an IB port")
-    numa_node: int | None = None
+    numa_node: int | None = Field(default=None, ge=-1, le=MAX_COUNT)
     pci_device: str | None = None
     netdev: str | None = Field(default=None, description="the netdev of a RoCE port")
     at_risk: bool = False
-    signals: list[HealthSignal] = Field(default_factory=list)
+    signals: list[HealthSignal] = Field(default_factory=list, max_length=MAX_SIGNALS)
 
     @property
     def up(self) -> bool:
@@ -96,8 +114,8 @@ class DriveInfo(WireModel):
     """A drive the machine holds, or reaches over the network."""
 
     name: str
-    capacity_bytes: int = Field(default=0, ge=0)
-    free_bytes: int = Field(default=0, ge=0)
+    capacity_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
+    free_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
     local: bool = Field(default=True, description="on this machine (true) or reached remotely")
 
 
@@ -120,19 +138,24 @@ class MachineReport(WireModel):
     name: str = Field(min_length=1, max_length=253)
     hostname: str | None = None
     agent_version: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    cpu_cores: float = Field(ge=0, description="allocatable cores")
-    memory_bytes: int = Field(ge=0, description="allocatable memory")
-    free_cpu_cores: float | None = Field(default=None, ge=0)
-    free_memory_bytes: int | None = Field(default=None, ge=0)
-    conditions: list[PressureCondition] = Field(default_factory=list)
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        max_length=MAX_LABELS,
+        description="labels that grant access (`pool`, and any the coordinator's "
+        "`access_labels` lists) are ignored: admins set those",
+    )
+    cpu_cores: float = Field(ge=0, le=MAX_COUNT, description="allocatable cores")
+    memory_bytes: int = Field(ge=0, le=INT64_MAX, description="allocatable memory")
+    free_cpu_cores: float | None = Field(default=None, ge=0, le=MAX_COUNT)
+    free_memory_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    conditions: list[PressureCondition] = Field(default_factory=list, max_length=8)
     cpu_pressure: bool = False
-    capabilities: list[str] = Field(default_factory=list)
-    drives: list[DriveInfo] = Field(default_factory=list)
-    data_free_bytes: int | None = Field(default=None, ge=0)
-    gpus: list[GpuInfo] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=list, max_length=MAX_CAPABILITIES)
+    drives: list[DriveInfo] = Field(default_factory=list, max_length=MAX_DRIVES)
+    data_free_bytes: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    gpus: list[GpuInfo] = Field(default_factory=list, max_length=MAX_GPUS)
     gpu_backend: BackendStatus = Field(default_factory=lambda: BackendStatus(name="none"))
-    rdma_ports: list[RdmaPort] = Field(default_factory=list)
+    rdma_ports: list[RdmaPort] = Field(default_factory=list, max_length=MAX_RDMA_PORTS)
     imex: ImexStatus = Field(default_factory=ImexStatus)
     reported_at: datetime | None = None
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_serializer
 
 from .ask import RequestedResources
-from .base import UserModel, WireModel
+from .base import ProcessText, UserModel, WireModel
 from .explanation import PendingExplanation
 
 RunName = Annotated[
@@ -57,13 +57,13 @@ class RunSpec(UserModel):
     workspace: str | None = Field(
         default=None, description="defaults to the token's workspace", max_length=63
     )
-    image: str | None = Field(default=None, min_length=1, max_length=1024)
-    command: list[Annotated[str, StringConstraints(max_length=65_536)]] = Field(
+    image: ProcessText | None = Field(default=None, min_length=1, max_length=1024)
+    command: list[Annotated[ProcessText, StringConstraints(max_length=65_536)]] = Field(
         min_length=1, max_length=4096
     )
-    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = Field(
-        default_factory=dict
-    )
+    env: dict[
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ProcessText
+    ] = Field(default_factory=dict, max_length=4096)
     priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     time_limit_seconds: int | None = Field(default=None, ge=1, le=365 * 24 * 3600)
     requested_resources: RequestedResources = Field(default_factory=RequestedResources)

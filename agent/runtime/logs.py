@@ -10,7 +10,7 @@ CHUNK_BYTES = 256 * 1024
 
 
 def next_chunk(
-    task: str, path: Path, offset: int, *, final: bool, limit: int = CHUNK_BYTES
+    task_uid: str, path: Path, offset: int, *, final: bool, limit: int = CHUNK_BYTES
 ) -> tuple[LogChunk, int] | None:
     """The log from `offset` on (up to `limit` bytes) and the offset after it; None if nothing new.
 
@@ -30,4 +30,5 @@ def next_chunk(
     held_back = len(decoder.getstate()[0])
     if not text:
         return None
-    return LogChunk(task=task, offset=offset, data=text), offset + len(raw) - held_back
+    end = offset + len(raw) - held_back
+    return LogChunk(task_uid=task_uid, offset=offset, end=end, data=text), end

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from astraeus.shared import AgentReport, MachineReport, ReportReply
+from astraeus.shared.assignment import MAX_UPDATES
 
 from .client import CoordinatorClient, CoordinatorError
 from .runner import Runner
@@ -128,14 +129,17 @@ class Agent:
         capabilities = sorted({*report.capabilities, *self.capabilities})
         now = datetime.now(UTC)
         report = report.model_copy(update={"capabilities": capabilities, "reported_at": now})
-        updates = list(self.runner.outbox.pending)
+        # The oldest first; more than a report may carry go in the next one, at once.
+        updates = self.runner.outbox.pending[:MAX_UPDATES]
         body = AgentReport(report=report, updates=updates, logs=self.runner.log_chunks())
         reply = await self.client.report(body)
-        self.sent_seq = max(self.sent_seq, self.runner.outbox.next_seq - 1)
+        last = updates[-1].seq if updates else -1
+        whole = len(self.runner.outbox.pending) <= MAX_UPDATES
+        self.sent_seq = max(self.sent_seq, self.runner.outbox.next_seq - 1 if whole else last)
         self.runner.outbox.ack(reply.acked_seq)
         self.runner.logs_received()
         self.runner.sync(reply.assignments, report)
-        self.runner.forget_finished(a.task for a in reply.assignments)
+        self.runner.forget_finished(a.task_uid for a in reply.assignments)
         if self.config.report_interval_seconds is None:
             self.interval = reply.report_interval_seconds
         self.reports += 1

@@ -11,6 +11,7 @@ from subprocess import SubprocessError
 from typing import Any
 
 from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
+from astraeus.shared.assignment import MAX_LOG_CHUNKS
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from .launch import Launched, Launcher
@@ -53,20 +54,22 @@ class Runner:
     ) -> None:
         self.state, self.outbox, self.launcher = state, outbox, launcher
         self.config, self.clock = config, clock
-        self.records = {record.task: record for record in state.records()}
+        self.records = {record.uid: record for record in state.records()}
+        """Every task this agent knows, by `task_uid`: names repeat across workspaces."""
         self.shipped: dict[str, int] = {}
+        self._hand_over_old_updates()
 
     def sync(self, assignments: Iterable[Assignment], report: MachineReport) -> None:
         """Start what is new, stop what is cancelled or no longer assigned."""
-        wanted = {a.task: a for a in assignments}
-        for task, assignment in wanted.items():
-            record = self.records.get(task)
+        wanted = {a.task_uid: a for a in assignments}
+        for uid, assignment in wanted.items():
+            record = self.records.get(uid) or self._adopt(assignment)
             if record is None:
                 self._start(assignment, report)
             elif assignment.cancel:
                 self.stop(record, CANCELLED)
-        for task, record in self.records.items():
-            if task not in wanted:
+        for uid, record in self.records.items():
+            if uid not in wanted:
                 self.stop(record, UNASSIGNED)
 
     def watch(self) -> bool:
@@ -94,25 +97,27 @@ class Runner:
         """The next piece of every task's log that the coordinator has not received."""
         chunks, self.shipped, room = [], {}, REPORT_LOG_BYTES
         for record in self.records.values():
+            if record.stand_in:
+                continue  # the coordinator would not know it yet
             found = next_chunk(
-                record.task,
-                self._files(record.task).log,
+                record.uid,
+                self._files(record).log,
                 record.log_shipped,
                 final=record.state.ended,
                 limit=min(CHUNK_BYTES, room),
             )
             if found:
                 chunks.append(found[0])
-                self.shipped[record.task] = found[1]
+                self.shipped[record.uid] = found[1]
                 room -= found[1] - record.log_shipped
-            if room <= 0:
+            if room <= 0 or len(chunks) >= MAX_LOG_CHUNKS:
                 break  # the rest goes in the next report
         return chunks
 
     def logs_received(self) -> None:
         """The coordinator stored the chunks of the last report: move past them."""
-        for task, offset in self.shipped.items():
-            record = self.records.get(task)
+        for uid, offset in self.shipped.items():
+            record = self.records.get(uid)
             if record is not None:
                 record.log_shipped = offset
                 self.state.save(record)
@@ -121,16 +126,46 @@ class Runner:
     def forget_finished(self, assigned: Iterable[str]) -> None:
         """Drop ended tasks whose updates and logs the coordinator has, and that it dropped too."""
         keep = set(assigned)
-        unacked = {update.task for update in self.outbox.pending}
-        for task, record in list(self.records.items()):
-            done = record.state.ended and task not in keep and task not in unacked
-            if done and self._logs_shipped(record):
-                self.state.remove(task)
-                del self.records[task]
+        unacked = {update.task_uid for update in self.outbox.pending}
+        for uid, record in list(self.records.items()):
+            done = record.state.ended and uid not in keep and uid not in unacked
+            if done and (record.stand_in or self._logs_shipped(record)):
+                self.state.remove(record)
+                del self.records[uid]
+
+    def _hand_over_old_updates(self) -> None:
+        """Updates from before task uids go to their (stand-in) tasks, to be sent on adoption."""
+        by_name = {r.task: r for r in self.records.values() if r.stand_in}
+        for update in self.outbox.from_before_uids:
+            record = by_name.get(str(update.get("task")))
+            if record is not None:
+                record.replay = {k: v for k, v in update.items() if k not in ("seq", "task")}
+                self.state.save(record)
+        self.outbox.forget_from_before_uids()
+
+    def _adopt(self, assignment: Assignment) -> TaskRecord | None:
+        """The task of this workspace and name found from before task uids, now under the
+        coordinator's uid (its folder stays where it is); None when there is none."""
+        for stand_in, record in self.records.items():
+            old = record.assignment
+            if record.stand_in and (old.workspace, old.task) == (
+                assignment.workspace,
+                assignment.task,
+            ):
+                del self.records[stand_in]
+                record.assignment, record.stand_in = assignment, False
+                self.records[assignment.task_uid] = record
+                replay, record.replay = record.replay, None
+                self.state.save(record)
+                if replay is not None:
+                    self.outbox.add(assignment.task_uid, **replay)
+                log.info("task %s (from before task uids) is task %s", record.task, record.uid)
+                return record
+        return None
 
     def _start(self, assignment: Assignment, report: MachineReport) -> None:
         record = TaskRecord(assignment=assignment)
-        self.records[assignment.task] = record
+        self.records[assignment.task_uid] = record
         if assignment.cancel:
             self._end(record, TaskState.CANCELLED, message=f"{CANCELLED} before it started")
             return
@@ -155,14 +190,14 @@ class Runner:
             imex_channel_path=self.config.imex_channel_path,
             uverbs=self.config.uverbs(),
         )
-        files = self._files(assignment.task)
+        files = self._files(record)
         env = worker_env(self.config.agent_env, assignment, worker)
         spec = shim_spec(assignment, worker, env, files, runtime=self.config.container_runtime)
         write_json(files.spec, spec)
         return self.launcher.start(record, files.spec, files.log)
 
     def _watch(self, record: TaskRecord) -> bool:
-        files = self._files(record.task)
+        files = self._files(record)
         status = read_json(files.status)
         if status is not None:
             if record.state is TaskState.STARTING and files.started.exists():
@@ -233,21 +268,26 @@ class Runner:
         if detail.get("message"):
             detail["message"] = detail["message"][:MESSAGE_CHARS]
         record.state = state
-        self.state.save(record)
         at = datetime.fromtimestamp(self.clock(), UTC)
-        self.outbox.add(record.task, state, at, **detail)
+        if record.stand_in:
+            # Its uid is not the coordinator's yet: the latest state waits for adoption.
+            record.replay = {"state": state.value, "at": at.isoformat(), **detail}
+            self.state.save(record)
+            return
+        self.state.save(record)
+        self.outbox.add(record.uid, state, at, **detail)
 
-    def _files(self, task: str) -> Files:
+    def _files(self, record: TaskRecord) -> Files:
         path = self.state.path
         return Files(
-            spec=path(task, "spec.json"),
-            log=path(task, "output.log"),
-            started=path(task, "started.json"),
-            status=path(task, "status.json"),
+            spec=path(record, "spec.json"),
+            log=path(record, "output.log"),
+            started=path(record, "started.json"),
+            status=path(record, "status.json"),
         )
 
     def _logs_shipped(self, record: TaskRecord) -> bool:
-        log_file = self._files(record.task).log
+        log_file = self._files(record).log
         return not log_file.exists() or record.log_shipped >= log_file.stat().st_size
 
 

@@ -2,31 +2,44 @@
 
 Layout (every JSON file replaced atomically):
     outbox.json                  next seq and the unacknowledged task updates
-    tasks/<task>/record.json     the assignment, how it was launched, the last state seen
-    tasks/<task>/spec.json       what the shim runs (command, environment, files)
-    tasks/<task>/started.json    written by the shim once the worker runs
-    tasks/<task>/status.json     written by the shim when the worker ends
-    tasks/<task>/output.log      the worker's stdout and stderr
+    tasks/<uid>/record.json      the assignment, how it was launched, the last state seen
+    tasks/<uid>/spec.json        what the shim runs (command, environment, files)
+    tasks/<uid>/started.json     written by the shim once the worker runs
+    tasks/<uid>/status.json      written by the shim when the worker ends
+    tasks/<uid>/output.log       the worker's stdout and stderr
+
+`<uid>` is the assignment's `task_uid`: task names repeat across workspaces, so they key nothing.
+A folder written before task uids (`tasks/<task name>/`, an agent upgraded with tasks running)
+is read with a stand-in uid and adopted by the coordinator's assignment of the same workspace
+and name (see `Runner.sync`); until then nothing about it is reported.
 """
 
 import json
+import logging
 import os
 import re
 import shutil
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from astraeus.shared import Assignment, TaskState, TaskUpdate
 
+log = logging.getLogger(__name__)
+
 UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+STAND_IN = uuid.UUID("6f0c1a52-2b1e-4d59-9a43-3c1d2f0e7b10")
+"""Namespace of the stand-in uids of tasks found from before task uids (`uuid5` of the folder)."""
 
 
 def worker_name(assignment: Assignment) -> str:
-    """`astraeus-<workspace>-<task>`: the worker's unit or container name, safe for both."""
-    return f"astraeus-{UNSAFE.sub('_', assignment.workspace)}-{UNSAFE.sub('_', assignment.task)}"
+    """`astraeus-<workspace>-<task>-<task uid>`: the worker's unit or container name, safe for
+    both and unique (names alone collide: workspace `a-b`'s `c-0` and workspace `a`'s `b-c-0`)."""
+    workspace, task = UNSAFE.sub("_", assignment.workspace), UNSAFE.sub("_", assignment.task)
+    return f"astraeus-{workspace}-{task}-{assignment.task_uid}"
 
 
 class TaskRecord(BaseModel):
@@ -44,10 +57,24 @@ class TaskRecord(BaseModel):
     kill_sent: bool = False
     log_shipped: int = 0
     ended_at: float | None = None
+    folder: str | None = Field(
+        default=None, description="its folder under tasks/ when not its uid (from before uids)"
+    )
+    stand_in: bool = Field(
+        default=False, description="found from before task uids: its uid is not the real one yet"
+    )
+    replay: dict[str, Any] | None = Field(
+        default=None, description="a stand-in's latest update, sent once it has its real uid"
+    )
 
     @property
     def task(self) -> str:
+        """The name, for people: `<run>-<index>`."""
         return self.assignment.task
+
+    @property
+    def uid(self) -> str:
+        return self.assignment.task_uid
 
 
 class StateDir:
@@ -59,27 +86,46 @@ class StateDir:
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         (root / "tasks").mkdir(mode=0o700, exist_ok=True)
 
-    def task_dir(self, task: str) -> Path:
-        return self.root / "tasks" / UNSAFE.sub("_", task)
+    def task_dir(self, record: TaskRecord) -> Path:
+        return self.root / "tasks" / (record.folder or record.uid)
 
-    def path(self, task: str, name: str) -> Path:
-        return self.task_dir(task) / name
+    def path(self, record: TaskRecord, name: str) -> Path:
+        return self.task_dir(record) / name
 
     def save(self, record: TaskRecord) -> None:
-        self.task_dir(record.task).mkdir(parents=True, exist_ok=True)
-        write_json(self.path(record.task, "record.json"), record.model_dump(mode="json"))
+        self.task_dir(record).mkdir(parents=True, exist_ok=True)
+        write_json(self.path(record, "record.json"), record.model_dump(mode="json"))
 
     def records(self) -> list[TaskRecord]:
+        """Every task found; one whose record cannot be read is logged and left alone."""
         found = []
         for path in sorted((self.root / "tasks").glob("*/record.json")):
             data = read_json(path)
-            if data is not None:
-                found.append(TaskRecord.model_validate(data))
+            if data is None:
+                continue
+            try:
+                found.append(TaskRecord.model_validate(_from_before_uids(data, path.parent.name)))
+            except (ValidationError, TypeError, AttributeError) as error:
+                log.warning("task folder %s is unreadable, left alone: %s", path.parent, error)
         return found
 
-    def remove(self, task: str) -> None:
+    def remove(self, record: TaskRecord) -> None:
         """The task's folder, with whatever its worker left in it (its working directory)."""
-        shutil.rmtree(self.task_dir(task), ignore_errors=True)
+        shutil.rmtree(self.task_dir(record), ignore_errors=True)
+
+
+def _from_before_uids(data: dict[str, Any], folder: str) -> dict[str, Any]:
+    """A record written before task uids, given a stand-in uid and its folder; others as is."""
+    assignment = data.get("assignment")
+    if not isinstance(assignment, dict) or "task_uid" in assignment:
+        return data
+    stand_in = str(uuid.uuid5(STAND_IN, folder))
+    return {
+        **data,
+        "assignment": {**assignment, "task_uid": stand_in},
+        "folder": folder,
+        "stand_in": True,
+    }
 
 
 class Outbox:
@@ -89,10 +135,13 @@ class Outbox:
         self.path = path
         data = read_json(path) or {}
         self.next_seq: int = data.get("next_seq", 0)
-        self.pending = [TaskUpdate.model_validate(u) for u in data.get("pending", [])]
+        pending = data.get("pending", [])
+        self.pending = [TaskUpdate.model_validate(u) for u in pending if "task_uid" in u]
+        self.from_before_uids: list[dict[str, Any]] = [u for u in pending if "task_uid" not in u]
+        """Updates written before task uids, by task name: `Runner` hands each to its task."""
 
-    def add(self, task: str, state: TaskState, at: datetime, **detail: Any) -> TaskUpdate:
-        update = TaskUpdate(seq=self.next_seq, task=task, state=state, at=at, **detail)
+    def add(self, task_uid: str, state: TaskState, at: datetime, **detail: Any) -> TaskUpdate:
+        update = TaskUpdate(seq=self.next_seq, task_uid=task_uid, state=state, at=at, **detail)
         self.next_seq += 1
         self.pending.append(update)
         self._save()
@@ -119,6 +168,12 @@ class Outbox:
         ]
         self.next_seq = start + len(self.pending)
         self._save()
+
+    def forget_from_before_uids(self) -> None:
+        """Their tasks have them now (`TaskRecord.replay`)."""
+        if self.from_before_uids:
+            self.from_before_uids = []
+            self._save()
 
     def _save(self) -> None:
         pending = [u.model_dump(mode="json") for u in self.pending]

@@ -69,9 +69,16 @@ async def create_token(request: web.Request) -> web.Response:
         )
     if role == Role.AGENT and body.machine is None:
         fail(400, "an agent token needs its machine", "machine", "is required for an agent token")
+    if body.labels and role != Role.AGENT:
+        fail(400, "only an agent token binds labels", "labels", "is for agent tokens only")
     now = request.app[CLOCK].now()
     if role == Role.AGENT and body.machine is not None:
-        store.machines.ensure(body.machine, now)
+        record = store.machines.ensure(body.machine, now)
+        if body.labels:
+            # Bound by the admin who makes the token, like a kubelet's --node-labels that only
+            # the admin's provisioning may set.
+            store.machines.set_labels(body.machine, {**record.admin_labels, **body.labels})
+            request.app[SCHEDULER].poke()
     secret, info = store.tokens.create(
         role,
         now,

@@ -7,12 +7,13 @@ from collections import Counter
 from aiohttp import web
 from pydantic import BaseModel
 
-from astraeus.coordinator.store import MachineRecord, ReservationSpec
+from astraeus.coordinator.store import MachineRecord, ReservationSpec, Role
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import GpuHealthState, MachineReport
 from astraeus.shared.labels import FABRIC, POOL, RACK
+from astraeus.shared.reasons import ANOTHER_WORKSPACE
 
-from .auth import require_admin, visible_pools
+from .auth import principal, require_admin, visible_pools
 from .errors import not_found, read_model
 from .keys import CLOCK, SCHEDULER, STORE
 from .routes import Route
@@ -48,6 +49,26 @@ def _record(request: web.Request) -> MachineRecord:
     return record
 
 
+def _viewer(request: web.Request) -> str | None:
+    """The workspace whose names the caller may see; None for an admin, who sees every name."""
+    who = principal(request)
+    return None if who.role == Role.ADMIN else (who.workspace or "")
+
+
+def _shown(viewer: str | None, workspace: str, name: str) -> str:
+    """A run's or task's name as the caller may see it."""
+    return name if viewer is None or viewer == workspace else ANOTHER_WORKSPACE
+
+
+def _runs(viewer: str | None, held: Usage) -> list[str]:
+    """The runs here, by name; a member sees its own by name and each other as
+    `a run of another workspace`, after its own."""
+    return sorted(
+        (_shown(viewer, workspace, name) for workspace, name in held.runs),
+        key=lambda shown: (shown == ANOTHER_WORKSPACE, shown),
+    )
+
+
 def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> dict[str, object]:
     held = held or Usage()
     now = request.app[CLOCK].now()
@@ -70,7 +91,7 @@ def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> di
         "cpu_cores_allocated": held.cpu_cores,
         "memory_bytes": report.memory_bytes if report else 0,
         "memory_bytes_allocated": held.memory_bytes,
-        "runs": sorted(held.runs),
+        "runs": _runs(_viewer(request), held),
         "rack": record.labels.get(RACK),
         "fabric": record.labels.get(FABRIC),
         **_summary(report, held),
@@ -115,13 +136,14 @@ async def get_machine(request: web.Request) -> web.Response:
     store = request.app[STORE]
     held = read_usage(store.database).get(record.name)
     owners = store.runs.gpu_owners(record.name)
+    viewer = _viewer(request)
     gpus = [
         GpuView(
             uuid=g.uuid,
             index=g.index,
             model=g.model,
             health=g.health.state.value,
-            task=owners.get(g.uuid),
+            task=_shown(viewer, *owners[g.uuid]) if g.uuid in owners else None,
         )
         for g in (record.report.gpus if record.report else [])
     ]

@@ -9,6 +9,7 @@ from pydantic import Field
 from astraeus.coordinator.store import StoredReservation, TokenInfo, Workspace
 from astraeus.shared import Landing, MachineReport, PendingExplanation, Run, Shape
 from astraeus.shared.base import UserModel, WireModel
+from astraeus.shared.report import MAX_LABELS, LabelKey, LabelValue
 
 
 class GpuView(WireModel):
@@ -116,7 +117,11 @@ class CordonBody(UserModel):
 
 
 class LabelsBody(UserModel):
-    labels: dict[str, str] = Field(description="the labels admins set; they win over the agent's")
+    labels: dict[LabelKey, LabelValue] = Field(
+        max_length=MAX_LABELS,
+        description="the labels admins set; they win over the agent's, and only they may set "
+        "labels that grant access (`pool` and the coordinator's `access_labels`)",
+    )
 
 
 class WorkspaceBody(UserModel):
@@ -134,6 +139,12 @@ class TokenBody(UserModel):
     workspace: str | None = Field(default=None, max_length=63)
     machine: str | None = Field(default=None, min_length=1, max_length=253)
     description: str = Field(default="", max_length=1024)
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        max_length=MAX_LABELS,
+        description="agent tokens only: labels admins give the machine now (`pool`, racks...), "
+        "added to those it has",
+    )
 
 
 class TokenInfoView(WireModel):

@@ -10,6 +10,7 @@ from astraeus.coordinator.store import Workspace
 from .context import Context
 from .errors import Exit
 from .render import table
+from .spec import parse_pairs
 
 
 def _workspace_line(w: Workspace) -> list[str]:
@@ -58,6 +59,7 @@ def token_create(ctx: Context, args: argparse.Namespace) -> int:
         "workspace": args.for_workspace,
         "machine": args.machine,
         "description": args.description,
+        "labels": parse_pairs(args.label, "--label"),
     }
     made = NewToken.model_validate(ctx.api.post("/tokens", body))
     ctx.emit(made, [made.token])

@@ -136,5 +136,12 @@ def _token(
     create.add_argument("--for-workspace", help="a member token's workspace")
     create.add_argument("--machine", help="an agent token's machine")
     create.add_argument("--description", default="")
+    create.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="an agent token's machine gets this label from you (pool=h100); repeatable",
+    )
     revoke = _add(actions, "revoke", admin.token_revoke, "revoke a token", common)
     revoke.add_argument("id", type=int)

@@ -51,7 +51,9 @@ class DemoCluster:
         """The coordinator, the workspace `demo` (pool `demo`), then one agent per machine."""
         settings = demo_settings(self.state_dir, self.port)
         clock = SystemClock()
-        self.store = store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+        self.store = store = Store.open(
+            settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
+        )
         app = create_app(settings, store=store, clock=clock)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
@@ -67,6 +69,8 @@ class DemoCluster:
         for description in machine_files():
             agent = FakeAgent.create(description, self.state_dir / "agents")
             store.machines.ensure(agent.name, now)
+            # The pool is the admin's to give (agents' own `pool` labels are ignored).
+            store.machines.set_labels(agent.name, {"pool": POOL})
             token, _ = store.tokens.create(Role.AGENT, now, machine=agent.name)
             agent.start(self.session, self.url, token)
             self.agents.append(agent)

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from astraeus.shared import MachineState, PendingExplanation, reasons
+from astraeus.shared import MachineState, PendingExplanation, labels, reasons
 
 from .decision import Decision
+from .filters.selection import in_no_pool
 from .model import Pending
 from .rejection import Rejection
 
@@ -29,31 +30,37 @@ def pending(
 ) -> Pending:
     """The explanation; `wanted` empty means no machine could ever take the run, so no machine
     is the closest. `waits_for` is the headline of a run that waits for a tighter rung;
-    `unplannable` is every machine's reason when the run's rules leave it no shape at all."""
+    `unplannable` is every machine's reason when the run's rules leave it no shape at all.
+
+    Only the machines of the workspace's pools are checked, counted and named: the guide's
+    "you never see machines outside them"."""
     facts, names = now.cluster.facts, now.cluster.names
+    shown = workspace_machines(now)
     if unplannable is not None:
-        rejections = [unplannable] * len(facts)
+        rejections = [unplannable] * len(shown)
     else:
-        rejections = [now.rejection(i) or survivor(i) for i in range(len(facts))]
+        rejections = [now.rejection(i) or survivor(i) for i in shown]
     # Plain dicts validated in one call: one model per machine costs more than the decision.
-    up = [machine.up for machine in facts]
+    up = [facts[i].up for i in shown]
     nodes = [
-        {"name": name, "state": UP if is_up else DOWN, "reasons": [rejection.reason]}
-        for name, is_up, rejection in zip(names, up, rejections, strict=True)
+        {"name": names[i], "state": UP if is_up else DOWN, "reasons": [rejection.reason]}
+        for i, is_up, rejection in zip(shown, up, rejections, strict=True)
     ]
     ready = sum(up)
     explanation = PendingExplanation.model_validate(
         {
-            "checked_nodes": len(facts),
+            "checked_nodes": len(shown),
             "ready_nodes": ready,
-            "down_nodes": len(facts) - ready,
-            "closest": _closest(now, idle, rejections) if wanted else None,
+            "down_nodes": len(shown) - ready,
+            "closest": _closest(now, idle, shown, rejections) if wanted else None,
             "nodes": nodes,
             "evaluated_at": evaluated_at,
         }
     )
+    pools = now.needs.run.pools
+    text = headline(rejections, ready) if shown or not pools else in_no_pool(pools)
     return Pending(
-        headline=waits_for or headline(rejections, ready),
+        headline=waits_for or text,
         explanation=explanation,
         patience_remaining_seconds=patience_remaining,
         wanted_machines=wanted,
@@ -69,10 +76,21 @@ def headline(rejections: list[Rejection], ready: int) -> str:
     return reasons.no_machine_fits(ready, len(rejections))
 
 
-def _closest(now: Decision, idle: Decision, rejections: list[Rejection]) -> str | None:
+def workspace_machines(now: Decision) -> list[int]:
+    """The machines (indices, in name order) of the run's workspace's pools; all of them for a
+    workspace without pools."""
+    pools, facts = now.needs.run.pools, now.cluster.facts
+    if not pools:
+        return list(range(len(facts)))
+    return [i for i, machine in enumerate(facts) if machine.view.labels.get(labels.POOL) in pools]
+
+
+def _closest(
+    now: Decision, idle: Decision, shown: list[int], rejections: list[Rejection]
+) -> str | None:
     """The machine short on room alone (it would take the run if idle) with most of its need."""
     best: tuple[float, int] | None = None
-    for i, rejection in enumerate(rejections):
+    for i, rejection in zip(shown, rejections, strict=True):
         if not rejection.room or not idle.passes(i):
             continue
         # Machines are in name order, so the lower index wins a tie.

@@ -112,7 +112,7 @@ def machine(
     capabilities: Iterable[str] = ("container",),
     drives: Iterable[DriveInfo] = (),
     data_free_gib: float | None = None,
-    workers: Iterable[str] = (),
+    workers: Iterable[tuple[str, str]] = (),
 ) -> MachineView:
     """A machine as the scheduler sees it: its report and what live tasks hold."""
     found = gpu_list if gpu_list is not None else gpus(name, gpu_count, model=model)

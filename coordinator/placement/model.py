@@ -19,6 +19,9 @@ from astraeus.shared import (
     Shape,
 )
 
+RunKey = tuple[str, str]
+"""A run's identity in the cluster: (workspace, name). Names alone repeat across workspaces."""
+
 
 @dataclass(frozen=True)
 class Reservation:
@@ -47,8 +50,8 @@ class MachineView:
     used_cpu_cores: float = 0
     used_memory_bytes: int = 0
     reservations: tuple[Reservation, ...] = ()
-    workers: tuple[str, ...] = ()
-    """Names of the runs with live tasks here."""
+    workers: tuple[RunKey, ...] = ()
+    """The runs with live tasks here."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -78,6 +81,10 @@ class RunRequest:
     """When the scheduler first looked at this run; patience counts from here."""
     array_index: int | None = None
     """For one task of an array run: which one. Each array task is placed on its own."""
+
+    @property
+    def key(self) -> RunKey:
+        return (self.workspace, self.name)
 
 
 @dataclass(frozen=True)

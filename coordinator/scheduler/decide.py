@@ -180,7 +180,10 @@ class _Walk:
             return None
         self.evaluated += 1  # placements are never limited, explanations are
         if self.head and self.reserved and _fits_without_hold(self.session, request, self.now):
-            return Waiting(item, reasons.queued_behind(self.head[0].label), result.explanation)
+            head = self.head[0]
+            # A reason is read by the run's own workspace: another's run is never named.
+            label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
+            return Waiting(item, reasons.queued_behind(label), result.explanation)
         if self.head is None and result.wanted_machines:
             self.head, self.head_position = (item, result), position
             self.reserved = frozenset(result.wanted_machines)

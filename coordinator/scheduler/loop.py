@@ -141,6 +141,7 @@ class Scheduler:
             settings.down_after_seconds,
             settings.max_pending_evaluations,
             settings.max_pass_seconds,
+            settings.access_labels,
         )
 
     async def _commit(self, decisions: Decisions, now: datetime) -> int:

@@ -72,7 +72,7 @@ def released(snapshot: ClusterSnapshot, run: Unstarted) -> ClusterSnapshot:
                 used_gpu_ids=view.used_gpu_ids - gpus,
                 used_cpu_cores=view.used_cpu_cores - sum(t.cpu_cores for t in tasks),
                 used_memory_bytes=view.used_memory_bytes - sum(t.memory_bytes for t in tasks),
-                workers=tuple(w for w in view.workers if w != run.item.run),
+                workers=tuple(w for w in view.workers if w != run.item.key),
             )
         )
     return dataclasses.replace(snapshot, machines=tuple(views))

@@ -70,11 +70,16 @@ def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:
 
 
 def compute_pass(
-    db: str, now: datetime, down_after_seconds: float, max_pending: int, max_seconds: float
+    db: str,
+    now: datetime,
+    down_after_seconds: float,
+    max_pending: int,
+    max_seconds: float,
+    access_labels: tuple[str, ...] = ("pool",),
 ) -> tuple[Decisions, bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
     if db not in _OPEN:
-        _OPEN[db] = (Store.open(Path(db)), {})
+        _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {})
     store, asks = _OPEN[db]
     store.machines.reload()
     snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds))

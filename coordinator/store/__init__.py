@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
+
+from astraeus.shared.labels import POOL
 
 from .agents import Agents
 from .db import Database
@@ -16,18 +19,30 @@ from .workspaces import Workspace, Workspaces, WorkspaceSpec
 class Store:
     """Every table's operations over one database."""
 
-    def __init__(self, database: Database, *, log_cap_bytes: int = 1024 * 1024) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        log_cap_bytes: int = 1024 * 1024,
+        access_labels: Iterable[str] = (POOL,),
+    ) -> None:
         self.database = database
         self.tokens = Tokens(database)
         self.workspaces = Workspaces(database)
-        self.machines = Machines(database)
+        self.machines = Machines(database, access_labels)
         self.reservations = Reservations(database)
         self.runs = Runs(database)
         self.agents = Agents(database, self.machines, log_cap_bytes)
 
     @classmethod
-    def open(cls, path: Path, *, log_cap_bytes: int = 1024 * 1024) -> Store:
-        return cls(Database(path), log_cap_bytes=log_cap_bytes)
+    def open(
+        cls,
+        path: Path,
+        *,
+        log_cap_bytes: int = 1024 * 1024,
+        access_labels: Iterable[str] = (POOL,),
+    ) -> Store:
+        return cls(Database(path), log_cap_bytes=log_cap_bytes, access_labels=access_labels)
 
     def close(self) -> None:
         self.machines.flush_seen()

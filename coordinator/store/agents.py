@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,8 @@ from astraeus.shared import (
 from .db import Database, Row
 from .machines import MachineRecord, Machines
 from .runs import settle_run
+
+log = logging.getLogger(__name__)
 
 RENDEZVOUS_BASE_PORT = 29500
 """Worker 0 listens on 29500 + (run number mod 1000), so runs sharing a machine rarely collide."""
@@ -45,10 +48,12 @@ class Agents:
 
         Returns the machine's new record and whether capacity may have changed (a task ended,
         the machine is new or back, or what it reports about its hardware changed). A plain
-        heartbeat (no updates, no logs, nothing new for placement) writes nothing now."""
-        name = body.report.name
+        heartbeat (no updates, no logs, nothing new for placement) writes nothing now.
+        Access labels the agent claims are dropped first (`Machines.admit`)."""
+        report = self._machines.admit(body.report)
+        name = report.name
         if not body.updates and not body.logs:
-            beat = self._machines.heartbeat(body.report, address, now)
+            beat = self._machines.heartbeat(report, address, now)
             if beat is not None:
                 return beat, False
         old = self._machines.get(name)
@@ -63,20 +68,48 @@ class Agents:
             for chunk in body.logs:
                 self._append_log(conn, name, chunk)
             record, old = self._machines.write_report(
-                conn, body.report, body.report.model_dump_json(), address, now, acked
+                conn, report, report.model_dump_json(), address, now, acked
             )
         self._machines.remember(record)
         changed = old is None or old.report is None or old.fingerprint != record.fingerprint
         return record, freed or changed
 
     def _append_log(self, conn: sqlite3.Connection, machine: str, chunk: LogChunk) -> None:
-        task_id = _task_id(conn, machine, chunk.task)
+        """Apply a chunk by its offsets: what is held already changes nothing (a resend), a
+        chunk starting earlier replaces what was held from there on, so the log never
+        duplicates or goes out of order."""
+        task_id = _task_id(conn, machine, chunk.task_uid)
         if task_id is None:
             return
+        held = conn.execute(
+            "SELECT coalesce(max(end_offset), 0) FROM logs WHERE task_id = ?", (task_id,)
+        ).fetchone()[0]
+        if chunk.end <= held:
+            return
+        cut = conn.execute(
+            "SELECT 1 FROM logs WHERE task_id = ? AND offset < ? AND end_offset > ? LIMIT 1",
+            (task_id, chunk.offset, chunk.offset),
+        ).fetchone()
+        if cut is not None:
+            # Only an agent that cuts its log differently from before does this; keeping the
+            # text held is better than a line twice.
+            log.warning(
+                "machine %s: log chunk at byte %d of task %s starts inside one already held;"
+                " ignored",
+                machine,
+                chunk.offset,
+                chunk.task_uid,
+            )
+            return
+        conn.execute("DELETE FROM logs WHERE task_id = ? AND offset >= ?", (task_id, chunk.offset))
         conn.execute(
-            "INSERT INTO logs (task_id, offset, data) VALUES (?, ?, ?)",
-            (task_id, chunk.offset, chunk.data),
+            "INSERT INTO logs (task_id, offset, end_offset, data) VALUES (?, ?, ?, ?)",
+            (task_id, chunk.offset, chunk.end, chunk.data),
         )
+        self._trim_log(conn, task_id)
+
+    def _trim_log(self, conn: sqlite3.Connection, task_id: int) -> None:
+        """Drop the oldest chunks past the cap."""
         total = 0
         rows = conn.execute(
             "SELECT id, length(data) FROM logs WHERE task_id = ? ORDER BY offset DESC, id DESC",
@@ -94,7 +127,7 @@ class Agents:
         Two queries whatever the number of tasks: the machine's tasks, then the workers of
         their runs (for the rendezvous); each run's spec is parsed once."""
         rows = self._database.read(
-            "SELECT tasks.run_seq, tasks.idx, tasks.name, tasks.machine, tasks.gpu_ids,"
+            "SELECT tasks.run_seq, tasks.idx, tasks.name, tasks.uid, tasks.machine, tasks.gpu_ids,"
             " tasks.cpu_cores, tasks.memory_bytes, tasks.cancel, runs.name AS run_name,"
             " runs.workspace, runs.spec, runs.network, runs.nvlink_domain"
             " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
@@ -124,6 +157,7 @@ class Agents:
         self, row: Row, spec: dict[str, Any], workers: list[str | None] | None
     ) -> Assignment:
         return Assignment(
+            task_uid=row["uid"],
             task=row["name"],
             run=row["run_name"],
             workspace=row["workspace"],
@@ -175,10 +209,10 @@ def _is_array(spec: dict[str, Any]) -> bool:
     return isinstance(requested, dict) and requested.get("array") is not None
 
 
-def _task_id(conn: sqlite3.Connection, machine: str, task: str) -> int | None:
+def _task_id(conn: sqlite3.Connection, machine: str, uid: str) -> int | None:
+    """The task with this uid, if it is on this machine: an agent speaks for its own only."""
     row = conn.execute(
-        "SELECT id FROM tasks WHERE machine = ? AND name = ? ORDER BY id DESC LIMIT 1",
-        (machine, task),
+        "SELECT id FROM tasks WHERE uid = ? AND machine = ?", (uid, machine)
     ).fetchone()
     return int(row[0]) if row else None
 
@@ -188,9 +222,8 @@ def _apply_update(
 ) -> bool:
     """Move a task forward as its agent says; returns whether the task ended (GPUs freed)."""
     row = conn.execute(
-        "SELECT id, run_seq, state FROM tasks WHERE machine = ? AND name = ?"
-        " ORDER BY id DESC LIMIT 1",
-        (machine, update.task),
+        "SELECT id, run_seq, state FROM tasks WHERE uid = ? AND machine = ?",
+        (update.task_uid, machine),
     ).fetchone()
     if row is None:
         return False

@@ -13,6 +13,7 @@ from astraeus.shared import PendingExplanation, task_name
 
 from .db import Database
 from .queue import QueueItem
+from .rows import new_task_uid
 from .runs import settle_run
 
 
@@ -77,8 +78,9 @@ def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool
         index = item.index if item.is_array else offset
         cursor = conn.execute(
             "INSERT INTO tasks (run_seq, idx, name, state, machine, gpu_ids, cpu_cores,"
-            " memory_bytes, assigned_at) VALUES (?, ?, ?, 'Assigned', ?, ?, ?, ?, ?)"
-            " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned',"
+            " memory_bytes, assigned_at, uid) VALUES (?, ?, ?, 'Assigned', ?, ?, ?, ?, ?, ?)"
+            # A fresh uid per placement: an agent never mistakes this one for an earlier one.
+            " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned', uid = excluded.uid,"
             " machine = excluded.machine, gpu_ids = excluded.gpu_ids,"
             " cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,"
             " assigned_at = excluded.assigned_at, reason = NULL, explanation_id = NULL"
@@ -92,6 +94,7 @@ def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool
                 worker.cpu_cores,
                 worker.memory_bytes,
                 stamp,
+                new_task_uid(),
             ),
         )
         task_id = int(cursor.fetchone()[0])

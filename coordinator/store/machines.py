@@ -5,14 +5,18 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import logging
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from astraeus.shared import MachineReport, MachineState
-from astraeus.shared.labels import SITE
+from astraeus.shared.labels import POOL, SITE
 
 from .db import Database, Row
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,12 @@ def fingerprint(report: MachineReport) -> str:
 class Machines:
     """Reads come from memory; every change is written through to SQLite first."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, access_labels: Iterable[str] = (POOL,)) -> None:
         self._database = database
+        self.access_labels = frozenset({POOL, *access_labels})
+        """Labels only admins set: taken out of every report, whatever the agent says."""
+        self._ignored: dict[str, dict[str, str]] = {}
+        """Access labels each machine's agent reported (and we ignored), to log each once."""
         self._records: dict[str, MachineRecord] = {}
         self._versions: dict[str, int] = {}
         """The `report_version` each record's report was read at (for `reload`)."""
@@ -97,8 +105,30 @@ class Machines:
                 row["report"] = texts[name]
                 old = None
             versions[name] = row["report_version"]
-            records[name] = _record(row, old)
+            records[name] = self._read(row, old)
         self._records, self._versions = records, versions
+
+    def _read(self, row: Row, same: MachineRecord | None) -> MachineRecord:
+        """The machine's record; one whose row cannot be read back is set aside (no report:
+        Down, so nothing is placed there) with a logged reason, and the rest of the cluster
+        keeps working. Its agent's next report, checked on the wire, replaces the row."""
+        try:
+            record = _record(row, same)
+        except (ValueError, TypeError) as error:  # pydantic's ValidationError is a ValueError
+            reason = str(error).splitlines()[:3]
+            log.warning(
+                "machine %s is set aside: its stored row cannot be read (%s); it takes no work"
+                " until its agent reports again",
+                row["name"],
+                " ".join(reason),
+            )
+            return MachineRecord(row["name"])
+        report = record.report
+        if report is not None and self.access_labels & report.labels.keys():
+            # Stored before access labels were taken out (or before this one was listed).
+            report = self.admit(report)
+            record = replace(record, report=report, fingerprint=fingerprint(report))
+        return record
 
     def _reports(self, names: list[str]) -> dict[str, str | None]:
         found: dict[str, str | None] = {}
@@ -111,6 +141,26 @@ class Machines:
             ):
                 found[row["name"]] = row["report"]
         return found
+
+    def admit(self, report: MachineReport) -> MachineReport:
+        """The report without the access labels its agent claims (Kubernetes' NodeRestriction:
+        a node never labels itself into a pool); logged once per machine and change."""
+        claimed = {k: v for k, v in report.labels.items() if k in self.access_labels}
+        if self._ignored.get(report.name, {}) != claimed:
+            self._ignored[report.name] = claimed
+            if claimed:
+                listed = ", ".join(f"{k}={v}" for k, v in sorted(claimed.items()))
+                log.warning(
+                    "machine %s reports %s; ignored: access labels are set by admins"
+                    " (PUT /api/v1/machines/%s/labels)",
+                    report.name,
+                    listed,
+                    report.name,
+                )
+        if not claimed:
+            return report
+        kept = {k: v for k, v in report.labels.items() if k not in self.access_labels}
+        return report.model_copy(update={"labels": kept})
 
     def get(self, name: str) -> MachineRecord | None:
         return self._records.get(name)

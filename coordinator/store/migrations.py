@@ -114,4 +114,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE machines ADD COLUMN report_version INTEGER NOT NULL DEFAULT 0;
     """,
+    # 4: a task's identity in the cluster (names repeat across workspaces), which is all agents
+    # and the coordinator name a task by; and where each log chunk ends, so chunks apply by offset.
+    """
+    ALTER TABLE tasks ADD COLUMN uid TEXT;
+    UPDATE tasks SET uid = lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4'
+        || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + abs(random()) % 4, 1)
+        || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)));
+    CREATE UNIQUE INDEX tasks_uid ON tasks (uid);
+    ALTER TABLE logs ADD COLUMN end_offset INTEGER NOT NULL DEFAULT 0;
+    UPDATE logs SET end_offset = offset + length(CAST(data AS BLOB));
+    """,
 )

@@ -31,6 +31,11 @@ class QueueItem:
     submitted_at: datetime | None = None
 
     @property
+    def key(self) -> tuple[str, str]:
+        """The run's identity in the cluster (the placement engine's `RunKey`)."""
+        return (self.workspace, self.run)
+
+    @property
     def label(self) -> str:
         """How other runs' reasons name it."""
         return f"{self.run}-{self.index}" if self.is_array else self.run
@@ -43,7 +48,8 @@ class Usage:
     gpu_ids: set[str] = field(default_factory=set)
     cpu_cores: float = 0.0
     memory_bytes: int = 0
-    runs: set[str] = field(default_factory=set)
+    runs: set[tuple[str, str]] = field(default_factory=set)
+    """(workspace, run) of each run with a live task here."""
 
 
 Parsed = tuple[RequestedResources, dict[str, object]]
@@ -94,7 +100,8 @@ def read_usage(database: Database) -> dict[str, Usage]:
     """Per machine: GPUs, cores and memory held by live tasks, and the runs they belong to."""
     usage: dict[str, Usage] = defaultdict(Usage)
     rows = database.read(
-        "SELECT tasks.machine, tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, runs.name"
+        "SELECT tasks.machine, tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, runs.name,"
+        " runs.workspace"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state IN ('Assigned', 'Starting', 'Running')"
     )
@@ -103,7 +110,7 @@ def read_usage(database: Database) -> dict[str, Usage]:
         held.gpu_ids.update(json.loads(row["gpu_ids"]))
         held.cpu_cores += row["cpu_cores"]
         held.memory_bytes += row["memory_bytes"]
-        held.runs.add(row["name"])
+        held.runs.add((row["workspace"], row["name"]))
     return dict(usage)
 
 

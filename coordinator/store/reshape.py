@@ -13,7 +13,7 @@ from astraeus.shared import Landing, RequestedResources, task_name
 from .commit import Placed, place_run
 from .db import Database
 from .queue import QueueItem
-from .rows import when
+from .rows import new_task_uid, when
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def _swap(
     conn.execute(f"DELETE FROM logs WHERE task_id IN ({marks})", ids)  # noqa: S608
     conn.execute(f"DELETE FROM tasks WHERE id IN ({marks})", ids)  # noqa: S608
     conn.execute(
-        "INSERT INTO tasks (run_seq, idx, name, state) VALUES (?, 0, ?, 'Pending')",
-        (item.seq, task_name(item.run, 0)),
+        "INSERT INTO tasks (run_seq, idx, name, state, uid) VALUES (?, 0, ?, 'Pending', ?)",
+        (item.seq, task_name(item.run, 0), new_task_uid()),
     )
     return place_run(conn, Placed(item, reshaped.placement), now)

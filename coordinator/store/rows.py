@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,11 @@ from .db import Row
 
 RUN_FIELDS = ("image", "command", "env", "priority", "time_limit_seconds", "requested_resources")
 """The parts of a `RunSpec` kept in `runs.spec` (name and workspace have their own columns)."""
+
+
+def new_task_uid() -> str:
+    """A fresh task identity (`shared.assignment.TaskUid`), for every row and every placement."""
+    return str(uuid.uuid4())
 
 
 def when(value: str | None) -> datetime | None:

@@ -9,7 +9,7 @@ from datetime import datetime
 from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
 
 from .db import Database, Row
-from .rows import RUN_FIELDS, TASK_SELECT, run_from_row, task_from_row
+from .rows import RUN_FIELDS, TASK_SELECT, new_task_uid, run_from_row, task_from_row
 
 LIVE = tuple(state.value for state in TaskState if state.holds_resources)
 
@@ -42,8 +42,12 @@ class Runs:
                 )
                 seq = int(cursor.lastrowid or 0)
                 conn.executemany(
-                    "INSERT INTO tasks (run_seq, idx, name, state) VALUES (?, ?, ?, 'Pending')",
-                    [(seq, i, task_name(spec.name, i)) for i in range(array.size if array else 1)],
+                    "INSERT INTO tasks (run_seq, idx, name, state, uid)"
+                    " VALUES (?, ?, ?, 'Pending', ?)",
+                    [
+                        (seq, i, task_name(spec.name, i), new_task_uid())
+                        for i in range(array.size if array else 1)
+                    ],
                 )
         except sqlite3.IntegrityError:
             raise NameTakenError(spec.name) from None
@@ -126,14 +130,15 @@ class Runs:
             for r in self._database.read("SELECT reason FROM runs WHERE state = 'Pending'")
         ]
 
-    def gpu_owners(self, machine: str) -> dict[str, str]:
-        """GPU UUID to the task holding it, on one machine."""
+    def gpu_owners(self, machine: str) -> dict[str, tuple[str, str]]:
+        """GPU UUID to the (workspace, task name) holding it, on one machine."""
         rows = self._database.read(
-            "SELECT gpu_holds.gpu_id, tasks.name FROM gpu_holds"
-            " JOIN tasks ON tasks.id = gpu_holds.task_id WHERE gpu_holds.machine = ?",
+            "SELECT gpu_holds.gpu_id, runs.workspace, tasks.name FROM gpu_holds"
+            " JOIN tasks ON tasks.id = gpu_holds.task_id JOIN runs ON runs.seq = tasks.run_seq"
+            " WHERE gpu_holds.machine = ?",
             (machine,),
         )
-        return {r["gpu_id"]: r["name"] for r in rows}
+        return {r["gpu_id"]: (r["workspace"], r["name"]) for r in rows}
 
     def held_gpu_ids(self) -> set[tuple[str, str]]:
         """(machine, GPU UUID) of every GPU a live task holds."""

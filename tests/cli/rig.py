@@ -127,14 +127,33 @@ class Coordinator:
     ) -> None:
         """Report a machine as its agent would, with task updates (numbered here) and logs."""
         name = report["name"]
+        labels = dict(report.get("labels", {}))
+        pool = {"pool": labels.pop("pool")} if "pool" in labels else {}
+        report = {**report, "labels": labels}
         if name not in self.agent_tokens:
-            made = self.call("POST", "/api/v1/tokens", {"role": "agent", "machine": name})
-            self.agent_tokens[name] = made["token"]
+            # An admin grants the pool with the agent's token: an agent's own is ignored.
+            body = {"role": "agent", "machine": name, "labels": pool}
+            self.agent_tokens[name] = self.call("POST", "/api/v1/tokens", body)["token"]
+        # As an agent: the reply names each task's uid; updates and logs name tasks by it.
+        path = f"/api/v1/machines/{name}/report"
+        given = self.call("PUT", path, {"report": report}, self.agent_tokens[name])
+        uids = {a["task"]: a["task_uid"] for a in given["assignments"]}
         numbered = []
         for update in updates or []:
             self.seq[name] = self.seq.get(name, -1) + 1
-            numbered.append({"seq": self.seq[name], "at": datetime.now(UTC).isoformat(), **update})
-        body = {"report": report, "updates": numbered, "logs": logs or []}
+            uid = uids[update.pop("task")]
+            at = datetime.now(UTC).isoformat()
+            numbered.append({"seq": self.seq[name], "at": at, "task_uid": uid, **update})
+        chunks = [
+            {
+                "task_uid": uids[chunk["task"]],
+                "offset": chunk["offset"],
+                "end": chunk["offset"] + len(chunk["data"].encode()),
+                "data": chunk["data"],
+            }
+            for chunk in logs or []
+        ]
+        body = {"report": report, "updates": numbered, "logs": chunks}
         self.call("PUT", f"/api/v1/machines/{name}/report", body, self.agent_tokens[name])
 
     def run_pass(self) -> None:

@@ -101,12 +101,21 @@ class Cluster:
         if name not in self.agents:
             made = await self.ok("POST", "/api/v1/tokens", body={"role": "agent", "machine": name})
             self.agents[name] = made["token"]
+        # The agent learns its tasks' uids from the reply, and names them by uid after.
+        given = await self.ok(
+            "PUT", f"/api/v1/machines/{name}/report", self.agents[name], {"report": machine}
+        )
+        uids = {a["task"]: a["task_uid"] for a in given["assignments"]}
         updates = []
         for task, state in (states or {}).items():
             self.seq[name] = self.seq.get(name, -1) + 1
             at = datetime.now(UTC).isoformat()
-            updates.append({"seq": self.seq[name], "task": task, "state": state, "at": at})
-        chunks = [{"task": task, "offset": 0, "data": data} for task, data in (logs or {}).items()]
+            uid = uids[task]
+            updates.append({"seq": self.seq[name], "task_uid": uid, "state": state, "at": at})
+        chunks = [
+            {"task_uid": uids[task], "offset": 0, "end": len(data.encode()), "data": data}
+            for task, data in (logs or {}).items()
+        ]
         body = {"report": machine, "updates": updates, "logs": chunks}
         await self.ok("PUT", f"/api/v1/machines/{name}/report", self.agents[name], body)
 

@@ -68,19 +68,51 @@ class Cluster:
         logs: list[dict[str, Any]] | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
-        """Post a machine's report with task updates (numbered here); returns the reply."""
+        """Post a machine's report with task updates (numbered here); returns the reply.
+
+        An update or chunk may name its task by `task` (its name) for brevity: it is sent with
+        the `task_uid` of the newest task of that name on the machine, as its agent would."""
         numbered = []
         for update in updates or []:
             self.seq[machine] = self.seq.get(machine, -1) + 1
             numbered.append(
-                {"seq": self.seq[machine], "at": self.clock.now().isoformat(), **update}
+                {
+                    "seq": self.seq[machine],
+                    "at": self.clock.now().isoformat(),
+                    **self.by_uid(machine, update),
+                }
             )
-        body = {"report": report(machine, **kw), "updates": numbered, "logs": logs or []}
+        chunks = [self.by_uid(machine, chunk) for chunk in logs or []]
+        body = {"report": report(machine, **kw), "updates": numbered, "logs": chunks}
         status, data = await self.call(
             "PUT", f"/api/v1/machines/{machine}/report", self.agent_token(machine), body
         )
         assert status == 200, data
         return data  # type: ignore[no-any-return]
+
+    async def label(self, machine: str, **labels: str) -> None:
+        """Give the machine labels as an admin (the only way to give it a pool)."""
+        path = f"/api/v1/machines/{machine}/labels"
+        status, data = await self.call("PUT", path, body={"labels": labels})
+        assert status == 200, data
+
+    def uid(self, machine: str, task: str) -> str:
+        """The uid of the newest task named `task` on `machine`."""
+        row = self.store.database.read_one(
+            "SELECT uid FROM tasks WHERE machine = ? AND name = ? ORDER BY id DESC LIMIT 1",
+            (machine, task),
+        )
+        assert row is not None, f"no task {task} on {machine}"
+        return str(row["uid"])
+
+    def by_uid(self, machine: str, item: dict[str, Any]) -> dict[str, Any]:
+        """`item` with `task` (a name) replaced by that task's `task_uid`; chunks get `end`."""
+        item = dict(item)
+        if "task" in item and "task_uid" not in item:
+            item["task_uid"] = self.uid(machine, item.pop("task"))
+        if "data" in item and "end" not in item:
+            item["end"] = item["offset"] + len(item["data"].encode())
+        return item
 
     async def submit(
         self, workspace: str, name: str, gpus: int = 1, **extra: Any

@@ -59,7 +59,8 @@ async def test_a_retried_update_is_applied_once(fake_cluster: Cluster) -> None:
     c = fake_cluster
     await _placed(c)
     at = c.clock.now().isoformat()
-    failed = {"seq": 0, "task": "finetune-0", "state": "Failed", "exit_code": 3, "at": at}
+    uid = c.uid("gpu-01", "finetune-0")
+    failed = {"seq": 0, "task_uid": uid, "state": "Failed", "exit_code": 3, "at": at}
     body = {"report": report("gpu-01"), "updates": [failed]}
     token = c.agent_token("gpu-01")
     for _ in range(2):

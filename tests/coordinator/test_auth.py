@@ -133,8 +133,10 @@ async def test_workspaces_are_isolated(fake_cluster: Cluster) -> None:
     c = fake_cluster
     vision = await c.workspace("vision", pools=["h100"])
     audio = await c.workspace("audio", pools=["a100"])
-    await c.report("gpu-01", labels={"pool": "h100"})
-    await c.report("gpu-02", labels={"pool": "a100"})
+    await c.report("gpu-01")
+    await c.report("gpu-02")
+    await c.label("gpu-01", pool="h100")
+    await c.label("gpu-02", pool="a100")
     await c.submit("vision", "finetune")
     status, runs = await c.call("GET", "/api/v1/runs", audio)
     assert (status, runs["runs"]) == (200, [])

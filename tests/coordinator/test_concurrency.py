@@ -36,7 +36,7 @@ async def _finish_some(c: Cluster, machine: str, rng: random.Random) -> None:
     """An agent reports, and ends about half of what it was given."""
     reply = await c.report(machine)
     updates = [
-        {"task": a["task"], "state": "Succeeded", "exit_code": 0}
+        {"task_uid": a["task_uid"], "state": "Succeeded", "exit_code": 0}
         for a in reply["assignments"]
         if rng.random() < 0.5
     ]

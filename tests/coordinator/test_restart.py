@@ -193,7 +193,7 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
             ended = [
                 {
                     "seq": n,
-                    "task": a["task"],
+                    "task_uid": a["task_uid"],
                     "state": "Succeeded",
                     "exit_code": 0,
                     "at": "2026-10-01T09:00:00+00:00",

@@ -11,18 +11,37 @@ EIGHT = {"gpu_requests": {"count": 8, "min_per_machine": 8}}
 
 
 def test_one_non_room_reason_everywhere_is_the_headline() -> None:
-    """When every machine lacks the pool label, that reason is the headline."""
+    """When no machine is in the workspace's pool, that is the headline, naming no machine."""
     snap = snapshot(machine("a"), machine("b"), machine("c"))
     result = place(run(ask=EIGHT, pools=("h100",)), snap, NOW)
     assert isinstance(result, Pending)
     assert result.headline == "machine lacks label pool=h100"
+    assert (result.explanation.checked_nodes, result.explanation.nodes) == (0, [])
     assert result.explanation.closest is None
+
+
+def test_a_workspace_never_sees_machines_outside_its_pools() -> None:
+    """Machines outside the workspace's pools are not checked, counted, named or closest."""
+    h100 = {"pool": "h100"}
+    snap = snapshot(
+        machine("a", labels_=h100, used_gpus=range(4)),
+        machine("b", labels_={"pool": "vault"}),
+        machine("c", labels_=h100, state=MachineState.DOWN),
+    )
+    result = place(run(ask=EIGHT, pools=("h100",)), snap, NOW)
+    assert isinstance(result, Pending)
+    explanation = result.explanation
+    assert [node.name for node in explanation.nodes] == ["a", "c"]
+    counts = (explanation.checked_nodes, explanation.ready_nodes, explanation.down_nodes)
+    assert (counts, explanation.closest) == ((2, 1, 1), "a")
+    assert result.headline == "No machine fits: 1 of 2 machines ready"
 
 
 def test_a_down_machine_breaks_the_common_reason() -> None:
     """With one machine down, the headline counts ready machines instead."""
     snap = snapshot(machine("a"), machine("b", state=MachineState.DOWN))
-    result = place(run(ask=EIGHT, pools=("h100",)), snap, NOW)
+    selects = {**EIGHT, "node_selection": {"match_labels": {"pool": "h100"}}}
+    result = place(run(ask=selects), snap, NOW)
     assert isinstance(result, Pending)
     assert result.headline == "No machine fits: 1 of 2 machines ready"
     assert (result.explanation.ready_nodes, result.explanation.down_nodes) == (1, 1)

@@ -91,7 +91,7 @@ ROWS = [
     row(
         "6-spread",
         "a worker of this run is already on this machine",
-        workers=["run"],
+        workers=[("vision", "run")],
     ),
     row(
         "7-cpu",
@@ -214,9 +214,13 @@ def test_filter_reason(
     text: str,
     room: bool,
 ) -> None:
-    """The filter rejects the machine with its exact text; a room reason makes it `closest`."""
+    """The filter rejects the machine with its exact text; a room reason makes it `closest`.
+    A machine outside the workspace's pools is never listed: the text is the headline."""
     result = place(run(ask=ask, **run_fields), snapshot(machine("m", **machine_fields)), NOW)
     assert isinstance(result, Pending)
+    if run_fields.get("pools"):
+        assert (result.explanation.nodes, result.headline) == ([], text)
+        return
     assert result.explanation.nodes[0].reasons == [text]
     assert result.explanation.closest == ("m" if room else None)
     ready = result.explanation.ready_nodes
@@ -267,5 +271,5 @@ def test_own_workspace_reservation_admits_the_run() -> None:
 def test_mode_any_lets_workers_share_a_machine_with_the_run() -> None:
     """With `mode: Any` a machine already running a worker of the run is not filtered."""
     ask = {"gpu_requests": {"count": 1}, "node_selection": {"mode": "Any"}}
-    result = place(run(ask=ask), snapshot(machine("m", workers=["run"])), NOW)
+    result = place(run(ask=ask), snapshot(machine("m", workers=[("vision", "run")])), NOW)
     assert isinstance(result, Placement)

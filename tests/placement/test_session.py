@@ -91,7 +91,7 @@ def test_pinned_ids_by_index_or_uuid_place_those_gpus() -> None:
 
 def test_runs_with_the_same_ask_share_verdicts_but_not_names() -> None:
     """Two runs with one ask in one pass: the second's spread filter sees its own name."""
-    session = PlacementSession(snapshot(machine("a", workers=["second"]), machine("b")))
+    session = PlacementSession(snapshot(machine("a", workers=[("vision", "second")]), machine("b")))
     first = session.place(run("first", ask=ONE), NOW)
     second = session.place(run("second", ask=ONE), NOW)
     assert isinstance(first, Placement)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from uuid import NAMESPACE_URL, uuid5
 
 import aiohttp
 import pytest
@@ -68,6 +69,11 @@ def machine_report() -> MachineReport:
     )
 
 
+def uid_of(task: str, workspace: str = "vision") -> str:
+    """The task uid these tests give a task name: fixed, so tests can ask by name."""
+    return str(uuid5(NAMESPACE_URL, f"astraeus-test/{workspace}/{task}"))
+
+
 def assignment(task: str, command: list[str], **extra: Any) -> Assignment:
     """Task `task` of run `train` on this machine, rank 0 of 2."""
     rendezvous = {
@@ -79,6 +85,7 @@ def assignment(task: str, command: list[str], **extra: Any) -> Assignment:
         "local_world_size": 1,
     }
     data = {
+        "task_uid": uid_of(task, extra.get("workspace", "vision")),
         "task": task,
         "run": "train",
         "workspace": "vision",
@@ -114,14 +121,16 @@ class Coordinator:
         return f"http://127.0.0.1:{self.port}"
 
     def states(self, task: str) -> list[TaskState]:
-        return [u.state for _, u in sorted(self.updates.items()) if u.task == task]
+        uid = uid_of(task)
+        return [u.state for _, u in sorted(self.updates.items()) if u.task_uid == uid]
 
     def last(self, task: str) -> TaskUpdate | None:
-        found = [u for _, u in sorted(self.updates.items()) if u.task == task]
+        uid = uid_of(task)
+        found = [u for _, u in sorted(self.updates.items()) if u.task_uid == uid]
         return found[-1] if found else None
 
     def log(self, task: str) -> str:
-        return bytes(self.logs.get(task, b"")).decode()
+        return bytes(self.logs.get(uid_of(task), b"")).decode()
 
     async def handle(self, request: web.Request) -> web.Response:
         self.arrived += 1
@@ -134,9 +143,11 @@ class Coordinator:
         for update in body.updates:
             self.updates[update.seq] = update
             if update.state.ended:
-                self.assignments.pop(update.task, None)
+                for name, given in list(self.assignments.items()):
+                    if given.task_uid == update.task_uid:
+                        del self.assignments[name]
         for chunk in body.logs:
-            data = self.logs.setdefault(chunk.task, bytearray())
+            data = self.logs.setdefault(chunk.task_uid, bytearray())
             if chunk.offset == len(data):
                 data.extend(chunk.data.encode())
         reply = ReportReply(

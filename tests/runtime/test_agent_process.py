@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from runtime_rig import TOKEN, Coordinator, assignment, python, until
+from runtime_rig import TOKEN, Coordinator, assignment, python, uid_of, until
 
 from astraeus.agent.runtime.launch import proc_alive
 from astraeus.shared import TaskState
@@ -49,7 +49,7 @@ async def test_agent_process_restarts_under_a_running_worker(
     _, stderr = await first.communicate()
     assert first.returncode == 0, stderr.decode()
     assert "workers run as child processes in their own session" in stderr.decode()
-    record = json.loads((tmp_path / "state" / "tasks" / "t-0" / "record.json").read_text())
+    record = json.loads((tmp_path / "state" / "tasks" / uid_of("t-0") / "record.json").read_text())
     assert proc_alive(record["pid"], record["pid_start"])
     second = await _agent(tmp_path, coordinator)
     try:

@@ -44,6 +44,7 @@ def _machine(gpus: int = 8, vendor: str = "nvidia", **extra: Any) -> MachineRepo
 def _assignment(**extra: Any) -> Assignment:
     return Assignment.model_validate(
         {
+            "task_uid": "0b5c8f1e-7d2a-4c3b-9e6f-1a2b3c4d5e6f",
             "task": "train-1",
             "run": "train",
             "workspace": "vision",

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from runtime_rig import assignment, uuid
+from runtime_rig import assignment, uid_of, uuid
 
 from astraeus.agent.environment import worker_environment
 from astraeus.agent.runtime import (
@@ -62,7 +62,7 @@ def test_systemd_run_command() -> None:
     unit = worker_name(task)
     assert systemd_run_command(unit, task, ["shim", "spec.json"]) == [
         "systemd-run",
-        "--unit=astraeus-vision-train-3",
+        f"--unit=astraeus-vision-train-3-{uid_of('train-3')}",
         "--description=Astraeus task train-3",
         "--collect",
         "--quiet",
@@ -109,7 +109,7 @@ SHARED = [
     "run",
     "--rm",
     "--name",
-    "astraeus-vision-t-0",
+    f"astraeus-vision-t-0-{uid_of('t-0')}",
     "--network=host",
     "--shm-size=1073741824",
     "--ulimit",

@@ -7,7 +7,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from runtime_rig import TOKEN, Coordinator, assignment, free_port, machine_report
+from runtime_rig import TOKEN, Coordinator, assignment, free_port, machine_report, uid_of
 
 from astraeus.agent.runtime import Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
@@ -19,6 +19,7 @@ from astraeus.agent.runtime.state import TaskRecord
 from astraeus.shared import AgentReport, TaskState
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
+T0, T1 = uid_of("t-0"), uid_of("t-1")
 
 
 @pytest.mark.parametrize(
@@ -41,16 +42,16 @@ def test_outbox_keeps_updates_until_acknowledged(tmp_path: Path) -> None:
     """Updates are numbered, survive a restart, and leave only when acknowledged."""
     path = tmp_path / "outbox.json"
     outbox = Outbox(path)
-    outbox.add("t-0", TaskState.STARTING, AT)
-    outbox.add("t-0", TaskState.RUNNING, AT)
-    outbox.add("t-0", TaskState.FAILED, AT, exit_code=3, message="exited with code 3")
+    outbox.add(T0, TaskState.STARTING, AT)
+    outbox.add(T0, TaskState.RUNNING, AT)
+    outbox.add(T0, TaskState.FAILED, AT, exit_code=3, message="exited with code 3")
     outbox.ack(0)
     again = Outbox(path)
     assert [(u.seq, u.state) for u in again.pending] == [
         (1, TaskState.RUNNING),
         (2, TaskState.FAILED),
     ]
-    assert again.add("t-1", TaskState.STARTING, AT).seq == 3
+    assert again.add(T1, TaskState.STARTING, AT).seq == 3
 
 
 def test_outbox_renumbers_when_the_coordinator_is_ahead(tmp_path: Path) -> None:
@@ -59,18 +60,18 @@ def test_outbox_renumbers_when_the_coordinator_is_ahead(tmp_path: Path) -> None:
     dropping them; the next acknowledgement then removes them as usual."""
     path = tmp_path / "outbox.json"
     outbox = Outbox(path)
-    outbox.add("t-0", TaskState.STARTING, AT)
-    outbox.add("t-0", TaskState.FAILED, AT, exit_code=3, message="exited with code 3")
+    outbox.add(T0, TaskState.STARTING, AT)
+    outbox.add(T0, TaskState.FAILED, AT, exit_code=3, message="exited with code 3")
     outbox.ack(57)
     again = Outbox(path)
-    assert [(u.seq, u.task, u.state, u.exit_code) for u in again.pending] == [
-        (58, "t-0", TaskState.STARTING, None),
-        (59, "t-0", TaskState.FAILED, 3),
+    assert [(u.seq, u.task_uid, u.state, u.exit_code) for u in again.pending] == [
+        (58, T0, TaskState.STARTING, None),
+        (59, T0, TaskState.FAILED, 3),
     ]
     assert again.next_seq == 60
-    assert again.add("t-1", TaskState.STARTING, AT).seq == 60
+    assert again.add(T1, TaskState.STARTING, AT).seq == 60
     again.ack(59)
-    assert [(u.seq, u.task) for u in again.pending] == [(60, "t-1")]
+    assert [(u.seq, u.task_uid) for u in again.pending] == [(60, T1)]
 
 
 @pytest.mark.parametrize(
@@ -86,8 +87,8 @@ def test_outbox_ack_table(tmp_path: Path, acked: int, left: list[int]) -> None:
     """Acknowledging up to `next_seq - 1` drops what it covers; from `next_seq` on it
     renumbers everything pending instead."""
     outbox = Outbox(tmp_path / "outbox.json")
-    outbox.add("t-0", TaskState.STARTING, AT)
-    outbox.add("t-0", TaskState.RUNNING, AT)
+    outbox.add(T0, TaskState.STARTING, AT)
+    outbox.add(T0, TaskState.RUNNING, AT)
     outbox.ack(acked)
     assert [u.seq for u in outbox.pending] == left
 
@@ -96,28 +97,28 @@ def test_log_chunk_waits_for_a_cut_character(tmp_path: Path) -> None:
     """A character cut by the chunk limit is held back whole for the next chunk."""
     log = tmp_path / "output.log"
     log.write_bytes("ab€cd".encode())  # € is 3 bytes, at offsets 2-4
-    first = next_chunk("t", log, 0, final=False, limit=3)
+    first = next_chunk(T0, log, 0, final=False, limit=3)
     assert first is not None
     assert (first[0].data, first[1]) == ("ab", 2)
-    second = next_chunk("t", log, 2, final=False, limit=10)
+    second = next_chunk(T0, log, 2, final=False, limit=10)
     assert second is not None
     assert (second[0].offset, second[0].data, second[1]) == (2, "€cd", 7)
-    assert next_chunk("t", log, 7, final=False) is None
+    assert next_chunk(T0, log, 7, final=False) is None
 
 
 def test_log_chunk_of_an_ended_task_flushes_invalid_bytes(tmp_path: Path) -> None:
     """At the end of an ended task's log, a broken character becomes U+FFFD instead of waiting."""
     log = tmp_path / "output.log"
     log.write_bytes(b"ok\xe2\x82")
-    assert next_chunk("t", log, 0, final=False) is not None
-    chunk = next_chunk("t", log, 0, final=True)
+    assert next_chunk(T0, log, 0, final=False) is not None
+    chunk = next_chunk(T0, log, 0, final=True)
     assert chunk is not None
     assert (chunk[0].data, chunk[1]) == ("ok\ufffd", 4)
 
 
 def test_missing_log_has_no_chunk(tmp_path: Path) -> None:
     """A task that never started has no log and no chunk."""
-    assert next_chunk("t", tmp_path / "none.log", 0, final=True) is None
+    assert next_chunk(T0, tmp_path / "none.log", 0, final=True) is None
 
 
 def _body() -> AgentReport:
@@ -188,7 +189,7 @@ def test_one_report_carries_at_most_4_mib_of_logs(tmp_path: Path) -> None:
     for i in range(20):
         record = TaskRecord(assignment=assignment(f"t-{i}", ["x"]), state=TaskState.SUCCEEDED)
         state.save(record)
-        state.path(record.task, "output.log").write_bytes(b"x" * 300 * 1024)
+        state.path(record, "output.log").write_bytes(b"x" * 300 * 1024)
     runner = Runner(state, Outbox(tmp_path / "outbox.json"), ProcessLauncher(), RunnerConfig())
     chunks = runner.log_chunks()
     assert [len(c.data) for c in chunks] == [256 * 1024] * 16

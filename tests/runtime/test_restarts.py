@@ -5,7 +5,7 @@ import os
 import signal
 from pathlib import Path
 
-from runtime_rig import Coordinator, Harness, assignment, python, until
+from runtime_rig import Coordinator, Harness, assignment, python, uid_of, until
 
 from astraeus.agent.runtime import StateDir
 from astraeus.agent.runtime.launch import proc_alive
@@ -69,7 +69,7 @@ async def test_worker_that_ended_while_the_agent_was_down(
     await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
     await harness.halt()
     go.write_text("go")
-    status = harness.state_dir / "tasks" / "t-0" / "status.json"
+    status = harness.state_dir / "tasks" / uid_of("t-0") / "status.json"
     await until(status.exists, "the shim to record the exit")
     await harness.start()
     await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "t-0 to succeed")
@@ -107,7 +107,7 @@ async def test_coordinator_outage_during_a_run_loses_nothing(
     await until(lambda: agent.failures >= 3, "several failed reports")
     await asyncio.sleep(OUTAGE_SECONDS)
     assert coordinator.reports == reports
-    assert agent.runner.records["t-0"].state is TaskState.SUCCEEDED
+    assert agent.runner.records[uid_of("t-0")].state is TaskState.SUCCEEDED
     await coordinator.start()
     await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "the end to arrive")
     assert sorted(coordinator.updates) == list(range(len(coordinator.updates)))
