@@ -1,0 +1,86 @@
+"""What a member may see: its own workspace's names and its pools' machines, nothing else.
+
+Another workspace's run or task is `a run of another workspace`; admins see every name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conftest import Cluster
+
+OTHER = "a run of another workspace"
+
+
+async def _two_tenants(c: Cluster) -> tuple[str, str]:
+    """gpu-01 (pool shared) runs beta's `beta-secret-project-x` on 4 GPUs; gpu-02 is in beta's
+    own pool `secret`. vision may use `shared` only."""
+    vision = await c.workspace("vision", pools=["shared"])
+    beta = await c.workspace("beta", pools=["shared", "secret"])
+    for machine, pool in (("gpu-01", "shared"), ("gpu-02", "secret")):
+        await c.report(machine)
+        await c.label(machine, pool=pool)
+    one_machine = {"node_selection": {"names": ["gpu-01"]}}
+    await c.submit("beta", "beta-secret-project-x", gpus=4, requested_resources=one_machine)
+    await c.run_pass()
+    return vision, beta
+
+
+async def test_machine_views_hide_other_workspaces_names(cluster: Cluster) -> None:
+    """A member's machine list and page name its own runs and tasks only; an admin's name all."""
+    c = cluster
+    vision, beta = await _two_tenants(c)
+    await c.submit("vision", "mine", gpus=2, requested_resources={})
+    await c.run_pass()
+    _, page = await c.call("GET", "/api/v1/machines/gpu-01", vision)
+    assert page["runs"] == ["mine", OTHER]
+    holders = sorted({gpu["task"] for gpu in page["gpus"] if gpu["task"]})
+    assert holders == [OTHER, "mine-0"]
+    _, listed = await c.call("GET", "/api/v1/machines", vision)
+    assert [(m["name"], m["runs"]) for m in listed["machines"]] == [("gpu-01", ["mine", OTHER])]
+    _, seen = await c.call("GET", "/api/v1/machines/gpu-01", beta)
+    assert seen["runs"] == ["beta-secret-project-x", OTHER]
+    _, admin = await c.call("GET", "/api/v1/machines/gpu-01")
+    assert admin["runs"] == ["beta-secret-project-x", "mine"]
+    assert "beta-secret-project-x-0" in {gpu["task"] for gpu in admin["gpus"]}
+
+
+async def test_queue_reasons_never_name_another_workspace_s_run(cluster: Cluster) -> None:
+    """vision's run that would fit only on the machine the head of the queue (beta's) waits for
+    is `Queued behind a run of another workspace`."""
+    c = cluster
+    vision, _ = await _two_tenants(c)
+    whole = {**_gpus(8, per_machine=8), "node_selection": {"names": ["gpu-01"]}}
+    await c.submit("beta", "beta-big", gpus=0, requested_resources=whole)
+    await c.submit("vision", "small", gpus=2, requested_resources={})
+    await c.run_pass()
+    _, run = await c.call("GET", "/api/v1/runs/small", vision)
+    assert (run["state"], run["reason"]) == ("Pending", f"Queued behind {OTHER}")
+    _, task = await c.call("GET", "/api/v1/tasks/small-0", vision)
+    assert task["reason"] == f"Queued behind {OTHER}"
+
+
+async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster) -> None:
+    """A run that fits nowhere is explained by the machines of its workspace's pools alone:
+    counts, nodes and closest never mention a machine outside them."""
+    c = cluster
+    vision, _ = await _two_tenants(c)
+    await c.submit("vision", "huge", gpus=0, requested_resources=_gpus(16, per_machine=8))
+    await c.run_pass()
+    _, task = await c.call("GET", "/api/v1/tasks/huge-0", vision)
+    placement: dict[str, Any] = task["placement"]
+    names = [node["name"] for node in placement["nodes"]]
+    counts = (placement["checked_nodes"], placement["ready_nodes"], placement["down_nodes"])
+    assert (names, counts) == (["gpu-01"], (1, 1, 0))
+    assert task["reason"] == "machine has too few gpus: need 16, it has 8 usable"
+    status, dry = await c.call(
+        "POST",
+        "/api/v1/runs?dry_run=true",
+        vision,
+        {"name": "again", "command": ["x"], "requested_resources": _gpus(16, per_machine=8)},
+    )
+    assert status == 200
+    assert [node["name"] for node in dry["placement"]["nodes"]] == ["gpu-01"]
+
+
+def _gpus(count: int, *, per_machine: int) -> dict[str, Any]:
+    return {"gpu_requests": {"count": count, "min_per_machine": per_machine}}
