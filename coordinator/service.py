@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _open(settings: Settings) -> Store:
-    settings.db.parent.mkdir(parents=True, exist_ok=True)
+    settings.db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     return Store.open(
         settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
     )
@@ -147,12 +147,32 @@ def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) ->
     return 0
 
 
+def private_dir(path: Path) -> None:
+    """The state directory, this user's only (0700) whatever the umask: made so, or tightened.
+    The working directory (the default `.`) is left as it is, with a warning: the files the
+    coordinator writes there are 0600 on their own."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mode = path.stat().st_mode & 0o777
+    if not mode & 0o077:
+        return
+    if path.resolve() == Path.cwd().resolve():
+        log.warning(
+            "state directory %s (the working directory) is mode %o: its files are 0600, but set"
+            " --state-dir to a directory of the coordinator's own",
+            path,
+            mode,
+        )
+        return
+    os.chmod(path, 0o700)
+    log.info("state directory %s was mode %o; now 0700", path, mode)
+
+
 def first_admin_token(store: Store, state_dir: Path) -> Path | None:
     """On an empty database, create an admin token and write it to a 0600 file."""
     if store.tokens.count():
         return None
     secret, _ = store.tokens.create(Role.ADMIN, SystemClock().now(), description="first admin")
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = state_dir / ADMIN_TOKEN_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -167,6 +187,7 @@ async def serve(settings: Settings) -> int:
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()
+    private_dir(settings.state_dir)
     store = _open(settings)
     token_file = first_admin_token(store, settings.state_dir)
     if token_file is not None:

@@ -39,6 +39,8 @@ def _one(model: type[BaseModel], error: Any) -> FieldError:
         return FieldError(path, _unknown_field(model, loc))
     if kind == "missing":
         return FieldError(path, "is required")
+    if kind == "finite_number":
+        return FieldError(path, "must be a finite number, not NaN or infinity")
     if kind in ("enum", "literal_error"):
         allowed = error.get("ctx", {}).get("expected", "")
         return FieldError(path, f"{error.get('input')!r} is not allowed; use one of {allowed}")

@@ -3,14 +3,16 @@ tasks its machine should run."""
 
 from __future__ import annotations
 
+import math
+
 from aiohttp import web
 
 from astraeus.coordinator.store import Role
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
-from .errors import fail, read_model
-from .keys import CLOCK, SCHEDULER, SETTINGS, STORE
+from .errors import ApiError, fail, read_model
+from .keys import CLOCK, REPORTING, SCHEDULER, SETTINGS, STORE
 from .routes import Route
 
 
@@ -19,6 +21,23 @@ async def put_report(request: web.Request) -> web.Response:
     who = principal(request)
     if who.role != Role.AGENT or who.machine != name:
         fail(403, f"this token may not report for machine {name!r}: use that machine's agent token")
+    reporting = request.app[REPORTING]
+    if name in reporting:
+        # An agent sends one report at a time; more are a loop or an attack on the event loop.
+        wait = max(1, math.ceil(request.app[SETTINGS].report_interval_seconds))
+        raise ApiError(
+            429,
+            f"a report for machine {name!r} is already being received: send one at a time",
+            headers={"Retry-After": str(wait)},
+        )
+    reporting.add(name)
+    try:
+        return await _receive(request, name)
+    finally:
+        reporting.discard(name)
+
+
+async def _receive(request: web.Request, name: str) -> web.Response:
     body = await read_model(request, AgentReport)
     if body.report.name != name:
         fail(
@@ -48,5 +67,9 @@ ROUTES = (
         "agent",
         body=AgentReport,
         response=ReportReply,
+        errors={
+            403: "not this machine's agent token",
+            429: "a report for this machine is already being received; Retry-After says when",
+        },
     ),
 )

@@ -16,7 +16,7 @@ from ..console import setup_console
 from . import admin, agents, cluster, health, machines, runs
 from .auth import bearer_auth
 from .errors import json_errors
-from .keys import CLOCK, METRICS, SCHEDULER, SETTINGS, STORE
+from .keys import CLOCK, METRICS, REPORTING, SCHEDULER, SETTINGS, STORE
 from .routes import Route
 
 
@@ -48,6 +48,7 @@ def create_app(
     app[STORE] = store
     app[CLOCK] = clock
     app[METRICS] = Metrics()
+    app[REPORTING] = set()
     app[SCHEDULER] = Scheduler(
         settings, store, clock, app[METRICS], session_factory=session_factory
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
@@ -10,23 +11,39 @@ from pydantic import BaseModel, ValidationError
 
 from astraeus.shared import FieldError, field_errors
 
+log = logging.getLogger(__name__)
+
 ModelT = TypeVar("ModelT", bound=BaseModel)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+INTERNAL = "internal error: the coordinator's log has the details"
 
-def error_response(status: int, error: str, fields: list[FieldError] | None = None) -> web.Response:
+
+def error_response(
+    status: int,
+    error: str,
+    fields: list[FieldError] | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
     body: dict[str, Any] = {"error": error, "fields": [f.as_dict() for f in fields or []]}
-    return web.json_response(body, status=status)
+    return web.json_response(body, status=status, headers=headers)
 
 
 class ApiError(Exception):
     """Raised by handlers; the middleware answers it as a JSON error."""
 
-    def __init__(self, status: int, error: str, fields: list[FieldError] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        fields: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
         self.fields = fields or []
+        self.headers = headers
 
 
 def fail(status: int, error: str, field: str | None = None, problem: str | None = None) -> NoReturn:
@@ -61,12 +78,16 @@ async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer `ApiError` and aiohttp's HTTP errors (404, 405, 413) as JSON."""
+    """Answer `ApiError`, aiohttp's HTTP errors (404, 405, 413) and anything unexpected (500,
+    logged with its traceback) as the documented JSON error."""
     try:
         return await handler(request)
     except ApiError as exc:
-        return error_response(exc.status, exc.error, exc.fields)
+        return error_response(exc.status, exc.error, exc.fields, exc.headers)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         return error_response(exc.status, exc.reason)
+    except Exception:
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(500, INTERNAL)

@@ -16,3 +16,5 @@ CLOCK = web.AppKey("clock", Clock)
 SCHEDULER = web.AppKey("scheduler", Scheduler)
 METRICS = web.AppKey("metrics", Metrics)
 PRINCIPAL = web.RequestKey("principal", Principal)
+REPORTING: web.AppKey[set[str]] = web.AppKey("reporting")
+"""Machines whose report is being received now: one at a time each."""

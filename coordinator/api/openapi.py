@@ -85,6 +85,8 @@ def _operation(route: Route) -> dict[str, Any]:
             "400": {"description": "bad input: the field and the problem", **error},
             "401": {"description": "missing or unknown token", **error},
             "404": {"description": "not found, or not yours", **error},
+            **{str(code): {"description": text, **error} for code, text in route.errors.items()},
+            "500": {"description": "internal error; the coordinator logs the details", **error},
         },
     }
     if route.who == "anyone":

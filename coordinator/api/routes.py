@@ -22,3 +22,5 @@ class Route:
     status: int = 200
     query: dict[str, str] = field(default_factory=dict)
     """Query parameters and what each does."""
+    errors: dict[int, str] = field(default_factory=dict)
+    """Error statuses beyond those every route may answer, and when."""

@@ -53,15 +53,32 @@ def read_config(path: Path) -> dict[str, str]:
     return dict(table)
 
 
+def read_token_file(path: str) -> str:
+    """The token in a file (its first line): kept out of the command line, which every user of
+    the machine can read in `ps`."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read the token file {path}: {exc.strerror}", Exit.USAGE) from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not token:
+        raise CliError(f"the token file {path} is empty", Exit.USAGE)
+    return token
+
+
 def resolve(
     *,
     api: str | None,
     token: str | None,
     workspace: str | None,
     environ: Mapping[str, str] | None = None,
+    token_file: str | None = None,
 ) -> Target:
-    """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`, which win over the file."""
+    """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`, which win over the file.
+    `--token-file` is a flag: it wins over the variable and the file too."""
     env = os.environ if environ is None else environ
+    if token is None and token_file is not None:
+        token = read_token_file(token_file)
     path = config_path(env)
     file = read_config(path)
 

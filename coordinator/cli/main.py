@@ -65,6 +65,8 @@ def _dispatch(parser: ArgumentParser, args: Namespace) -> int:
     if args.command_line and args.verb != "run":
         raise CliError("only `run` takes a command after --", Exit.USAGE)
     args.command = args.command_line if args.verb == "run" else None
-    target = resolve(api=args.api, token=args.token, workspace=args.workspace)
+    target = resolve(
+        api=args.api, token=args.token, workspace=args.workspace, token_file=args.token_file
+    )
     ctx = Context(api=Api(target), json=args.output == "json")
     return int(args.func(ctx, args))

@@ -22,7 +22,8 @@ Submit GPU runs to an Astraeus cluster and see where they run, or why they wait.
 
 The coordinator is found from --api, then ASTRA_API, then `api` in the config file
 (ASTRA_CONFIG, default ~/.config/astra/config.toml), else http://127.0.0.1:8470; the token
-likewise from --token, ASTRA_TOKEN or `token`. Exit codes: 0 done, 1 refused, 2 bad input,
+likewise from --token or --token-file, ASTRA_TOKEN or `token` (--token shows in `ps` to every
+user of the machine: prefer the others). Exit codes: 0 done, 1 refused, 2 bad input,
 3 coordinator unreachable, 4 token missing or not allowed, 5 no such run, task or machine."""
 
 
@@ -30,7 +31,10 @@ def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-o", "--output", choices=["text", "json"], default="text")
     common.add_argument("--api", help="the coordinator's URL (ASTRA_API)")
-    common.add_argument("--token", help="an API token (ASTRA_TOKEN)")
+    common.add_argument(
+        "--token", help="an API token (ASTRA_TOKEN); visible in `ps`: prefer --token-file"
+    )
+    common.add_argument("--token-file", metavar="PATH", help="read the API token from this file")
     common.add_argument(
         "--workspace", help="the workspace to act in; admins must name it (ASTRA_WORKSPACE)"
     )

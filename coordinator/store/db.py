@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ class Database:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        make_private(path)
         self._writer = self._connect(path)
         self._migrate()
         self._reader = self._connect(path)
@@ -76,6 +78,18 @@ class Database:
     def close(self) -> None:
         self._reader.close()
         self._writer.close()
+
+
+def make_private(path: Path) -> None:
+    """The database file, its WAL and shared memory readable by this user only, whatever the
+    umask: they hold users' environment values and token hashes. SQLite gives the WAL and SHM
+    files it creates the database file's mode; ones left from before are fixed here too."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
+        part = path.with_name(name)
+        if part.exists() and part.stat().st_mode & 0o077:
+            os.chmod(part, 0o600)
 
 
 def _statements(script: str) -> list[str]:

@@ -173,3 +173,24 @@ def test_a_server_that_is_not_the_api_is_named(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_token_file_keeps_the_token_out_of_ps(
+    coordinator: Coordinator, astra: Astra, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--token-file PATH` reads the token from a file (a `--token` shows in `ps`); it wins over
+    ASTRA_TOKEN, and an unreadable or empty file is exit 2 naming it."""
+    path = tmp_path / "admin.token"
+    path.write_text(coordinator.admin + "\n")
+    listed = astra("astraeus", "token", "list", "--token-file", str(path), token="astr_wrong")
+    assert (listed.code, listed.out.splitlines()[0].split()[:2]) == (0, ["ID", "ROLE"])
+    monkeypatch.setenv("ASTRA_TOKEN", "astr_wrong")
+    assert resolve(api=None, token=None, workspace=None, token_file=str(path)).token == (
+        coordinator.admin
+    )
+    empty = tmp_path / "empty.token"
+    empty.write_text("\n")
+    with pytest.raises(CliError, match=r"^the token file .*empty.token is empty$"):
+        resolve(api=None, token=None, workspace=None, token_file=str(empty))
+    with pytest.raises(CliError, match=r"^cannot read the token file .*none: No such file"):
+        resolve(api=None, token=None, workspace=None, token_file=str(tmp_path / "none"))
