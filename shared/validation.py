@@ -39,6 +39,11 @@ def _one(model: type[BaseModel], error: Any) -> FieldError:
         return FieldError(path, _unknown_field(model, loc))
     if kind == "missing":
         return FieldError(path, "is required")
+    if kind == "too_long" and error.get("ctx", {}).get("actual_length") is not None:
+        ctx = error["ctx"]
+        return FieldError(
+            path, f"must have at most {ctx['max_length']} items, got {ctx['actual_length']}"
+        )
     if kind == "finite_number":
         return FieldError(path, "must be a finite number, not NaN or infinity")
     if kind in ("enum", "literal_error"):

@@ -17,12 +17,14 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.api import all_routes, create_app
+from astraeus.coordinator.api import SCHEDULER, all_routes, create_app
 from astraeus.coordinator.api.openapi import document
 from astraeus.coordinator.settings import Settings
-from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.store import Role, Store, WorkspaceSpec
 
 from .fakes import FakeClock, report
+
+UID = "0b5c8f1e-7d2a-4c3b-9e6f-1a2b3c4d5e6f"
 
 EXAMPLES: dict[str, dict[str, Any]] = {
     "RunSpec": {
@@ -37,9 +39,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "AgentReport": {
         "report": report("gpu-01"),
         "updates": [
-            {"seq": 1, "task": "finetune-0", "state": "Running", "at": "2026-10-01T09:00:00+00:00"}
+            {"seq": 1, "task_uid": UID, "state": "Running", "at": "2026-10-01T09:00:00+00:00"}
         ],
-        "logs": [{"task": "finetune-0", "offset": 0, "data": "x"}],
+        "logs": [{"task_uid": UID, "offset": 0, "end": 1, "data": "x"}],
     },
     "CordonBody": {"reason": "firmware update"},
     "LabelsBody": {"labels": {"pool": "h100"}},
@@ -116,6 +118,7 @@ class Server:
         self.tokens = {
             "admin": self.store.tokens.create(Role.ADMIN, clock.now())[0],
             "agent": self.store.tokens.create(Role.AGENT, clock.now(), machine="gpu-01")[0],
+            "hostile": self.store.tokens.create(Role.AGENT, clock.now(), machine="evil")[0],
         }
         self.settings = replace(Settings(db=tmp / "fuzz.db", state_dir=tmp), scheduler=False)
         self.app = create_app(self.settings, store=self.store, clock=clock)
@@ -148,6 +151,11 @@ class Server:
         data = response.read()
         conn.close()
         return response.status, data
+
+    def run_pass(self) -> int:
+        """One scheduler pass on the server's loop; how many runs it placed."""
+        done = asyncio.run_coroutine_threadsafe(self.app[SCHEDULER].run_pass(), self.loop)
+        return done.result(30).placed
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -223,3 +231,92 @@ def test_openapi_document_lists_every_route(server: Server) -> None:
     assert operations == {(r.path, r.method.lower()) for r in all_routes()}
     assert "RunSpec" in served["components"]["schemas"]
     assert "PendingExplanation" in served["components"]["schemas"]
+
+
+HOSTILE = st.sampled_from(
+    [
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        2**63,
+        2**64,
+        -(2**63) - 1,
+        10**400,
+        1e308,
+        -1,
+        "\x00",
+        "x" * 5000,
+        "GPU-\x00-0",
+        {"pool": "vault"},
+        [None] * 300,
+        True,
+        None,
+    ]
+)
+"""What an attacker's agent puts in a field: non-finite numbers, integers SQLite cannot hold,
+NUL bytes, long strings, a pool it has no right to, lists past every maximum, wrong types."""
+
+
+@st.composite
+def hostile_reports(draw: st.DrawFn) -> bytes:
+    """The valid report (gpu `evil`, with an update and a log chunk) with hostile values in some
+    fields, or with one of its lists made longer than any machine's."""
+    body = json.loads(json.dumps(EXAMPLES["AgentReport"]))
+    body["report"] = report("evil")
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from([p for p in _paths(body) if p]))
+        body = _set(body, path, draw(HOSTILE | json_values))
+    if draw(st.booleans()) and isinstance(body.get("report"), dict):
+        key = draw(st.sampled_from(["gpus", "rdma_ports", "drives", "labels", "capabilities"]))
+        count = draw(st.sampled_from([257, 1025, 5000]))
+        many: Any = {f"k{i}": "v" for i in range(count)} if key == "labels" else [{}] * count
+        body = _set(body, ("report", key), many)
+    updates = body.get("updates")
+    if draw(st.booleans()) and isinstance(updates, list) and updates:
+        body["updates"] = [updates[0]] * draw(st.sampled_from([2, 1001]))
+    return json.dumps(body, allow_nan=True).encode()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_reports())
+def test_hostile_reports_never_produce_a_500(server: Server, raw: bytes) -> None:
+    """Whatever an agent puts in its report, the answer is a 2xx or a JSON 4xx, never a 5xx."""
+    status, data = server.request(
+        "PUT", "/api/v1/machines/evil/report", server.tokens["hostile"], raw
+    )
+    assert status < 500, (status, data[:500])
+    if status >= 400:
+        assert set(json.loads(data)) == {"error", "fields"}
+
+
+def test_after_hostile_reports_runs_are_still_placed(server: Server, tmp_path: Path) -> None:
+    """After the hostile reports (this module's earlier tests), passes still place runs, and a
+    coordinator restarted on the same file reads every machine back."""
+    valid = json.dumps({"report": report("evil")}).encode()
+    for good, bad in (
+        (b'"cpu_cores": 96', b'"cpu_cores": 1e999'),
+        (b'"cpu_cores": 96', b'"cpu_cores": NaN'),
+        (b'"memory_bytes": 1099511627776', b'"memory_bytes": 1e999'),
+    ):
+        body = valid.replace(good, bad)
+        assert body != valid
+        hostile = server.tokens["hostile"]
+        assert server.request("PUT", "/api/v1/machines/evil/report", hostile, body)[0] == 400
+    assert server.request("PUT", "/api/v1/machines/evil/report", hostile, valid)[0] == 200
+    # A workspace and token of its own: the route fuzzing may have changed `vision` or revoked
+    # the admin's token.
+    now = FakeClock().now()
+    server.store.workspaces.put(WorkspaceSpec(name="after"), now)
+    member, _ = server.store.tokens.create(Role.MEMBER, now, workspace="after")
+    ask = {"gpu_requests": {"count": 1}, "node_selection": {"names": ["evil"]}}
+    spec = json.dumps({"name": "after-fuzz", "command": ["x"], "requested_resources": ask})
+    assert server.request("POST", "/api/v1/runs", member, spec.encode())[0] == 201
+    assert server.run_pass() >= 1
+    status, data = server.request("GET", "/api/v1/runs/after-fuzz", member, None)
+    assert (status, json.loads(data)["reason"], json.loads(data)["state"]) == (200, None, "Running")
+    again = Store.open(server.settings.db)
+    try:
+        read = {r.name: r.report is not None for r in again.machines.all()}
+        assert read == {"gpu-01": True, "evil": True}
+    finally:
+        again.close()

@@ -110,6 +110,8 @@ class Coordinator:
     updates: dict[int, TaskUpdate] = field(default_factory=dict)
     logs: dict[str, bytearray] = field(default_factory=dict)
     reports: int = 0
+    batches: list[int] = field(default_factory=list)
+    """How many updates each report carried."""
     arrived: int = 0
     hold: asyncio.Event | None = None
     """While set to an unset event, reports are received but not answered."""
@@ -140,6 +142,7 @@ class Coordinator:
             return web.json_response({"error": "bad token"}, status=401)
         body = AgentReport.model_validate(await request.json())
         self.reports += 1
+        self.batches.append(len(body.updates))
         for update in body.updates:
             self.updates[update.seq] = update
             if update.state.ended:

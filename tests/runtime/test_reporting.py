@@ -1,5 +1,6 @@
 """The pieces of reporting: backoff, the outbox, log chunks and the coordinator client."""
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -7,7 +8,16 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from runtime_rig import TOKEN, Coordinator, assignment, free_port, machine_report, uid_of
+from runtime_rig import (
+    TOKEN,
+    Coordinator,
+    Harness,
+    assignment,
+    free_port,
+    machine_report,
+    uid_of,
+    until,
+)
 
 from astraeus.agent.runtime import Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
@@ -17,6 +27,7 @@ from astraeus.agent.runtime.loop import backoff_delay
 from astraeus.agent.runtime.runner import signal_name
 from astraeus.agent.runtime.state import TaskRecord
 from astraeus.shared import AgentReport, TaskState
+from astraeus.shared.assignment import MAX_UPDATES
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 T0, T1 = uid_of("t-0"), uid_of("t-1")
@@ -196,3 +207,19 @@ def test_one_report_carries_at_most_4_mib_of_logs(tmp_path: Path) -> None:
     runner.logs_received()
     second = [len(c.data) for c in runner.log_chunks()]
     assert second == [44 * 1024] * 16 + [256 * 1024] * 4
+
+
+async def test_a_long_outbox_goes_out_in_reports_of_at_most_1000(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """1,500 unacknowledged updates (a long outage) go in two reports back to back: the first
+    1,000, then the rest, each within what the coordinator accepts."""
+    harness.state_dir.mkdir(parents=True)
+    at = AT.isoformat()
+    pending = [{"seq": n, "task_uid": T0, "state": "Running", "at": at} for n in range(1500)]
+    (harness.state_dir / "outbox.json").write_text(
+        json.dumps({"next_seq": 1500, "pending": pending})
+    )
+    await harness.start()
+    await until(lambda: len(coordinator.updates) == 1500, "every update to arrive")
+    assert coordinator.batches[:2] == [MAX_UPDATES, 500]

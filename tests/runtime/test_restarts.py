@@ -1,6 +1,7 @@
 """Agent restarts and coordinator outages lose nothing: workers run on, states arrive in order."""
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
@@ -132,3 +133,53 @@ async def test_stop_does_not_wait_for_a_report_in_flight(
     assert harness.task is not None
     assert harness.task.done()
     coordinator.hold.set()
+
+
+def _to_before_uids(state_dir: Path, tasks: list[str]) -> None:
+    """Rewrite the state directory as an agent from before task uids left it: records whose
+    assignment has no `task_uid`, and an outbox update naming its task by name."""
+    for folder in (state_dir / "tasks").iterdir():
+        path = folder / "record.json"
+        record = json.loads(path.read_text())
+        del record["assignment"]["task_uid"]
+        for new in ("folder", "stand_in", "replay"):
+            record.pop(new, None)
+        path.write_text(json.dumps(record))
+    outbox = json.loads((state_dir / "outbox.json").read_text())
+    at = "2026-01-01T00:00:00+00:00"
+    old = [
+        {"seq": outbox["next_seq"], "task": task, "state": "Running", "at": at} for task in tasks
+    ]
+    path = state_dir / "outbox.json"
+    path.write_text(json.dumps({"next_seq": outbox["next_seq"] + len(old), "pending": old}))
+
+
+async def test_an_upgraded_agent_adopts_tasks_from_before_task_uids(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Tasks an agent started before task uids are found again: the one the coordinator still
+    assigns is adopted under its uid (same worker, its end and whole log reported), the other is
+    stopped, and nothing is reported under a made-up uid."""
+    go = tmp_path / "go"
+    coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "0"))
+    never = tmp_path / "never"
+    coordinator.assignments["t-1"] = assignment("t-1", python(WAIT_FOR_GO, str(never), "0"))
+    await harness.start()
+    await until(lambda: _state(coordinator, "t-1") is TaskState.RUNNING, "t-1 to run")
+    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await harness.halt()
+    pids = {task: _pid(harness.state_dir, task) for task in ("t-0", "t-1")}
+    _to_before_uids(harness.state_dir, ["t-1"])
+    del coordinator.assignments["t-1"]
+    seen = len(coordinator.updates)
+    go.write_text("go")  # t-0 ends while no agent watches
+    await until(lambda: not proc_alive(pids["t-0"], None), "t-0's worker to end")
+    agent = await harness.start()
+    await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "t-0's end")
+    await until(lambda: "done" in coordinator.log("t-0"), "t-0's whole log")
+    assert coordinator.log("t-0") == "waiting\ndone\n"
+    await until(lambda: not proc_alive(pids["t-1"], None), "t-1's worker to be stopped")
+    await until(lambda: uid_of("t-1") not in agent.runner.records, "t-1 to be forgotten")
+    later = [update for seq, update in sorted(coordinator.updates.items()) if seq >= seen]
+    assert [(u.task_uid, u.state) for u in later] == [(uid_of("t-0"), TaskState.SUCCEEDED)]
+    assert [r.pid for r in agent.runner.records.values()] in ([], [pids["t-0"]])
