@@ -182,7 +182,8 @@ def test_token_file_keeps_the_token_out_of_ps(
     ASTRA_TOKEN, and an unreadable or empty file is exit 2 naming it."""
     path = tmp_path / "admin.token"
     path.write_text(coordinator.admin + "\n")
-    listed = astra("astraeus", "token", "list", "--token-file", str(path), token="astr_wrong")
+    wrong = "astr_wrong"
+    listed = astra("astraeus", "token", "list", "--token-file", str(path), token=wrong)
     assert (listed.code, listed.out.splitlines()[0].split()[:2]) == (0, ["ID", "ROLE"])
     monkeypatch.setenv("ASTRA_TOKEN", "astr_wrong")
     assert resolve(api=None, token=None, workspace=None, token_file=str(path)).token == (

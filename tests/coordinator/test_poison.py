@@ -213,7 +213,7 @@ def test_the_database_and_state_directory_are_private_whatever_the_umask(
         assert modes == {"astraeus.db": 0o600, "astraeus.db-wal": 0o600, "astraeus.db-shm": 0o600}
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
         os.chmod(state / "astraeus.db", 0o644)
-        os.chmod(state, 0o755)
+        os.chmod(state, 0o755)  # noqa: S103 - the loose mode an old install left
         private_dir(state)
         Store.open(state / "astraeus.db").close()
         assert stat.S_IMODE((state / "astraeus.db").stat().st_mode) == 0o600
