@@ -83,7 +83,7 @@ def _coerce(name: str, raw: object, source: str) -> object:
     kind = type(getattr(Settings(), name))
     try:
         if name in _CONVERT:
-            return _CONVERT[name](str(raw))
+            return _CONVERT[name](raw if isinstance(raw, list) else str(raw))
         if kind is bool:
             if isinstance(raw, bool):
                 return raw

@@ -9,7 +9,7 @@ from astraeus.coordinator.store import Role, Workspace, WorkspaceSpec
 from astraeus.shared import field_errors
 
 from .auth import require_admin
-from .errors import ApiError, fail, not_found, read_model
+from .errors import ApiError, fail, not_found, read_model, row_id
 from .keys import CLOCK, SCHEDULER, STORE
 from .routes import Route
 from .views import NewToken, TokenBody, TokenInfoView, TokenList, WorkspaceBody, WorkspaceList
@@ -92,7 +92,8 @@ async def create_token(request: web.Request) -> web.Response:
 async def revoke_token(request: web.Request) -> web.Response:
     require_admin(request)
     raw = request.match_info["id"]
-    if not raw.isdigit() or not request.app[STORE].tokens.revoke(int(raw)):
+    found = row_id(raw)
+    if found is None or not request.app[STORE].tokens.revoke(found):
         not_found("token", raw)
     return web.Response(status=204)
 

@@ -55,6 +55,14 @@ def not_found(kind: str, name: str) -> NoReturn:
     fail(404, f"no {kind} named {name!r}")
 
 
+def row_id(raw: str) -> int | None:
+    """A row id from a path: ASCII digits that SQLite can hold, else None (`²` is a digit to
+    `str.isdigit`, and 2**64 overflows SQLite)."""
+    if raw.isascii() and raw.isdigit() and len(raw) <= 18:
+        return int(raw)
+    return None
+
+
 async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
     """The request body as `model`, or a 400/413/415 naming what is wrong."""
     if request.content_type != "application/json":

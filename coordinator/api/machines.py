@@ -14,7 +14,7 @@ from astraeus.shared.labels import FABRIC, POOL, RACK
 from astraeus.shared.reasons import ANOTHER_WORKSPACE
 
 from .auth import principal, require_admin, visible_pools
-from .errors import not_found, read_model
+from .errors import not_found, read_model, row_id
 from .keys import CLOCK, SCHEDULER, STORE
 from .routes import Route
 from .views import (
@@ -202,7 +202,8 @@ async def remove_reservation(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     raw = request.match_info["id"]
-    if not raw.isdigit() or not request.app[STORE].reservations.remove(record.name, int(raw)):
+    found = row_id(raw)
+    if found is None or not request.app[STORE].reservations.remove(record.name, found):
         not_found("reservation", raw)
     request.app[SCHEDULER].poke()
     return web.Response(status=204)

@@ -93,7 +93,7 @@ async def list_runs(request: web.Request) -> web.Response:
                 f"{raw_state!r} is not allowed; use one of {', '.join(s.value for s in RunState)}",
             )
     raw_limit = request.query.get("limit", "1000")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= 10_000:
+    if not (raw_limit.isascii() and raw_limit.isdigit()) or not 1 <= int(raw_limit) <= 10_000:
         fail(
             400, "bad limit", "limit", f"must be a whole number from 1 to 10000, got {raw_limit!r}"
         )

@@ -141,7 +141,9 @@ async def make_cluster(
     **changes: Any,
 ) -> Cluster:
     settings = settings_for(tmp_path, **changes)
-    store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+    store = Store.open(
+        settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
+    )
     clock = FakeClock()
     app = create_app(settings, store=store, clock=clock, session_factory=session_factory)
     client = await aiohttp_client(app)

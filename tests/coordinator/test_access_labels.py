@@ -46,7 +46,10 @@ async def test_listed_access_labels_are_ignored_in_reports(
     c = await make_cluster(aiohttp_client, tmp_path, access_labels=("pool", "tenant"))
     labels = {"tenant": "acme", "pool": "x", "topology.astraeus.io/rack": "r1"}
     await c.report("gpu-01", labels=labels)
+    _, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    assert machine["labels"] == {"topology.astraeus.io/rack": "r1"}
     await c.label("gpu-01", tenant="globex")
+    await c.report("gpu-01", labels=labels)
     _, machine = await c.call("GET", "/api/v1/machines/gpu-01")
     assert machine["labels"] == {"tenant": "globex", "topology.astraeus.io/rack": "r1"}
     c.store.close()

@@ -220,3 +220,18 @@ def test_the_database_and_state_directory_are_private_whatever_the_umask(
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize(
+    "raw", ["%C2%B2", "99999999999999999999", "-1"], ids=["superscript", "2**66", "minus"]
+)
+async def test_a_row_id_in_a_path_that_is_no_row_is_a_404(fake_cluster: Cluster, raw: str) -> None:
+    """A token or reservation id that no row can have (`²`, past 64 bits) is a JSON 404."""
+    c = fake_cluster
+    await c.report("gpu-01")
+    for path in (f"/api/v1/tokens/{raw}", f"/api/v1/machines/gpu-01/reservations/{raw}"):
+        status, data = await c.call("DELETE", path)
+        assert (status, data["fields"]) == (404, []), path
+    member = await c.workspace("vision")
+    status, data = await c.call("GET", "/api/v1/runs?limit=%C2%B2", member)
+    assert (status, data["error"]) == (400, "bad limit")

@@ -47,8 +47,14 @@ def test_later_sources_win(tmp_path: Path) -> None:
             {"ASTRAEUS_LOST_AFTER_SECONDS": "-1"},
             "ASTRAEUS_LOST_AFTER_SECONDS: must be at least 0, got '-1'",
         ),
+        (
+            "",
+            {"ASTRAEUS_ACCESS_LABELS": "tenant,,zone"},
+            "ASTRAEUS_ACCESS_LABELS: 'tenant,,zone' is not a valid comma-separated list of label"
+            " names",
+        ),
     ],
-    ids=["unknown-key", "not-a-number", "listen-without-port", "negative"],
+    ids=["unknown-key", "not-a-number", "listen-without-port", "negative", "access-labels"],
 )
 def test_bad_settings_name_the_setting(
     tmp_path: Path, toml: str, env: dict[str, str], message: str
@@ -113,3 +119,16 @@ def test_bad_flag_value_is_a_usage_error(tmp_path: Path) -> None:
     assert out.stderr == (
         "astraeus-coordinator: listen: 'nowhere' is not HOST:PORT, e.g. 0.0.0.0:8470\n"
     )
+
+
+def test_access_labels_always_hold_pool(tmp_path: Path) -> None:
+    """`access_labels` from the variable or a TOML array adds to `pool`, which is always one."""
+    assert load(env={"ASTRAEUS_ACCESS_LABELS": "tenant, zone"}).access_labels == (
+        "pool",
+        "tenant",
+        "zone",
+    )
+    config = tmp_path / "c.toml"
+    config.write_text('access_labels = ["pool", "clearance"]\n')
+    assert load(config=config, env={}).access_labels == ("pool", "clearance")
+    assert load(env={}).access_labels == ("pool",)
