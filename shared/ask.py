@@ -3,9 +3,9 @@
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
-from .base import INT64_MAX, UserModel
+from .base import INT64_MAX, ProcessText, UserModel, no_nul
 from .reasons import cannot_distribute
 
 Number = int | float
@@ -142,8 +142,8 @@ class NodeSelection(UserModel):
 class DriveMount(UserModel):
     """A drive the run's workers mount; placement prefers machines that hold or are near it."""
 
-    name: NonEmpty
-    mount_path: Annotated[str, StringConstraints(pattern=r"^/")] = Field(
+    name: Annotated[NonEmpty, AfterValidator(no_nul)]
+    mount_path: Annotated[ProcessText, StringConstraints(pattern=r"^/", max_length=4096)] = Field(
         description="absolute path inside the worker"
     )
     size_bytes: int = Field(

@@ -15,13 +15,14 @@ INT64_MAX: Final = 2**63 - 1
 NUL_PROBLEM: Final = "must not contain a NUL byte"
 
 
-def _no_nul(value: str) -> str:
+def no_nul(value: str) -> str:
+    """The value, or a ValueError when it holds a NUL byte."""
     if "\x00" in value:
         raise ValueError(NUL_PROBLEM)
     return value
 
 
-ProcessText = Annotated[str, AfterValidator(_no_nul)]
+ProcessText = Annotated[str, AfterValidator(no_nul)]
 """A string that reaches a process (its command, environment, image): the kernel ends C strings
 at a NUL byte, so one inside would run something other than what was asked."""
 
