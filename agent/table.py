@@ -63,7 +63,8 @@ def _ports(report: MachineReport) -> list[str]:
         return ["RDMA ports: none"]
     header = ("PORT", "STATE", "PHYSICAL", "LINK LAYER", "RATE", "FABRIC", "NUMA", "PCI", "NETDEV")
     rows = [
-        [p.hca_name, p.state, p.physical_state or "-", p.link_layer.value, f"{p.rate_gbps:g} Gb/s",
+        [p.hca_name, p.state, p.physical_state or "-",
+         "Omni-Path" if p.omni_path else p.link_layer.value, f"{p.rate_gbps:g} Gb/s",
          p.fabric or "-", "-" if p.numa_node is None else str(p.numa_node), p.pci_device or "-",
          p.netdev or "-"]
         for p in report.rdma_ports

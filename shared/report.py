@@ -73,6 +73,10 @@ class RdmaPort(WireModel):
     numa_node: int | None = None
     pci_device: str | None = None
     netdev: str | None = Field(default=None, description="the netdev of a RoCE port")
+    omni_path: bool = Field(
+        default=False,
+        description="an Omni-Path port (hfi1): RDMA, but not InfiniBand; never in NCCL_IB_HCA",
+    )
     at_risk: bool = False
     signals: list[HealthSignal] = Field(default_factory=list)
 

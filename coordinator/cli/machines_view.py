@@ -83,7 +83,8 @@ def machine_page(m: MachineDetail) -> list[str]:
     lines += table(rows, indent="  ")
     for port in m.report.rdma_ports if m.report else []:
         lines.append(
-            f"  port {port.device}/{port.port}  {port.link_layer.value}  {port.state}"
+            f"  port {port.device}/{port.port}  "
+            f"{'Omni-Path' if port.omni_path else port.link_layer.value}  {port.state}"
             f"  {port.rate_gbps:g} Gb/s" + ("  at risk" if port.at_risk else "")
         )
     for r in m.reservations:
