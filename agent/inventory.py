@@ -18,7 +18,9 @@ from .health import HealthPolicy, HealthTracker
 from .health.ports import PortHealthTracker
 from .host import DiskReader, read_host, statvfs_disk
 from .known import KNOWN_FILE, KnownGpus
+from .topology.ifaddrs import live_addresses
 from .topology.imex import imex_status
+from .topology.netifs import AddressReader, read_interfaces
 from .topology.nvlink import machine_domain
 from .topology.rdma import read_counters, read_ports
 
@@ -64,6 +66,7 @@ class Scanner:
         labels: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utc_now,
         policy: HealthPolicy | None = None,
+        addresses: AddressReader = live_addresses,
     ) -> None:
         data_dir = data_dir or default_data_dir()
         self.data_dir, self.clock = data_dir, clock
@@ -71,6 +74,7 @@ class Scanner:
             data_dir.mkdir(parents=True, exist_ok=True)
         self.labels = dict(labels or {})
         self._disk: DiskReader = statvfs_disk
+        self._addresses = addresses
         if isinstance(backend, str) and backend.startswith("fake:"):
             spec = backend.removeprefix("fake:")
             backend = load_fake_machine(spec, clock=clock, name=name or None)
@@ -82,6 +86,7 @@ class Scanner:
             )
             sysfs_root, proc_root, dev_root = root / "sys", root / "proc", root / "dev"
             self._disk = self.machine.disk_stats
+            self._addresses = self.machine.addresses
             self.labels = {**self.machine.spec.labels, **self.labels}
             self.backend = open_fake_backend(self.machine, clock)
         else:
@@ -97,7 +102,8 @@ class Scanner:
         now = self.clock()
         host = read_host(self.proc_root, self.sysfs_root, self.data_dir, self._disk)
         gpus, warnings = self._gpus(now)
-        self.warnings = host.problems + warnings
+        interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
+        self.warnings = host.problems + net_problems + warnings
         return MachineReport(
             schema_version=SCHEMA_VERSION,
             name=self.name,
@@ -116,6 +122,7 @@ class Scanner:
             rdma_ports=self.ports.classify(
                 read_ports(self.sysfs_root), read_counters(self.sysfs_root), now
             ),
+            network_interfaces=interfaces,
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,
         )

@@ -93,6 +93,16 @@ class FakeRdma(FakePort):
     name_format: str = "mlx5_{i}"
 
 
+class FakeEthernet(_Strict):
+    """The machine's management Ethernet interface (its RoCE netdevs are listed as well)."""
+
+    name: str = "eth0"
+    speed_mbps: int = Field(default=100_000, ge=1)
+    state: str = "up"
+    ipv4: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
+    ipv6: list[str] = Field(default_factory=list)
+
+
 class FakePressure(_Strict):
     memory_available_mb: int = Field(default=200_000, ge=0)
     disk_total_gb: float = Field(default=1000, gt=0)
@@ -115,6 +125,7 @@ class FakeMachineSpec(_Strict):
     numa_nodes: int = Field(default=2, ge=1, le=64)
     imex: bool = Field(default=False, description="driver registers the IMEX channel device")
     pressure: FakePressure = Field(default_factory=FakePressure)
+    ethernet: FakeEthernet = Field(default_factory=FakeEthernet)
     gpus: FakeGpus = Field(default_factory=FakeGpus)
     gpu: dict[int, dict[str, object]] = Field(default_factory=dict)
     rdma: FakeRdma = Field(default_factory=FakeRdma)

@@ -99,6 +99,14 @@ def _summary(report: MachineReport | None, held: Usage) -> dict[str, object]:
             {p.link_layer.value for p in ports if p.state == "ACTIVE" and not p.omni_path}
         ),
         "nvlink_domains": sorted({g.nvlink_domain for g in report.gpus if g.nvlink_domain}),
+        "ethernet_mbps": max(
+            (
+                i.speed_mbps
+                for i in report.network_interfaces
+                if i.up and i.kind == "ethernet" and i.speed_mbps
+            ),
+            default=None,
+        ),
     }
 
 

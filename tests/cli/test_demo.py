@@ -48,11 +48,11 @@ def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
     expected = [
         "[",  # machines report
         "    eth-2   Up, cordoned        2/2 NVIDIA A10             2 healthy             "
-        "Ethernet           rack-e1  lab",
+        "Ethernet           100 Gb/s  rack-e1  lab",
         "    ib-b1   Up                  8/8 NVIDIA H100 80GB HBM3  6 healthy, 2 at risk  "
-        "ib-b               rack-b1  lab",
+        "ib-b               100 Gb/s  rack-b1  lab",
         "    ib-b2   Up, MemoryPressure  8/8 NVIDIA H100 80GB HBM3  8 healthy             "
-        "ib-b               rack-b2  lab",
+        "ib-b               100 Gb/s  rack-b2  lab",
         "pretrain submitted to demo: http://127.0.0.1:",
         "    pretrain: Running — 2 machines × 8 GPUs on InfiniBand fabric ib-a in rack rack-a1",
         "    careful: Pending — No machine fits: 10 of 10 machines ready",
