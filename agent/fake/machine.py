@@ -54,7 +54,19 @@ class FakeGpu(_Strict):
     nvlink_crc_per_min: float = Field(default=0, ge=0)
     thermal_throttle_fraction: float = Field(default=0, ge=0, le=1)
     power_throttle_fraction: float = Field(default=0, ge=0, le=1)
+    nvlink5_errors_per_min: float = Field(
+        default=0, ge=0, description="NVLink5 symbol errors (Blackwell counters), per minute"
+    )
+    # Telemetry:
+    temperature_c: float = Field(default=40, ge=0)
+    power_watts: float = Field(default=350, ge=0)
+    utilization_percent: float = Field(default=0, ge=0, le=100)
+    memory_used_gb: float = Field(default=0, ge=0)
     # States:
+    nvlink5: bool = Field(default=False, description="NVLink5 field counters (Blackwell)")
+    recovery_action: int = Field(
+        default=0, ge=0, description="NVML_GPU_RECOVERY_ACTION_* the driver reports (field 230)"
+    )
     ecc_uncorrected: int = Field(default=0, ge=0)
     remap_pending: bool = False
     remap_failure: bool = False
