@@ -118,11 +118,11 @@ class FakeNvml:
         gpu = self._device(h, "nvmlDeviceGetTemperature")
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             raise _err("NVMLError_InvalidArgument")
-        return round(gpu.temperature_c)
+        return round(float(gpu.temperature_c))
 
     def nvmlDeviceGetPowerUsage(self, h: FakeHandle) -> int:  # noqa: N802
         """Milliwatts, as NVML answers."""
-        return round(self._device(h, "nvmlDeviceGetPowerUsage").power_watts * 1000)
+        return round(float(self._device(h, "nvmlDeviceGetPowerUsage").power_watts) * 1000)
 
     def nvmlDeviceGetUtilizationRates(self, h: FakeHandle) -> Any:  # noqa: N802
         gpu = self._device(h, "nvmlDeviceGetUtilizationRates")
