@@ -35,13 +35,15 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_settings(argv, os.environ)
         token = read_token(settings.token_file)
+        # Before the scanner opens its backend, so the log's first lines say which GPU backend
+        # was chosen and why the others were not (a machine joining with 0 GPUs says why).
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         scans = make_scan(settings)
     except SystemExit as done:  # argparse: --help, or a usage error it already printed
         return int(done.code or 0)
     except SettingsError as error:
         print(f"astraeus-agent: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     asyncio.run(serve_scanning(settings, token, scans))
     return 0
 
@@ -65,6 +67,7 @@ def make_scan(settings: Settings) -> "ScanService":
             proc_root=settings.proc_root,
             data_dir=settings.state_dir,
             labels=dict(settings.labels),
+            policy=settings.health,
         )
     except (TypeError, ValueError, OSError) as error:
         raise SettingsError(f"backend {settings.backend}: {error}") from None
