@@ -13,7 +13,7 @@ import pytest
 
 from .conftest import require_capture
 
-SELECT = "INFO astraeus.agent.backends.select: "
+LOGGER = "INFO astraeus.agent.backends.select: "
 
 
 def _closed_port() -> int:
@@ -49,7 +49,7 @@ async def test_fake_backend_choice_is_the_first_line(tmp_path: Path) -> None:
     """A fake machine's backend: one line naming it, the driver and the GPU count."""
     [first] = await _first_lines(tmp_path, "--backend", "fake:h100-sxm", count=1)
     assert first == (
-        SELECT + "GPU backend fake chosen: fake machine gpu-01: NVML, driver 570.86.15, 8 GPUs"
+        LOGGER + "GPU backend fake chosen: fake machine gpu-01: NVML, driver 570.86.15, 8 GPUs"
     )
 
 
@@ -64,9 +64,9 @@ async def test_amdgpu_without_amd_smi_says_why_first(tmp_path: Path) -> None:
         "--proc-root", str(capture / "proc"), count=2,
     )  # fmt: skip
     assert lines == [
-        SELECT + "GPU backend amdsmi not used: the amdsmi package is not installed; reading the "
+        LOGGER + "GPU backend amdsmi not used: the amdsmi package is not installed; reading the "
         "amdgpu cards from sysfs",
-        SELECT + "GPU backend amdgpu chosen: sysfs amdgpu, 1 GPU; amdgpu present without AMD SMI "
+        LOGGER + "GPU backend amdgpu chosen: sysfs amdgpu, 1 GPU; amdgpu present without AMD SMI "
         "(the amdsmi package is not installed): ECC, retired pages, throttling and XGMI are "
         "unknown; also present, not used: 1 Intel GPU (one GPU backend per machine)",
     ]
