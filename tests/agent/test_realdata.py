@@ -101,3 +101,31 @@ def test_a_missing_capture_skips_saying_where_it_was_looked_for(tmp_path: Path) 
     with pytest.raises(pytest.skip.Exception) as skipped:
         require_capture({"ASTRAEUS_REALDATA": str(tmp_path / "absent")})
     assert str(skipped.value) == NO_CAPTURE
+
+
+def test_metrics_of_the_captured_machine(scanner: Scanner) -> None:
+    """The amdgpu card's memory and busy percent under dcgm-exporter's names; what only AMD SMI
+    knows (remaps, retired pages, double-bit ECC) is absent rather than a false 0; the four
+    ports and the estimated memory are there."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from astraeus.agent.metrics import render
+
+    report = scanner.scan()
+    text = render(report, scanner.telemetry, scanner.tracker, scans=1)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    [used] = families["DCGM_FI_DEV_FB_USED"].samples
+    assert (used.value, families["DCGM_FI_DEV_GPU_UTIL"].samples[0].value) == (
+        1490378752 / 1024**2, 4.0,
+    )  # fmt: skip
+    absent = {
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        "DCGM_FI_DEV_GPU_TEMP",
+    }
+    assert absent.isdisjoint(families)
+    assert [s.labels["device"] for s in families["astraeus_rdma_port_up"].samples] == [
+        "hfi1_0", "mlx4_0", "mlx4_0", "mlx5_0",
+    ]  # fmt: skip
+    assert families["astraeus_host_memory_available_estimated"].samples[0].value == 1
+    assert families["astraeus_host_cpu_cores"].samples[0].value == 8
