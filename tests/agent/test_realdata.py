@@ -129,3 +129,21 @@ def test_metrics_of_the_captured_machine(scanner: Scanner) -> None:
     ]  # fmt: skip
     assert families["astraeus_host_memory_available_estimated"].samples[0].value == 1
     assert families["astraeus_host_cpu_cores"].samples[0].value == 8
+
+
+def test_inspect_shows_the_captured_machine(capture: Path, tmp_path: Path) -> None:
+    """`astraeus-agent inspect` on the capture: 8 cores, the amdgpu card, Omni-Path named as
+    such, eth0 at 1 Gb/s."""
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "astraeus.agent.cli", "inspect", "--backend", "intel",
+         "--sysfs-root", str(capture / "sys"), "--proc-root", str(capture / "proc"),
+         "--data-dir", str(tmp_path), "--name", "capture"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    lines = out.splitlines()
+    assert lines[1].startswith("Host: 8 cores, 15 GiB memory (15 GiB available)")
+    assert "  0    Intel GPU 0x5917  0 GiB   0000:00:02.0  -     healthy  -              " in out
+    assert "  hfi1_0:1  ACTIVE  LinkUp    Omni-Path   100 Gb/s  -       -     -    -" in lines
+    assert "Network: eth0 (up, 1 Gb/s)" in lines
