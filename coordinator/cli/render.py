@@ -7,6 +7,11 @@ from collections.abc import Sequence
 from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 machine`, `3 machines`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     """Columns two spaces apart, each as wide as its widest cell; no trailing spaces."""
     if not rows:
@@ -63,7 +68,7 @@ def why_lines(explanation: PendingExplanation) -> list[str]:
     """Every machine and what keeps it out: the closest first, then machines up, then down."""
     closest = explanation.closest
     head = (
-        f"Why it is not running yet: {explanation.checked_nodes} machines checked, "
+        f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
         f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
     )
     head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"

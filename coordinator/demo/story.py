@@ -13,7 +13,7 @@ from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, 
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
-from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
+from astraeus.coordinator.cli.render import placement_of, plural, status_lines, why_lines
 from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
@@ -113,7 +113,8 @@ def cluster_up(story: Story) -> None:
         if sum(m.state == "Up" and m.gpus_total > 0 for m in listed) >= story.machines:
             break
         story.pause()
-    story.say(f"{len(listed)} machines report to the coordinator")
+    verb = "reports" if len(listed) == 1 else "report"
+    story.say(f"{plural(len(listed), 'machine')} {verb} to the coordinator")
     story.lines(machine_rows(listed))
 
 
