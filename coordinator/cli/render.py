@@ -77,7 +77,23 @@ def why_lines(explanation: PendingExplanation) -> list[str]:
         key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
     )
     rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
-    return [head, *table(rows, indent="  ")]
+    return [head, *table(rows, indent="  "), *hint_lines(explanation)]
+
+
+NO_CONTAINER = "machine lacks capability container"
+CONTAINER_HINT = [
+    "Runs with --image need a container runtime: an agent reports the capability `container`",
+    "when podman or docker is on its PATH (install one on the GPU machines, e.g. `apt-get",
+    "install podman`, and restart the agent). The demo's machines have none: leave out --image",
+    "to run the command directly on them.",
+]
+
+
+def hint_lines(explanation: PendingExplanation) -> list[str]:
+    """A sentence for a reason that needs more than its words: today, no container runtime."""
+    if any(NO_CONTAINER in reason for node in explanation.nodes for reason in node.reasons):
+        return CONTAINER_HINT
+    return []
 
 
 def run_rows(runs: Sequence[Run]) -> list[str]:
