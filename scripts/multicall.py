@@ -19,6 +19,10 @@ def _tools() -> dict[str, Callable[[list[str]], int]]:
     return {"astra": astra, "astraeus-coordinator": coordinator, "astraeus-agent": agent}
 
 
+ALIASES = {"agent": "astraeus-agent", "coordinator": "astraeus-coordinator"}
+"""`astraeus agent ...` is `astraeus-agent ...` for a copy of the program without its links."""
+
+
 def _restore_library_path() -> None:
     """The bootloader points LD_LIBRARY_PATH at its unpacked libraries; workers and tools that
     the agent starts get the machine's own value back."""
@@ -39,12 +43,12 @@ def main() -> int:
         return 0
     tools = _tools()
     name = Path(sys.argv[0]).name
-    if name not in tools and args and args[0] in tools:
-        name, args = args[0], args[1:]
+    if name not in tools and args and ALIASES.get(args[0], args[0]) in tools:
+        name, args = ALIASES.get(args[0], args[0]), args[1:]
     if name not in tools:
         print(
-            f"usage: {name} {{{','.join(tools)}}} [ARGS...], or link this file under one of "
-            "those names",
+            f"usage: {name} {{astra,coordinator,agent}} [ARGS...]; or link this file as "
+            "astra, astraeus-coordinator or astraeus-agent and run it by that name",
             file=sys.stderr,
         )
         return 2
