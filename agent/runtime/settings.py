@@ -32,12 +32,14 @@ class Settings:
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
     backoff_max_seconds: float = 60.0
+    ca_file: Path | None = None
+    """The CA that signed the coordinator's certificate; None: the system's CA store."""
     health: HealthPolicy = field(default_factory=HealthPolicy)
     """The `[health]` table of the TOML file: GPU and port health thresholds."""
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
-PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root")
+PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "ca_file")
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -50,6 +52,11 @@ def parser() -> argparse.ArgumentParser:
     )
     cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
     cli.add_argument("--token-file", help="a file holding this machine's agent token")
+    cli.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed the coordinator's certificate "
+        "(default: the system's CA store)",
+    )
     cli.add_argument("--name", help="this machine's name (default: the host name)")
     cli.add_argument(
         "--backend", help="auto, nvml, amdsmi, intel, none or fake:FILE (default: auto)"

@@ -241,3 +241,28 @@ def test_the_scanner_gets_the_health_thresholds(tmp_path: Path) -> None:
     settings = _load(["--config", str(config)])
     scanner = make_scan(settings).scanner
     assert scanner.tracker.policy.quiet_seconds == scanner.ports.policy.quiet_seconds == 30.0
+
+
+def test_ca_file_from_flag_variable_or_toml(tmp_path: Path) -> None:
+    """The CA that signed the coordinator's certificate: --ca-file, ASTRAEUS_CA_FILE or TOML."""
+    config = tmp_path / "agent.toml"
+    config.write_text('coordinator = "https://c:8470"\ntoken_file = "/t"\nca_file = "/toml.pem"\n')
+    assert _load(["--config", str(config)]).ca_file == Path("/toml.pem")
+    env = {"ASTRAEUS_CA_FILE": "/env.pem"}
+    assert _load(["--config", str(config)], env).ca_file == Path("/env.pem")
+    assert _load(["--config", str(config), "--ca-file", "/f.pem"], env).ca_file == Path("/f.pem")
+    assert _load(["--coordinator", "https://c", "--token-file", "/t"]).ca_file is None
+
+
+def test_unreadable_ca_file_is_a_settings_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CA file that does not exist stops the agent at start (exit 2), naming the setting."""
+    token = tmp_path / "token"
+    token.write_text("astr_x\n")
+    argv = ["--coordinator", "https://c:8470", "--token-file", str(token)]
+    code = main([*argv, "--ca-file", str(tmp_path / "ca.pem"), "--backend", "none"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"astraeus-agent: ca_file: {tmp_path / 'ca.pem'} does not exist\n"
+    )
