@@ -13,7 +13,12 @@ from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, 
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
-from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
+from astraeus.coordinator.cli.render import (
+    explained_task,
+    placement_of,
+    status_lines,
+    why_lines,
+)
 from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
@@ -86,9 +91,9 @@ class Story:
     def status(self, name: str, why: bool = False) -> Run:
         run = self.run(name)
         self.lines(status_lines(run))
-        explanation = placement_of(run)
-        if why and explanation is not None:
-            self.lines(why_lines(explanation))
+        task = explained_task(run)
+        if why and task is not None and task.placement is not None:
+            self.lines(why_lines(task.placement, run.reason or task.reason))
         return run
 
     def machine_list(self) -> list[MachineView]:
