@@ -140,6 +140,7 @@ def _rendezvous_variables(assignment: Assignment) -> dict[str, str]:
         "WORLD_SIZE": str(rdv.world_size),
         "RANK": str(rdv.rank),
         "NODE_RANK": str(rdv.node_rank),
+        "LOCAL_RANK": str(rdv.local_rank),
         "LOCAL_WORLD_SIZE": str(rdv.local_world_size),
     }
 

@@ -205,7 +205,26 @@ class RequestedResources(UserModel):
             raise ValueError(
                 "per_gpu needs GPUs: set gpu_requests.count, or use cpu_cores and memory_bytes"
             )
+        self._one_worker_per_element()
         names = {drive.name for drive in self.drives}
         if len(names) != len(self.drives):
             raise ValueError("drives lists a drive more than once; mount each drive once")
         return self
+
+    def _one_worker_per_element(self) -> None:
+        """Each array element is one worker with the run's per-worker ask: a worker count
+        contradicts it."""
+        if self.array is None:
+            return
+        topology, selection = self.topology or Topology(), self.node_selection or NodeSelection()
+        for name, value in (
+            ("machines", self.machines),
+            ("node_selection.count", selection.count),
+            ("topology.min_nodes", topology.min_nodes),
+            ("topology.max_nodes", topology.max_nodes),
+        ):
+            if value is not None:
+                raise ValueError(
+                    f"{name} does not apply to an array run: each element is one worker; "
+                    f"drop {name}, or drop array for one run of several workers"
+                )

@@ -36,6 +36,9 @@ class Rendezvous(WireModel):
     rank: int = Field(ge=0, description="this worker's index")
     node_rank: int = Field(ge=0, description="index of this worker's machine among the run's")
     local_world_size: int = Field(ge=1, description="workers of this run on this machine")
+    local_rank: int = Field(
+        default=0, ge=0, description="this worker's index among the run's workers on this machine"
+    )
 
 
 class Assignment(WireModel):

@@ -163,6 +163,7 @@ class Agents:
             rank=row["idx"],
             node_rank=machines.index(row["machine"]),
             local_world_size=sum(1 for w in workers if w == row["machine"]),
+            local_rank=sum(1 for w in workers[: row["idx"]] if w == row["machine"]),
         )
 
     def _address(self, machine: str | None) -> str:

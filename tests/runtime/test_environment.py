@@ -79,6 +79,7 @@ BASE = {
     "WORLD_SIZE": "2",
     "RANK": "1",
     "NODE_RANK": "1",
+    "LOCAL_RANK": "0",
     "LOCAL_WORLD_SIZE": "1",
 }
 
@@ -268,3 +269,11 @@ def test_refusals(report: MachineReport, assignment: Assignment, message: str) -
     with pytest.raises(WorkerEnvironmentError) as caught:
         worker_environment(assignment, report)
     assert str(caught.value) == message
+
+
+def test_a_worker_sharing_its_machine_gets_its_local_rank() -> None:
+    """A second worker of a run on one machine gets LOCAL_RANK 1 of LOCAL_WORLD_SIZE 2."""
+    shared = _assignment()
+    rendezvous = shared.rendezvous.model_copy(update={"local_rank": 1, "local_world_size": 2})
+    env = worker_environment(shared.model_copy(update={"rendezvous": rendezvous}), _machine()).env
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("1", "2")
