@@ -41,6 +41,13 @@ class Rendezvous(WireModel):
     )
 
 
+class Mount(WireModel):
+    """A drive the worker mounts: the agent finds it on its machine by name."""
+
+    name: str
+    mount_path: str = Field(description="absolute path inside the worker's container")
+
+
 class Assignment(WireModel):
     """One task this machine should be running, with everything needed to start it."""
 
@@ -58,6 +65,7 @@ class Assignment(WireModel):
     min_gbps: float | None = None
     nvlink_domain: str | None = None
     rendezvous: Rendezvous
+    drives: list[Mount] = Field(default_factory=list, description="the run's drives")
     time_limit_seconds: int | None = None
     cancel: bool = Field(default=False, description="stop it: SIGTERM, a grace period, SIGKILL")
 

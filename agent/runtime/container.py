@@ -49,6 +49,8 @@ def container_command(runtime: str, assignment: Assignment, worker: WorkerEnviro
         args += [f"--cpus={assignment.cpu_cores:g}"]
     if assignment.memory_bytes:
         args += [f"--memory={assignment.memory_bytes}"]
+    # Drives as bind mounts at the run's `mount_path` (paths checked to hold no comma).
+    args += [f"--mount=type=bind,source={here},target={inside}" for here, inside in worker.mounts]
     for name in sorted({*assignment.env, *worker.env}):
         args += ["--env", name]
     return [*args, assignment.image, *assignment.command]

@@ -133,7 +133,7 @@ class PlacementSession:
             ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain)
             for f, p in zip(self._facts, places, strict=True)
         ]
-        known = frozenset().union(*(facts.reachable_drives for facts in self._facts))
+        known = frozenset().union(*(facts.reported_drives for facts in self._facts))
         homes = _drive_homes(self._facts, places)
         reserved = any(r.labels for facts in self._facts for r in facts.view.reservations)
         most = max((len(facts.gpus) for facts in self._facts), default=0)

@@ -11,6 +11,7 @@ from astraeus.shared import (
     AgentReport,
     Assignment,
     LogChunk,
+    Mount,
     NetworkKind,
     Rendezvous,
     TaskState,
@@ -138,6 +139,10 @@ class Agents:
             min_gbps=(spec["requested_resources"].get("network") or {}).get("min_gbps"),
             nvlink_domain=row["nvlink_domain"],
             rendezvous=self._rendezvous(row, workers),
+            drives=[
+                Mount(name=drive["name"], mount_path=drive["mount_path"])
+                for drive in spec["requested_resources"].get("drives", [])
+            ],
             time_limit_seconds=spec.get("time_limit_seconds"),
             cancel=bool(row["cancel"]),
         )

@@ -26,7 +26,7 @@ from astraeus.agent.runtime.launch import (
 )
 from astraeus.agent.runtime.main import uverbs_nodes
 from astraeus.agent.runtime.state import worker_name
-from astraeus.shared import SCHEMA_VERSION, MachineReport
+from astraeus.shared import SCHEMA_VERSION, DriveInfo, MachineReport, Mount
 
 
 def _which(*present: str) -> Callable[[str], str | None]:
@@ -215,3 +215,16 @@ def test_memlock_log_reads_the_capability(tmp_path: Path, capeff: str, unlimited
         "CAP_SYS_RESOURCE)"
     )
     assert memlock(status) == expected
+
+
+def test_container_command_bind_mounts_the_drives() -> None:
+    """Each drive is a bind mount from its path on the machine to the run's mount_path."""
+    run = RUN.model_copy(update={"drives": [Mount(name="datasets", mount_path="/data")]})
+    report = _report().model_copy(
+        update={"drives": [DriveInfo(name="datasets", path="/mnt/datasets")]}
+    )
+    command = container_command("/usr/bin/podman", run, worker_environment(run, report))
+    assert "--mount=type=bind,source=/mnt/datasets,target=/data" in command
+    assert command.index("--mount=type=bind,source=/mnt/datasets,target=/data") < command.index(
+        "nvcr.io/nvidia/pytorch:24.05-py3"
+    )
