@@ -8,10 +8,19 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from astraeus.coordinator.placement import (
+    ClusterSnapshot,
+    MachineView,
+    RunRequest,
+    score_breakdown,
+)
+from astraeus.shared import MachineReport, MachineState, RequestedResources
 
 from .test_real_processes import FAST, Cluster, _answers, _until
 
@@ -102,8 +111,9 @@ def _run(cluster: Cluster, token: str, name: str) -> dict[str, Any]:
 
 
 def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_path: Path) -> None:
-    """Agent processes report their drives with statvfs figures and reachability; a run
-    mounting `datasets` goes to node-b, which holds it (+40 over node-a, which reaches it), and
+    """Agent processes report their drives with statvfs figures and reachability; scored on
+    those reports node-b gets +40 for holding `datasets` and node-a, its rack neighbour, +10; a
+    run mounting it goes to node-b, and
     its worker finds the drive in ASTRAEUS_DRIVE_DATASETS; a drive nobody has, or one whose
     mount is gone, keeps runs waiting with the guide's filter-10 reasons."""
     admin, member = _start(cluster, tmp_path)
@@ -116,6 +126,9 @@ def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_p
     (held,) = reported["node-b"]
     assert (held["name"], held["path"], held["local"]) == ("datasets", str(tmp_path / "disk"), True)
     assert held["capacity_bytes"] > 0
+
+    terms = _drive_terms(cluster, admin)
+    assert terms == {"node-a": (0, 10), "node-b": (40, 0)}
 
     out = tmp_path / "seen-path"
     command = [sys.executable, "-c", WORKER, str(out)]
@@ -140,6 +153,31 @@ def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_p
         "nowhere": "drive missing does not exist",
         "stale": "drive ghost is not reachable from this machine",
     }
+
+
+def _drive_terms(cluster: Cluster, admin: str) -> dict[str, tuple[int, int]]:
+    """(drives_here, drives_near) for a worker mounting `datasets`, scored on the reports the
+    agent processes sent: node-b holds it (+40); node-a, in the same rack over Ethernet, is
+    near it (+10)."""
+    views = [
+        MachineView(
+            name=name,
+            state=MachineState.UP,
+            report=MachineReport.model_validate(
+                _api(cluster, f"/machines/{name}", admin)["report"]
+            ),
+        )
+        for name in ("node-a", "node-b")
+    ]
+    snap = ClusterSnapshot(machines=tuple(views))
+    mount = {"drives": [{"name": "datasets", "mount_path": "/data"}]}
+    ask = RequestedResources.model_validate(mount)
+    request = RunRequest(name="prep", workspace="e2e", ask=ask)
+    found = {}
+    for view in views:
+        terms = dict(score_breakdown(request, view, 0, now=datetime.now(UTC), snapshot=snap))
+        found[view.name] = (terms["drives_here"], terms["drives_near"])
+    return found
 
 
 def _ended(cluster: Cluster, token: str, name: str) -> dict[str, Any] | None:
