@@ -40,6 +40,7 @@ from .report import (
     ImexStatus,
     LinkLayer,
     MachineReport,
+    NetworkInterface,
     PressureCondition,
     RdmaPort,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "MachineState",
     "Mount",
     "Network",
+    "NetworkInterface",
     "NetworkKind",
     "NodeReasons",
     "NodeSelection",

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from astraeus.agent.drives import DriveConfig
 from astraeus.agent.host import DiskStats
+from astraeus.agent.topology.ifaddrs import AddressBook, Addresses
 
 from .machine import FakeGpu, FakeMachineSpec, FakePort, gpu_uuid
-from .tree import write_tree
+from .tree import fake_mac, write_tree
 
 Clock = Callable[[], datetime]
 
@@ -108,6 +109,11 @@ class FakeMachine:
             total_inodes=files,
             free_inodes=files // 2,
         )
+
+    def addresses(self) -> AddressBook:
+        """What getifaddrs would say: the management interface's configured addresses."""
+        eth = self.spec.ethernet
+        return {eth.name: Addresses(2, fake_mac(2), list(eth.ipv4), list(eth.ipv6))}
 
     # --- what tests and the demo do to it
     def lose_drive(self, name: str) -> None:
