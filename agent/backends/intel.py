@@ -9,6 +9,7 @@ from pathlib import Path
 from astraeus.shared import Vendor
 
 from .base import BackendUnavailableError, GpuSample, XidEvent
+from .drm import render_node
 
 INTEL_VENDOR = "0x8086"
 DRIVERS = ("i915", "xe")
@@ -54,6 +55,7 @@ class IntelBackend:
                     model=f"Intel GPU {_read(device / 'device') or 'unknown'}",
                     pci_bus_id=bdf,
                     numa_node=int(numa) if numa.isdigit() else None,  # "-1": no NUMA
+                    device_node=render_node(device),
                 )
             )
         return samples
