@@ -16,10 +16,10 @@ from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from .launch import Launched, Launcher
 from .logs import CHUNK_BYTES, next_chunk
-from .spec import CannotStartError, Files, Worker, shim_spec
+from .spec import CannotStartError, Files, shim_spec
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
-from .users import WorkerUserError, WorkerUsers, device_groups
-from .workdir import WorkRoot, default_work_root
+from .users import WorkerUsers
+from .workdir import UID_CURSOR, WorkRoot, default_work_root
 
 log = logging.getLogger(__name__)
 
@@ -146,13 +146,7 @@ class Runner:
         self._set(record, TaskState.STARTING)
         try:
             launched = self._launch(record, report)
-        except (
-            WorkerEnvironmentError,
-            WorkerUserError,
-            CannotStartError,
-            OSError,
-            SubprocessError,
-        ) as error:
+        except (WorkerEnvironmentError, CannotStartError, OSError, SubprocessError) as error:
             log.warning("task %s cannot start: %s", assignment.task, error)
             self._end(record, TaskState.FAILED, message=str(error))
             return
@@ -171,12 +165,8 @@ class Runner:
             uverbs=self.config.uverbs(),
         )
         files = self._files(assignment.task)
-        self.config.users.check()
-        taken = self.work.owners()
-        user = self.config.users.assign(taken, self.state.root / "worker-uids.json")
-        if user is not None:
-            user = user.with_groups(device_groups(worker.devices))
-        where = Worker(self.work.create(self._work_key(assignment.task), user), user)
+        key, cursor = self._work_key(assignment.task), self.state.root / UID_CURSOR
+        where = self.work.prepare(key, self.config.users, worker.devices, cursor)
         runtime, agent_env = self.config.container_runtime, self.config.agent_env
         spec = shim_spec(assignment, worker, files, where, agent_env=agent_env, runtime=runtime)
         write_json(files.spec, spec)

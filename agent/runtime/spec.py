@@ -11,7 +11,7 @@ from astraeus.shared import Assignment
 from ..environment import WorkerEnvironment
 from .container import container_cleanup, container_command
 from .sdnotify import SYSTEMD_VARIABLES
-from .users import WorkerUser
+from .workdir import Worker
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 AGENT_ONLY = ("USER", "LOGNAME", "MAIL", "HOME", "TMPDIR")
@@ -31,15 +31,6 @@ class Files:
     log: Path
     started: Path
     status: Path
-
-
-@dataclass(frozen=True)
-class Worker:
-    """Where and as whom the worker runs."""
-
-    workdir: Path
-    user: WorkerUser | None
-    """None: the agent's own user."""
 
 
 def agent_base_env(agent_env: Mapping[str, str]) -> dict[str, str]:

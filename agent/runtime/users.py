@@ -26,6 +26,7 @@ below the "foreign" range at 0x7FFE0000, far above accounts and /etc/subuid allo
 CAP_CHOWN, CAP_SETGID, CAP_SETUID = 0, 6, 7
 STATUS = Path("/proc/self/status")
 PROC = Path("/proc")
+AGENT_IS_ROOT = "workers would run as root, this agent's own user"
 ROOT_REFUSED = (
     "workers never run as root unless allow_root_workers = true (ASTRAEUS_ALLOW_ROOT_WORKERS=1)"
 )
@@ -78,9 +79,8 @@ class WorkerUsers:
             self.fixed is not None and self.fixed.uid == 0
         )
         if as_root and not self.root_allowed:
-            why = "worker_user is root" if self.switches else "this agent runs as root"
-            can = "" if self.switches else " and cannot switch users (no CAP_SETUID)"
-            raise WorkerUserError(f"{why}{can}: {ROOT_REFUSED}")
+            why = "worker_user is root" if self.switches else AGENT_IS_ROOT
+            raise WorkerUserError(f"{why}: {ROOT_REFUSED}")
 
     def describe(self, euid: int | None = None) -> str:
         """One sentence for the log and for `inspect`: who workers run as, and what that means."""

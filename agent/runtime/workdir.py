@@ -10,12 +10,29 @@ files) stays 0700 and the agent's, so a worker that is not the agent's user read
 
 import os
 import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
-from .users import WorkerUser
+from .users import WorkerUser, WorkerUserError, WorkerUsers, device_groups
 
 ROOT_MODE = 0o711
 TASK_MODE = 0o700
+UID_CURSOR = "worker-uids.json"
+"""In the state directory: where the next dynamic uid is looked for."""
+
+
+class WorkerPlaceError(OSError):
+    """No user or directory for this worker; the text says why, for the task's message."""
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Where and as whom one worker runs."""
+
+    workdir: Path
+    user: WorkerUser | None
+    """None: the agent's own user."""
 
 
 def default_work_root(state_dir: Path) -> Path:
@@ -33,6 +50,17 @@ class WorkRoot:
 
     def path(self, key: str) -> Path:
         return self.root / key
+
+    def prepare(self, key: str, users: WorkerUsers, devices: Iterable[str], cursor: Path) -> Worker:
+        """The user for task `key` (its devices' groups added) and its fresh directory."""
+        try:
+            users.check()
+            user = users.assign(self.owners(), cursor)
+        except WorkerUserError as error:
+            raise WorkerPlaceError(str(error)) from None
+        if user is not None:
+            user = user.with_groups(device_groups(devices))
+        return Worker(self.create(key, user), user)
 
     def create(self, key: str, user: WorkerUser | None) -> Path:
         """A fresh, empty directory for task `key`, owned by `user` (None: the agent's own)."""
