@@ -110,6 +110,8 @@ async def serve(settings: Settings, token: str, scan: Scan) -> None:
         work_root=settings.work_root,
     )
     runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
+    if users.switches:
+        runner.work.warn_if_closed()
     stop, loop = asyncio.Event(), asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stopper(notifier, stop))

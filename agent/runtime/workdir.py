@@ -8,13 +8,17 @@ The state directory (specs with every task's variables, logs, exit records, the 
 files) stays 0700 and the agent's, so a worker that is not the agent's user reads none of it.
 """
 
+import logging
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .users import WorkerUser, WorkerUserError, WorkerUsers, device_groups
+
+log = logging.getLogger(__name__)
 
 ROOT_MODE = 0o711
 TASK_MODE = 0o700
@@ -47,6 +51,18 @@ class WorkRoot:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         os.chmod(root, ROOT_MODE)  # whatever the umask, and whatever an older agent left
+
+    def warn_if_closed(self) -> None:
+        """Say so where a folder above the work root is closed to other users: a worker with
+        a uid of its own starts in its directory but cannot reach it by name (`cd $HOME`)."""
+        closed = [p for p in self.root.parents if not os.stat(p).st_mode & stat.S_IXOTH]
+        if closed:
+            log.warning(
+                "work_root %s: %s is closed to other users, so workers running as users of "
+                "their own cannot reach their working directories by name",
+                self.root,
+                closed[-1],
+            )
 
     def path(self, key: str) -> Path:
         return self.root / key

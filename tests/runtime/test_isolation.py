@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from runtime_rig import Coordinator, Harness, assignment, until
 
+from astraeus.agent.runtime.state import StateDir
 from astraeus.agent.runtime.users import DEFAULT_UIDS, WorkerUsers, can_switch_users, worker_users
+from astraeus.agent.runtime.workdir import WorkRoot
 from astraeus.shared import TaskState
 
 needs_setuid = pytest.mark.skipif(
@@ -130,10 +132,9 @@ async def test_a_worker_reads_kills_and_fakes_nothing_of_another(
 
 
 def test_state_and_work_folders_are_private_whatever_the_umask(tmp_path: Path) -> None:
-    """Under a permissive umask the state directory is still 0700 and the work root 0711."""
-    from astraeus.agent.runtime.state import StateDir
-    from astraeus.agent.runtime.workdir import WorkRoot
-
+    """Under a permissive umask, and over folders made open before, the state directory is
+    0700 and the work root 0711."""
+    (tmp_path / "state").mkdir(mode=0o755)
     old = os.umask(0)
     try:
         StateDir(tmp_path / "state")
@@ -142,6 +143,22 @@ def test_state_and_work_folders_are_private_whatever_the_umask(tmp_path: Path) -
         os.umask(old)
     modes = [stat.S_IMODE((tmp_path / name).stat().st_mode) for name in ("state", "state-work")]
     assert modes == [0o700, 0o711]
+
+
+def test_a_closed_folder_above_the_work_root_is_reported(
+    tmp_path: Path, places: Places, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The agent warns where workers of their own uid could not reach their folders by name."""
+    closed = tmp_path / "closed"
+    closed.mkdir(mode=0o700)
+    WorkRoot(places.work).warn_if_closed()
+    assert caplog.messages == []
+    WorkRoot(closed / "work").warn_if_closed()
+    assert caplog.messages[-1].startswith(f"work_root {closed / 'work'}: ")
+    assert caplog.messages[-1].endswith(
+        " is closed to other users, so workers running as users of their own cannot reach "
+        "their working directories by name"
+    )
 
 
 @needs_setuid
