@@ -100,7 +100,12 @@ def nccl_ports(assignment: Assignment, report: MachineReport) -> list[RdmaPort]:
     """The ports NCCL may use: up, at least `min_gbps`, one link layer (InfiniBand first)."""
     if assignment.network not in RDMA_NETWORKS:
         return []
-    fast = [p for p in report.rdma_ports if p.up and p.rate_gbps >= (assignment.min_gbps or 0)]
+    # Omni-Path ports are never NCCL's InfiniBand ports (docs/decisions.md, "Omni-Path").
+    fast = [
+        p
+        for p in report.rdma_ports
+        if p.up and not p.omni_path and p.rate_gbps >= (assignment.min_gbps or 0)
+    ]
     layers = [LinkLayer.INFINIBAND]
     if assignment.network is NetworkKind.RDMA:
         layers.append(LinkLayer.ETHERNET)

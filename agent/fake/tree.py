@@ -35,6 +35,7 @@ def write_tree(machine: "FakeMachine", root: Path) -> None:
     _write_gpus(machine, sys)
     for index in range(machine.spec.rdma.count):
         _write_port(machine, sys, index)
+    _write_ethernet(machine, sys)
     _write_proc(machine, root / "proc")
     if machine.spec.imex:
         (root / "dev/nvidia-caps-imex-channels").mkdir(parents=True, exist_ok=True)
@@ -114,8 +115,33 @@ def _write_roce_gids(ports: Path, port: FakePort, sys: Path, dev: Path, index: i
     _put(ports / "gids/1", f"0000:0000:0000:0000:0000:ffff:0a00:{index + 1:04x}")
     _put(ports / "gid_attrs/types/1", "RoCE v2")
     _put(ports / "gid_attrs/ndevs/1", netdev)
-    (dev / "net" / netdev).mkdir(parents=True, exist_ok=True)
-    _link(sys / "class/net" / netdev, dev / "net" / netdev)
+    gbps = int(float(port.rate.split()[0]))
+    _write_netdev(sys, dev, netdev, ifindex=index + 3, speed_mbps=gbps * 1000, state="up")
+
+
+def _write_ethernet(machine: "FakeMachine", sys: Path) -> None:
+    eth = machine.spec.ethernet
+    dev = _pci_device(sys, "0000:02:00.0", "0x8086", 0, "ice")
+    _write_netdev(sys, dev, eth.name, ifindex=2, speed_mbps=eth.speed_mbps, state=eth.state)
+
+
+def _write_netdev(
+    sys: Path, dev: Path, name: str, *, ifindex: int, speed_mbps: int, state: str
+) -> None:
+    """A netdev as the kernel shows it: class/net/<name> → the PCI device's net/<name>."""
+    net = dev / "net" / name
+    _put(net / "operstate", state)
+    _put(net / "speed", str(speed_mbps) if state == "up" else "-1")
+    _put(net / "mtu", "9000")
+    _put(net / "type", "1")
+    _put(net / "ifindex", str(ifindex))
+    _put(net / "address", fake_mac(ifindex))
+    _link(net / "device", dev)
+    _link(sys / "class/net" / name, net)
+
+
+def fake_mac(ifindex: int) -> str:
+    return f"0c:42:a1:00:00:{ifindex:02x}"
 
 
 def _write_proc(machine: "FakeMachine", proc: Path) -> None:

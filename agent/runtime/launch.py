@@ -55,7 +55,10 @@ class Launcher(Protocol):
 
 
 def shim_command(spec: Path) -> list[str]:
-    """The shim runs isolated from the user's site-packages and PYTHON* variables."""
+    """The shim runs isolated from the user's site-packages and PYTHON* variables. In a release
+    build (one frozen program, no interpreter) the program runs it as a module instead."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "-m", "astraeus.agent.runtime.shim", str(spec)]
     return [sys.executable, "-I", str(SHIM), str(spec)]
 
 

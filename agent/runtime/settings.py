@@ -6,9 +6,11 @@ import re
 import socket
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from astraeus.agent.health.signals import HealthPolicy
 
 BACKEND = re.compile(r"^(auto|nvml|amdsmi|intel|none|fake:.+)$")
 
@@ -30,6 +32,10 @@ class Settings:
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
     backoff_max_seconds: float = 60.0
+    ca_file: Path | None = None
+    """The CA that signed the coordinator's certificate; None: the system's CA store."""
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    """The `[health]` table of the TOML file: GPU and port health thresholds."""
     worker_user: str = "dynamic"
     """`dynamic` (a uid of its own per task), or one user's name or uid for every worker."""
     worker_uids: str = ""
@@ -40,7 +46,7 @@ class Settings:
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
-PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "work_root")
+PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "ca_file", "work_root")
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 KEYS = tuple(f.name for f in fields(Settings))
 
@@ -54,6 +60,11 @@ def parser() -> argparse.ArgumentParser:
     )
     cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
     cli.add_argument("--token-file", help="a file holding this machine's agent token")
+    cli.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed the coordinator's certificate "
+        "(default: the system's CA store)",
+    )
     cli.add_argument("--name", help="this machine's name (default: the host name)")
     cli.add_argument(
         "--backend", help="auto, nvml, amdsmi, intel, none or fake:FILE (default: auto)"
@@ -123,6 +134,7 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
             f"backend: {merged['backend']!r}; use auto, nvml, amdsmi, intel, none or fake:FILE"
         )
     merged["labels"] = _labels(merged.get("labels") or ())
+    merged["health"] = health_policy(merged.get("health", {}))
     for key in NUMBERS:
         if key in merged:
             merged[key] = _positive(key, merged[key])
@@ -135,6 +147,27 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
         if key in merged:
             merged[key] = Path(merged[key])
     return Settings(**merged)
+
+
+def health_policy(table: Any) -> HealthPolicy:
+    """`[health]` → HealthPolicy; each key is a HealthPolicy field, each value a number ≥ 0 (a
+    whole one for counts, more than 0 for the window)."""
+    if not isinstance(table, dict):
+        raise SettingsError(f"health: {table!r} is not a table of thresholds")
+    known = {f.name: f for f in fields(HealthPolicy)}
+    values: dict[str, float | int] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise SettingsError(f"health.{key}: not a threshold; known: {', '.join(known)}")
+        whole = known[key].type in (int, "int")
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number_ok or value < 0 or (whole and value != int(value)):
+            kind = "a whole number ≥ 0" if whole else "a number ≥ 0"
+            raise SettingsError(f"health.{key}: {value!r} is not {kind}")
+        values[key] = int(value) if whole else float(value)
+    if values.get("window_seconds", 1) <= 0:
+        raise SettingsError("health.window_seconds: must be more than 0")
+    return HealthPolicy(**values)  # type: ignore[arg-type]
 
 
 def parse_label(pair: str) -> tuple[str, str]:

@@ -194,6 +194,10 @@ def _write_env_file(path: str, values: dict[str, str]) -> None:
 
 
 def _own_session() -> None:
+    if getattr(sys, "frozen", False):
+        # A release build's shim runs under its program's bootloader, which the agent started as
+        # a session leader: stay in its process group, so the agent's signals reach the worker.
+        return
     with contextlib.suppress(OSError):  # already a session leader (start_new_session, systemd)
         os.setsid()
 

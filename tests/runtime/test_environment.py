@@ -288,6 +288,12 @@ def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) 
             id="all-ports-down",
         ),
         pytest.param(
+            _machine(rdma_ports=[{**_port("hfi1_0", 100), "omni_path": True}]),
+            _assignment(network="infiniband"),
+            "no InfiniBand port is up on machine gpu-01",
+            id="omni-path-only",
+        ),
+        pytest.param(
             _machine(imex={"available": False, "detail": "no nvidia-caps-imex-channels major"}),
             _assignment(network="nvlink"),
             "IMEX channel is not available on this machine: no nvidia-caps-imex-channels major",
@@ -300,3 +306,10 @@ def test_refusals(report: MachineReport, assignment: Assignment, message: str) -
     with pytest.raises(WorkerEnvironmentError) as caught:
         worker_environment(assignment, report)
     assert str(caught.value) == message
+
+
+def test_omni_path_ports_never_join_nccl_ib_hca() -> None:
+    """An up Omni-Path port beside InfiniBand ones is left out of NCCL_IB_HCA."""
+    ports = [{**_port("hfi1_0", 100), "omni_path": True}, _port("mlx5_0", 400)]
+    env = worker_environment(_assignment(network="rdma"), _machine(rdma_ports=ports)).env
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1"
