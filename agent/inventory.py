@@ -183,6 +183,7 @@ class Scanner:
         if s.lost and before is not None:  # a lost GPU cannot say what it is; we remember
             s.model, s.memory_bytes = before.model, before.memory_bytes
             s.pci_bus_id, s.numa_node = before.pci_bus_id, before.numa_node
+            s.device_node = before.device_node
         return GpuInfo(
             index=s.index,
             uuid=s.uuid,
@@ -194,6 +195,7 @@ class Scanner:
             health=self.tracker.update(s, now),
             nvlink_domain=domain,
             xgmi_hive=s.xgmi_hive,
+            device_node=s.device_node,
         )
 
     def _numa(self, bdf: str | None) -> int | None:

@@ -54,6 +54,11 @@ class GpuInfo(WireModel):
     xgmi_hive: str | None = Field(
         default=None, description="AMD XGMI hive id, local to the machine"
     )
+    device_node: str | None = Field(
+        default=None,
+        description="the GPU's own device node: /dev/nvidia<NVML minor number>, or the "
+        "/dev/dri/renderD<n> its PCI device lists in sysfs (AMD, Intel)",
+    )
 
 
 class LinkLayer(StrEnum):

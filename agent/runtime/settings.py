@@ -40,10 +40,18 @@ class Settings:
     """The CA that signed the coordinator's certificate; None: the system's CA store."""
     health: HealthPolicy = field(default_factory=HealthPolicy)
     """The `[health]` table of the TOML file: GPU and port health thresholds."""
+    worker_user: str = "dynamic"
+    """`dynamic` (a uid of its own per task), or one user's name or uid for every worker."""
+    worker_uids: str = ""
+    """`FIRST-LAST`, the uids `dynamic` picks from; empty: 1879048192-1879113727."""
+    work_root: Path | None = None
+    """Where the tasks' working directories go; None: `<state_dir>-work`."""
+    allow_root_workers: bool = False
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
-PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "ca_file")
+PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "ca_file", "work_root")
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -90,6 +98,17 @@ def parser() -> argparse.ArgumentParser:
         help="a network drive mounted here, e.g. shared=/mnt/nfs/shared (repeatable)",
     )
     cli.add_argument("--state-dir", help="where the agent keeps its tasks and their logs")
+    cli.add_argument(
+        "--worker-user",
+        help="dynamic (default: a uid of its own per task), or a user name or uid for all",
+    )
+    cli.add_argument("--work-root", help="where the tasks' working directories go")
+    cli.add_argument(
+        "--allow-root-workers",
+        action="store_true",
+        default=None,
+        help="let workers run as root (where worker_user is root or the agent cannot switch)",
+    )
     cli.add_argument("--config", help="a TOML file of settings")
     return cli
 
@@ -141,6 +160,11 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
     for key in NUMBERS:
         if key in merged:
             merged[key] = _positive(key, merged[key])
+    if "allow_root_workers" in merged:
+        merged["allow_root_workers"] = _flag("allow_root_workers", merged["allow_root_workers"])
+    for key in ("worker_user", "worker_uids"):
+        if key in merged:
+            merged[key] = str(merged[key])
     for key in PATHS:
         if key in merged:
             merged[key] = Path(merged[key])
@@ -240,6 +264,14 @@ def _positive(key: str, value: Any) -> float:
     if isinstance(value, bool) or not number > 0:
         raise SettingsError(f"{key}: {value!r} is not a positive number of seconds")
     return number
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in TRUE + FALSE:
+        return str(value).strip().lower() in TRUE
+    raise SettingsError(f"{key}: {value!r} is not true or false")
 
 
 def default_state_dir(environ: Mapping[str, str], *, root: bool | None = None) -> Path:

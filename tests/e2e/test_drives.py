@@ -22,7 +22,7 @@ from astraeus.coordinator.placement import (
 )
 from astraeus.shared import MachineReport, MachineState, RequestedResources
 
-from .test_real_processes import FAST, Cluster, _answers, _until
+from .test_real_processes import AS_THIS_USER, FAST, Cluster, _answers, _until
 
 WORKER = (
     "import os,pathlib,sys; d=pathlib.Path(os.environ['ASTRAEUS_DRIVE_DATASETS']); "
@@ -73,7 +73,7 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, str]:
             name,
             "astraeus-agent", "run", "--coordinator", cluster.url, "--token-file", str(token_file),
             "--name", name, "--backend", "fake:l40s-pcie", "--state-dir", str(tmp_path / name),
-            *flags,
+            *flags, env=AS_THIS_USER,
         )  # fmt: skip
     _until("both agents to report their drives", lambda: _drives(cluster, admin))
     return admin, member
@@ -137,7 +137,7 @@ def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_p
         "--", *command, token=member,
     )  # fmt: skip
     done = _until("prep to end", lambda: _ended(cluster, member, "prep"))
-    assert done["state"] == "Succeeded"
+    assert done["state"] == "Succeeded", done
     assert done["tasks"][0]["machine"] == "node-b"
     assert out.read_text() == str(tmp_path / "disk")
     assert (tmp_path / "disk/seen.txt").read_text() == "prep-0"

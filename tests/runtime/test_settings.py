@@ -249,6 +249,36 @@ def test_bad_drives_name_the_setting(argv: list[str], message: str) -> None:
     assert str(raised.value) == message
 
 
+def test_worker_settings_from_every_source(tmp_path: Path) -> None:
+    """worker_user, worker_uids, work_root and allow_root_workers come from flags, variables
+    (yes/no/true/false/1/0) or TOML (a boolean)."""
+    base = ["--coordinator", "http://c", "--token-file", "/t"]
+    config = tmp_path / "agent.toml"
+    config.write_text('worker_uids = "70000-70999"\nallow_root_workers = true\n')
+    from_toml = _load([*base, "--config", str(config)])
+    assert (from_toml.worker_user, from_toml.worker_uids, from_toml.allow_root_workers) == (
+        "dynamic",
+        "70000-70999",
+        True,
+    )
+    env = {"ASTRAEUS_WORKER_USER": "gpuwork", "ASTRAEUS_ALLOW_ROOT_WORKERS": "no"}
+    from_env = _load([*base, "--work-root", "/srv/work"], env)
+    assert (from_env.worker_user, from_env.work_root, from_env.allow_root_workers) == (
+        "gpuwork",
+        Path("/srv/work"),
+        False,
+    )
+    assert _load([*base, "--allow-root-workers"]).allow_root_workers is True
+
+
+def test_allow_root_workers_must_be_a_boolean() -> None:
+    """A value that is neither true nor false is refused, naming the setting."""
+    with pytest.raises(SettingsError) as caught:
+        _load(["--coordinator", "http://c", "--token-file", "/t"],
+              {"ASTRAEUS_ALLOW_ROOT_WORKERS": "maybe"})  # fmt: skip
+    assert str(caught.value) == "allow_root_workers: 'maybe' is not true or false"
+
+
 def test_health_thresholds_from_the_toml_file(tmp_path: Path) -> None:
     """A `[health]` table sets HealthPolicy's thresholds; the rest keep their defaults."""
     from astraeus.agent.health import HealthPolicy
