@@ -19,7 +19,7 @@ def _columns(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def render(report: MachineReport, warnings: Sequence[str] = ()) -> str:
+def render(report: MachineReport, warnings: Sequence[str] = (), workers: str = "") -> str:
     lines = [f"Machine {report.name} (schema {report.schema_version})"]
     conditions = ", ".join(c.value for c in report.conditions) or "none"
     lines.append(
@@ -35,6 +35,8 @@ def render(report: MachineReport, warnings: Sequence[str] = ()) -> str:
     lines.append(_interfaces(report))
     state = "available" if report.imex.available else "not available"
     lines.append(f"IMEX: {state} ({report.imex.detail})")
+    if workers:
+        lines.append(f"Workers: {workers.removeprefix('workers ')}")
     lines += [f"Warning: {w}" for w in warnings]
     return "\n".join(lines) + "\n"
 

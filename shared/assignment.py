@@ -16,7 +16,7 @@ from typing import Annotated, Final, Self
 
 from pydantic import Field, StringConstraints, field_serializer, model_validator
 
-from .base import INT64_MAX, ProcessText, WireModel
+from .base import INT64_MAX, WireModel
 from .report import MachineReport
 from .run import TaskState
 
@@ -57,6 +57,19 @@ class Rendezvous(WireModel):
     local_world_size: int = Field(
         ge=1, le=1_000_000, description="workers of this run on this machine"
     )
+    local_rank: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="this worker's index among the run's workers on this machine",
+    )
+
+
+class Mount(WireModel):
+    """A drive the worker mounts: the agent finds it on its machine by name."""
+
+    name: str
+    mount_path: str = Field(description="absolute path inside the worker's container")
 
 
 class Assignment(WireModel):
@@ -67,11 +80,11 @@ class Assignment(WireModel):
     run: str
     workspace: str
     index: int = Field(ge=0, le=1_000_000)
-    command: list[ProcessText]
-    image: ProcessText | None = None
-    env: dict[ProcessText, ProcessText] = Field(
-        default_factory=dict, description="the user's own variables"
-    )
+    # Plain strings, not `ProcessText`: a run stored before NUL bytes were refused must fail
+    # its own task on the agent, not make every reply to its machine unreadable.
+    command: list[str]
+    image: str | None = None
+    env: dict[str, str] = Field(default_factory=dict, description="the user's own variables")
     assigned_gpu_ids: list[str] = Field(default_factory=list, description="GPU UUIDs")
     cpu_cores: float = 0
     memory_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
@@ -79,6 +92,7 @@ class Assignment(WireModel):
     min_gbps: float | None = None
     nvlink_domain: str | None = None
     rendezvous: Rendezvous
+    drives: list[Mount] = Field(default_factory=list, description="the run's drives")
     time_limit_seconds: int | None = Field(default=None, ge=1, le=INT64_MAX)
     cancel: bool = Field(default=False, description="stop it: SIGTERM, a grace period, SIGKILL")
 

@@ -72,6 +72,11 @@ class GpuInfo(WireModel):
     xgmi_hive: str | None = Field(
         default=None, description="AMD XGMI hive id, local to the machine"
     )
+    device_node: str | None = Field(
+        default=None,
+        description="the GPU's own device node: /dev/nvidia<NVML minor number>, or the "
+        "/dev/dri/renderD<n> its PCI device lists in sysfs (AMD, Intel)",
+    )
 
 
 class LinkLayer(StrEnum):
@@ -115,12 +120,16 @@ class PressureCondition(StrEnum):
 
 
 class DriveInfo(WireModel):
-    """A drive the machine holds, or reaches over the network."""
+    """A drive the machine holds, or reaches over the network, as its agent is configured."""
 
     name: str
+    path: str | None = Field(default=None, description="where the drive is on this machine")
     capacity_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
     free_bytes: int = Field(default=0, ge=0, le=INT64_MAX)
     local: bool = Field(default=True, description="on this machine (true) or reached remotely")
+    reachable: bool = Field(
+        default=True, description="the agent could read it at its last scan (statvfs answered)"
+    )
 
 
 class BackendStatus(WireModel):

@@ -12,6 +12,7 @@ from typing import Any
 from astraeus.shared import Vendor
 
 from .base import BackendUnavailableError, GpuSample, XidEvent
+from .drm import render_node
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class AmdBackend:
         hive = xgmi.get("xgmi_hive_id")
         s.xgmi_hive = f"{hive:#x}" if isinstance(hive, int) and hive else None
         s.pcie_gen, s.pcie_width = pcie_link(self._sysfs / "bus/pci/devices" / bdf)
+        s.device_node = render_node(self._sysfs / "bus/pci/devices" / bdf)
         metrics = self._opt(s, lib.amdsmi_get_gpu_metrics_info, h) or {}
         throttled = metrics.get("throttle_status")
         s.throttled_now = throttled if isinstance(throttled, bool) else None  # or "N/A"

@@ -11,7 +11,7 @@ from astraeus.shared import Vendor
 
 from .amd import pcie_link
 from .base import BackendUnavailableError, GpuSample, XidEvent
-from .drm import DrmCard, drm_cards, read_text
+from .drm import DrmCard, drm_cards, read_text, render_node
 
 AMD_VENDOR = "0x1002"
 DRIVER = "amdgpu"
@@ -64,6 +64,7 @@ def _sample(index: int, card: DrmCard) -> GpuSample:
         memory_bytes=_int(device / "mem_info_vram_total") or 0,
         pci_bus_id=card.bdf,
         numa_node=card.numa_node,
+        device_node=render_node(device),
     )
     s.memory_used_bytes = _int(device / "mem_info_vram_used")
     busy = _int(device / "gpu_busy_percent")

@@ -57,6 +57,8 @@ class GpuSample:
     reports one."""
     fabric: FabricSample | None = None
     xgmi_hive: str | None = None
+    device_node: str | None = None
+    """`/dev/nvidia<minor>` (NVML) or `/dev/dri/renderD<n>` (sysfs): what opens this GPU alone."""
     unavailable: list[str] = field(default_factory=list)
     """Signals the driver could not give, e.g. `nvmlDeviceGetRemappedRows: Not Supported`."""
     # Telemetry for /metrics (None: this backend or driver does not give it)

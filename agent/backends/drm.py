@@ -95,3 +95,20 @@ def read_text(path: Path) -> str | None:
         return path.read_text().strip()
     except (OSError, UnicodeDecodeError):
         return None
+
+
+_RENDER = re.compile(r"^renderD(\d+)$")
+
+
+def render_node(pci_device: Path) -> str | None:
+    """`/dev/dri/renderD<n>` of the PCI device at `pci_device`, or None when it lists none.
+
+    The kernel registers each DRM minor as a child of its PCI device, so the device's folder
+    holds `drm/card<n>` and `drm/renderD<n>`; the node in `/dev/dri` has the same name. The
+    render node opens this GPU alone (AMD's KFD checks it too)."""
+    try:
+        names = os.listdir(pci_device / "drm")
+    except OSError:
+        return None
+    nodes = sorted(int(m.group(1)) for m in map(_RENDER.match, names) if m)
+    return f"/dev/dri/renderD{nodes[0]}" if nodes else None

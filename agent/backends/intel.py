@@ -7,7 +7,7 @@ from pathlib import Path
 from astraeus.shared import Vendor
 
 from .base import BackendUnavailableError, GpuSample, XidEvent
-from .drm import DrmCard, drm_cards
+from .drm import DrmCard, drm_cards, render_node
 
 INTEL_VENDOR = "0x8086"
 DRIVERS = ("i915", "xe")
@@ -41,6 +41,7 @@ class IntelBackend:
                 model=f"Intel GPU {card.device_id or 'unknown'}",
                 pci_bus_id=card.bdf,
                 numa_node=card.numa_node,
+                device_node=render_node(card.device),
             )
             for index, card in enumerate(intel_cards(self._sysfs))
         ]

@@ -101,6 +101,8 @@ class NvmlBackend:
         sample.memory_bytes, sample.memory_used_bytes = int(memory.total), int(memory.used)
         sample.pci_bus_id = nvml_busid_to_sysfs(lib.nvmlDeviceGetPciInfo(h).busId)
         sample.numa_node = self._optional(sample, lib.nvmlDeviceGetNumaNodeId, h)
+        minor = self._optional(sample, lib.nvmlDeviceGetMinorNumber, h)
+        sample.device_node = None if minor is None else f"/dev/nvidia{minor}"
         return sample
 
     def _health(self, h: Any, s: GpuSample) -> None:

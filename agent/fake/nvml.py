@@ -172,6 +172,12 @@ class FakeNvml:
         gpu = self._device(h, "nvmlDeviceGetNumaNodeId")
         return int(gpu.numa_node if gpu.numa_node is not None else self._machine.gpu_numa(h.index))
 
+    def nvmlDeviceGetMinorNumber(self, h: FakeHandle) -> int:  # noqa: N802
+        """The driver numbers `/dev/nvidia<minor>` by slot at load: a GPU that falls off the bus
+        shifts NVML's indices, not the other GPUs' minor numbers."""
+        self._device(h, "nvmlDeviceGetMinorNumber")
+        return h.index
+
     # --- memory errors
     def nvmlDeviceGetTotalEccErrors(self, h: FakeHandle, kind: int, counter: int) -> int:  # noqa: N802
         gpu = self._device(h, "nvmlDeviceGetTotalEccErrors")

@@ -39,6 +39,8 @@ def write_tree(machine: "FakeMachine", root: Path) -> None:
     _write_proc(machine, root / "proc")
     if machine.spec.imex:
         (root / "dev/nvidia-caps-imex-channels").mkdir(parents=True, exist_ok=True)
+    for name in machine.spec.drives:
+        (root / "drives" / name).mkdir(parents=True, exist_ok=True)
 
 
 def _pci_device(sys: Path, bdf: str, vendor: str, numa: int, driver: str) -> Path:
@@ -60,6 +62,16 @@ def _write_gpus(machine: "FakeMachine", sys: Path) -> None:
         dev = _pci_device(sys, bdf, _PCI_VENDOR[vendor], machine.gpu_numa(index), _DRIVER[vendor])
         _put(dev / "device", "0x0bd5" if vendor == Vendor.INTEL else "0x2330")
         _link(sys / "class/drm" / f"card{card}" / "device", dev)
+        _write_drm_minors(sys, dev, card)
+
+
+def _write_drm_minors(sys: Path, dev: Path, card: int) -> None:
+    """`<device>/drm/card<n>` and `renderD<128+n>` with their `dev` numbers (DRM major 226), and
+    the `class/drm/renderD<n>` entry, as the kernel registers a GPU's DRM minors."""
+    for name, minor in ((f"card{card}", card), (f"renderD{128 + card}", 128 + card)):
+        _put(dev / "drm" / name / "dev", f"226:{minor}")
+        _link(dev / "drm" / name / "device", dev)
+    _link(sys / "class/drm" / f"renderD{128 + card}" / "device", dev)
 
 
 def _write_port(machine: "FakeMachine", sys: Path, index: int) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from astraeus.agent.drives import DriveConfig
 from astraeus.shared import MachineReport
 from astraeus.shared.tls import CaFileError, client_context
 
@@ -24,6 +25,7 @@ from .runner import Runner, RunnerConfig
 from .sdnotify import Notifier
 from .settings import Settings, SettingsError, load_settings, read_token
 from .state import Outbox, StateDir
+from .users import DYNAMIC, WorkerUserError, WorkerUsers, worker_users
 
 if TYPE_CHECKING:
     from astraeus.agent.service import ScanService
@@ -38,13 +40,14 @@ def main(argv: Sequence[str]) -> int:
         settings = load_settings(argv, os.environ)
         token = read_token(settings.token_file)
         tls_context(settings)  # a bad CA file is a settings error now, not at the first report
+        settings_users(settings)  # workers as root without the operator's say-so: refused here
         # Before the scanner opens its backend, so the log's first lines say which GPU backend
         # was chosen and why the others were not (a machine joining with 0 GPUs says why).
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         scans = make_scan(settings)
     except SystemExit as done:  # argparse: --help, or a usage error it already printed
         return int(done.code or 0)
-    except (SettingsError, CaFileError) as error:
+    except (SettingsError, CaFileError, WorkerUserError) as error:
         print(f"astraeus-agent: {error}", file=sys.stderr)
         return 2
     asyncio.run(serve_scanning(settings, token, scans))
@@ -70,12 +73,20 @@ def make_scan(settings: Settings) -> "ScanService":
             proc_root=settings.proc_root,
             data_dir=settings.state_dir,
             labels=dict(settings.labels),
+            drives=drive_configs(settings),
             policy=settings.health,
         )
     except (TypeError, ValueError, OSError) as error:
         raise SettingsError(f"backend {settings.backend}: {error}") from None
     scans: ScanService = service.ScanService(scanner)
     return scans
+
+
+def drive_configs(settings: Settings) -> list[DriveConfig]:
+    """The configured drives, local first, for the scanner to read at each scan."""
+    local = [DriveConfig(name, Path(path)) for name, path in settings.drives]
+    remote = [DriveConfig(name, Path(path), local=False) for name, path in settings.network_drives]
+    return local + remote
 
 
 async def serve_scanning(settings: Settings, token: str, scans: "ScanService") -> None:
@@ -93,16 +104,29 @@ async def serve_scanning(settings: Settings, token: str, scans: "ScanService") -
         await scans.stop()
 
 
+def settings_users(settings: Settings) -> WorkerUsers:
+    """Who workers run as; a WorkerUserError refuses root without the operator's say-so."""
+    return worker_users(
+        settings.worker_user, settings.worker_uids, root_allowed=settings.allow_root_workers
+    )
+
+
 async def serve(settings: Settings, token: str, scan: Scan) -> None:
     """The agent's whole life: workers outlive it, on purpose."""
     notifier = Notifier.from_environment()
     state = StateDir(settings.state_dir)
+    users = settings_users(settings)
+    log.log(logging.INFO if users.mode == DYNAMIC else logging.WARNING, "%s", users.describe())
     config = RunnerConfig(
         stop_grace_seconds=settings.stop_grace_seconds,
         container_runtime=container_runtime(),
         uverbs=lambda: uverbs_nodes(settings.sysfs_root),
+        users=users,
+        work_root=settings.work_root,
     )
     runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
+    if users.switches:
+        runner.work.warn_if_closed()
     stop, loop = asyncio.Event(), asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stopper(notifier, stop))

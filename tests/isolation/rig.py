@@ -22,6 +22,7 @@ from astraeus.agent.inventory import Scanner
 from astraeus.agent.runtime import Agent, LoopConfig, Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient
 from astraeus.agent.runtime.launch import ProcessLauncher
+from astraeus.agent.runtime.users import WorkerUsers
 from astraeus.coordinator.api import SCHEDULER, create_app
 from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings
@@ -140,7 +141,9 @@ class Cluster:
             StateDir(root / "state"),
             Outbox(root / "state" / "outbox.json"),
             launcher,
-            RunnerConfig(stop_grace_seconds=1.0),
+            # The agent's own user (root, here): these tests are about task identity; workers'
+            # users have their own tests (tests/runtime/test_isolation.py).
+            RunnerConfig(stop_grace_seconds=1.0, users=WorkerUsers.agents_own(root_allowed=True)),
         )
         client = CoordinatorClient(self.session, self.url, name, str(made["token"]))
         config = LoopConfig(watch_interval_seconds=0.05, backoff_max_seconds=0.5)
