@@ -12,20 +12,27 @@ from astraeus.coordinator.console import ASSET_TYPES, asset_names, setup_console
 from .cluster import Cluster
 
 EXPECTED = {
+    "admin.js",
     "api.js",
     "app.js",
     "asked.js",
     "choose.js",
     "console.css",
     "dom.js",
+    "format.js",
     "forms.js",
     "index.html",
     "logo.svg",
     "machines.js",
+    "map.js",
+    "mapmodel.js",
     "newrun.js",
     "runpage.js",
     "runs.js",
+    "tablemodel.js",
+    "vtable.js",
     "why.js",
+    "words.js",
 }
 
 # A scheme followed by "//", or a protocol-relative "//host": anything fetched from elsewhere.

@@ -1,0 +1,191 @@
+"""`GET /api/v1/cluster/map`: every visible machine with each GPU's health and holder, in one
+compact answer: what the console's cluster map and machines table draw from.
+
+A member sees the machines of its workspace's pools only (as `GET /api/v1/machines`), and the
+names of its own workspace's runs only: a GPU another workspace's run holds says so, unnamed.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+from aiohttp import web
+from pydantic import Field
+
+from astraeus.coordinator.store import MachineRecord, Role
+from astraeus.coordinator.store.db import Database
+from astraeus.shared import GpuHealthState, LinkLayer, MachineReport
+from astraeus.shared.base import WireModel
+from astraeus.shared.labels import FABRIC, POOL, RACK
+
+from .auth import principal, visible_pools
+from .keys import CLOCK, SCHEDULER, STORE
+from .routes import Route
+
+
+class MapGpu(WireModel):
+    """One GPU: its index, model (an index into `models`), health and holder (into `runs`)."""
+
+    index: int
+    model: int = Field(description="index into the answer's `models`")
+    health: GpuHealthState
+    run: int | None = Field(
+        default=None, description="index into the answer's `runs`; null when the GPU is free"
+    )
+
+
+class MapRun(WireModel):
+    """A run holding GPUs. For a member, another workspace's runs are one entry with no name."""
+
+    name: str | None = Field(description="null: a run of another workspace")
+    workspace: str | None = None
+
+
+class MapMachine(WireModel):
+    name: str
+    state: str = Field(description="Up or Down")
+    site: str | None = Field(
+        default=None, description="the site label, else the network the agent connects from"
+    )
+    rack: str | None = None
+    fabric: str | None = Field(
+        default=None, description="the fabric label, else the fabric its InfiniBand ports report"
+    )
+    network: str = Field(description="InfiniBand, RoCE or Ethernet: what its active ports are")
+    nvlink_domain: str | None = Field(default=None, description="the GPUs' NVLink domain")
+    cordoned: bool = False
+    cordon_reason: str | None = None
+    conditions: list[str] = Field(default_factory=list, description="pressure conditions")
+    gpus: list[MapGpu] = Field(default_factory=list)
+
+
+class ClusterMap(WireModel):
+    """Machines in name order; GPU models and holding runs listed once and referred to by index."""
+
+    models: list[str]
+    runs: list[MapRun]
+    machines: list[MapMachine]
+
+
+OTHERS = {"name": None, "workspace": None}
+
+
+def _holders(database: Database) -> dict[tuple[str, str], tuple[str, str]]:
+    """(machine, GPU UUID) → (run, workspace) for every GPU a live task holds."""
+    rows = database.read(
+        "SELECT gpu_holds.machine, gpu_holds.gpu_id, runs.name, runs.workspace FROM gpu_holds"
+        " JOIN tasks ON tasks.id = gpu_holds.task_id JOIN runs ON runs.seq = tasks.run_seq"
+    )
+    return {(r["machine"], r["gpu_id"]): (r["name"], r["workspace"]) for r in rows}
+
+
+class _Index:
+    """Values listed once in the answer, each kept at the position it was first seen."""
+
+    def __init__(self) -> None:
+        self.items: list[object] = []
+        self._at: dict[object, int] = {}
+
+    def of(self, key: object, item: object) -> int:
+        at = self._at.get(key)
+        if at is None:
+            at = self._at[key] = len(self.items)
+            self.items.append(item)
+        return at
+
+
+def network_of(report: MachineReport | None) -> str:
+    """InfiniBand if an active port is; RoCE for active RDMA over Ethernet; else Ethernet."""
+    layers = {p.link_layer for p in (report.rdma_ports if report else []) if p.up}
+    if LinkLayer.INFINIBAND in layers:
+        return "InfiniBand"
+    return "RoCE" if layers else "Ethernet"
+
+
+def _fabric(record: MachineRecord) -> str | None:
+    label = record.labels.get(FABRIC)
+    if label or record.report is None:
+        return label
+    named = sorted({p.fabric for p in record.report.rdma_ports if p.fabric and p.up})
+    return named[0] if named else None
+
+
+class _Builder:
+    def __init__(self, holders: dict[tuple[str, str], tuple[str, str]], own: str | None) -> None:
+        self.holders = holders
+        self.own = own
+        """The member's workspace; None for an admin, who sees every run's name."""
+        self.models = _Index()
+        self.runs = _Index()
+
+    def holder(self, machine: str, uuid: str) -> int | None:
+        held = self.holders.get((machine, uuid))
+        if held is None:
+            return None
+        run, workspace = held
+        if self.own is not None and workspace != self.own:
+            return self.runs.of(None, OTHERS)
+        return self.runs.of(held, {"name": run, "workspace": workspace})
+
+    def machine(self, record: MachineRecord, now: datetime, down_after: timedelta) -> object:
+        report = record.report
+        gpus = report.gpus if report else []
+        domains = sorted({g.nvlink_domain for g in gpus if g.nvlink_domain})
+        return {
+            "name": record.name,
+            "state": record.state(now, down_after).value,
+            "site": record.site,
+            "rack": record.labels.get(RACK),
+            "fabric": _fabric(record),
+            "network": network_of(report),
+            "nvlink_domain": domains[0] if domains else None,
+            "cordoned": record.cordon_reason is not None,
+            "cordon_reason": record.cordon_reason,
+            "conditions": [c.value for c in report.conditions] if report else [],
+            "gpus": [
+                {
+                    "index": g.index,
+                    "model": self.models.of(g.model, g.model),
+                    "health": g.health.state.value,
+                    "run": self.holder(record.name, g.uuid),
+                }
+                for g in gpus
+            ],
+        }
+
+
+def _visible(record: MachineRecord, pools: tuple[str, ...] | None) -> bool:
+    """The rule of `GET /api/v1/machines`: admins see all; members their pools' machines."""
+    return pools is None or not pools or record.labels.get(POOL) in pools
+
+
+async def cluster_map(request: web.Request) -> web.Response:
+    pools = visible_pools(request)  # refuses agents
+    who = principal(request)
+    store = request.app[STORE]
+    own = None if who.role == Role.ADMIN else (who.workspace or "")
+    build = _Builder(_holders(store.database), own)
+    now, down_after = request.app[CLOCK].now(), request.app[SCHEDULER].down_after
+    machines = [
+        build.machine(record, now, down_after)
+        for record in store.machines.all()
+        if _visible(record, pools)
+    ]
+    body = {"models": build.models.items, "runs": build.runs.items, "machines": machines}
+    # Built as plain data and written in one call: 40,000 GPUs as pydantic objects would cost
+    # the event loop several times as long. `ClusterMap` is the schema it follows.
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return web.Response(text=text, content_type="application/json")
+
+
+ROUTES = (
+    Route(
+        "GET",
+        "/api/v1/cluster/map",
+        cluster_map,
+        "Every machine with each GPU's health and holder: the console's map and machines table",
+        "member",
+        response=ClusterMap,
+    ),
+)
