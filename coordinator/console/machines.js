@@ -3,7 +3,7 @@
 
 import { clusterMapData, enc, get, isAdmin } from "./api.js";
 import { adminPanel } from "./admin.js";
-import { badge, errorBox, gb, gib, h, mount, table, when } from "./dom.js";
+import { badge, errorBox, gb, gib, h, markDrawn, mount, table, when } from "./dom.js";
 import { HEALTH_WORDS, fabricText, nvlinkText, reservationText } from "./format.js";
 import { clusterMap, legend } from "./map.js";
 import { machineRows } from "./mapmodel.js";
@@ -64,6 +64,7 @@ export async function machinesPage(ctx) {
       view = machinesTable(rows);
       mount(holder, view);
       view.update(rows); // its window is sized now that it is in the page
+      markDrawn("table");
     } else {
       view.update(rows);
     }

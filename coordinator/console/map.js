@@ -2,7 +2,7 @@
 // opens its machine. On a waiting run's page, marks say which machine is closest and which
 // machines can never take the run.
 
-import { h } from "./dom.js";
+import { h, markDrawn } from "./dom.js";
 import { STATUS_WORDS, count, holderText, stateText } from "./format.js";
 import { hitTest, layoutMap, machineLook, totals } from "./mapmodel.js";
 
@@ -70,21 +70,22 @@ function paint(canvas, model, marks) {
   paintCells(ctx, model);
   paintMarks(ctx, model, marks);
   canvas.dataset.drawn = String(model.machines.length);
+  markDrawn("map");
 }
 
 function paintBoxes(ctx, model) {
+  const racks = new Path2D();
+  for (const box of model.boxes) if (box.kind === "rack") racks.rect(box.x, box.y, box.w, box.h);
+  ctx.fillStyle = "#e9edf2";
+  ctx.fill(racks);
   ctx.textBaseline = "top";
-  for (const box of model.boxes) {
-    if (box.kind === "rack") {
-      ctx.fillStyle = "#e9edf2";
-      ctx.fillRect(box.x, box.y, box.w, box.h);
-      ctx.fillStyle = INK.rack;
-      ctx.font = "10px system-ui, sans-serif";
-      ctx.fillText(clip(ctx, box.label, box.w - 4), box.x + 2, box.y + 2);
-    } else {
-      ctx.fillStyle = INK[box.kind];
-      ctx.font = box.kind === "site" ? "600 14px system-ui, sans-serif" : "12px system-ui, sans-serif";
-      ctx.fillText(box.label, box.x + 2, box.y + 3);
+  for (const kind of ["rack", "group", "site"]) {
+    ctx.fillStyle = INK[kind];
+    ctx.font = { rack: "10px system-ui, sans-serif", group: "12px system-ui, sans-serif", site: "600 14px system-ui, sans-serif" }[kind];
+    for (const box of model.boxes) {
+      if (box.kind !== kind) continue;
+      if (kind === "rack") ctx.fillText(clip(ctx, box.label, box.w - 4), box.x + 2, box.y + 2);
+      else ctx.fillText(box.label, box.x + 2, box.y + 3);
     }
   }
 }
@@ -96,16 +97,27 @@ function clip(ctx, text, width) {
   return `${cut}…`;
 }
 
+/** Machines' tiles and frames, one path per look: a handful of fills and strokes for 5,000. */
 function paintMachines(ctx, model, marks) {
+  const looks = new Map(Object.keys(LOOK).map((look) => [look, { fill: new Path2D(), frame: new Path2D() }]));
+  const closest = new Path2D();
   for (const placed of model.machines) {
-    const look = LOOK[machineLook(placed.row)];
-    const closest = marks.get(placed.row.name) === "closest";
-    ctx.fillStyle = closest ? "#fde68a" : look.fill;
-    ctx.fillRect(placed.x, placed.y, placed.w, placed.h);
-    ctx.strokeStyle = look.frame;
-    ctx.lineWidth = look.width;
-    const inset = look.width / 2;
-    ctx.strokeRect(placed.x + inset, placed.y + inset, placed.w - look.width, placed.h - look.width);
+    const look = machineLook(placed.row);
+    const paths = looks.get(look);
+    const inset = LOOK[look].width / 2;
+    (marks.get(placed.row.name) === "closest" ? closest : paths.fill).rect(placed.x, placed.y, placed.w, placed.h);
+    paths.frame.rect(placed.x + inset, placed.y + inset, placed.w - 2 * inset, placed.h - 2 * inset);
+  }
+  for (const [look, paths] of looks) {
+    ctx.fillStyle = LOOK[look].fill;
+    ctx.fill(paths.fill);
+  }
+  ctx.fillStyle = "#fde68a";
+  ctx.fill(closest);
+  for (const [look, paths] of looks) {
+    ctx.strokeStyle = LOOK[look].frame;
+    ctx.lineWidth = LOOK[look].width;
+    ctx.stroke(paths.frame);
   }
   if (!model.tile.names) return;
   ctx.font = "10px system-ui, sans-serif";
@@ -120,11 +132,12 @@ function paintMachines(ctx, model, marks) {
 function paintCells(ctx, model) {
   const paths = new Map();
   const size = model.cell;
+  const down = model.machines.map((placed) => machineLook(placed.row) === "down");
   for (const cell of model.cells) {
-    const down = machineLook(model.machines[cell.machine].row) === "down";
-    const colour = down ? DOWN_CELL : COLOURS[cell.status];
-    if (!paths.has(colour)) paths.set(colour, new Path2D());
-    paths.get(colour).rect(cell.x, cell.y, size, size);
+    const colour = down[cell.machine] ? DOWN_CELL : COLOURS[cell.status];
+    let path = paths.get(colour);
+    if (!path) paths.set(colour, (path = new Path2D()));
+    path.rect(cell.x, cell.y, size, size);
   }
   for (const [colour, path] of paths) {
     ctx.fillStyle = colour;

@@ -6,11 +6,12 @@ import { gpuStatus, healthCounts, modelCounts, nvlinkText } from "./format.js";
 
 const ORDER = new Intl.Collator("en", { numeric: true });
 
-/** One row per machine: what the table shows and the map draws. */
+/** One row per machine, from `GET /api/v1/cluster/map`: what the table shows and the map draws. */
 export function machineRows(map) {
   return map.machines.map((m) => {
-    const gpus = m.gpus.map((g) => {
-      const gpu = { index: g.index, model: map.models[g.model], health: g.health, run: g.run === null || g.run === undefined ? null : map.runs[g.run] };
+    // Each GPU comes as [index, model, health, run]: indexes into `models` and `runs`.
+    const gpus = m.gpus.map(([index, model, health, run]) => {
+      const gpu = { index, model: map.models[model], health, run: run === null ? null : map.runs[run] };
       gpu.status = gpuStatus(gpu);
       return gpu;
     });

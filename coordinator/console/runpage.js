@@ -122,15 +122,27 @@ function whyPanel(run, task, where) {
   if (placement && placement.nodes.length) {
     where.show(placement);
     parts.push(where.element, reasonGroups(placement));
-    const all = reasonsTable(placement, "why-machines");
-    const many = placement.nodes.length > MANY;
-    parts.push(many ? h("details", { id: "why-all" }, h("summary", {}, `Every machine (${placement.nodes.length.toLocaleString("en-US")})`), all) : all);
+    parts.push(placement.nodes.length > MANY ? everyMachine(placement) : reasonsTable(placement, "why-machines"));
   }
   if (placement) parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
   return h("section", { class: "card", id: "why" }, parts);
 }
 
 const MANY = 20; // more machines than this: their table starts folded, under the groups
+
+/** Every machine's reason, folded: the table is built when it is opened (and kept open as the
+ * page refreshes), so thousands of rows cost nothing until someone reads them. */
+function everyMachine(placement) {
+  const open = document.getElementById("why-all")?.open || false;
+  const summary = h("summary", {}, `Every machine (${placement.nodes.length.toLocaleString("en-US")})`);
+  const details = h("details", { id: "why-all", open }, summary);
+  const fill = () => {
+    if (details.open && !details.querySelector("table")) details.append(reasonsTable(placement, "why-machines"));
+  };
+  details.addEventListener("toggle", fill);
+  fill();
+  return details;
+}
 
 /** What keeps the machines out, machines with alike reasons together, largest group first. */
 function reasonGroups(placement) {

@@ -77,6 +77,15 @@ async def test_console_index_is_the_page(cluster: Cluster) -> None:
     assert '<script type="module" src="app.js"></script>' in body
 
 
+def test_index_preloads_every_module() -> None:
+    """index.html preloads every module but app.js, so the browser fetches them at once instead
+    of one import at a time."""
+    preloaded = set(
+        re.findall(r'<link rel="modulepreload" href="([a-z]+\.js)">', _text("index.html"))
+    )
+    assert preloaded == {name for name in EXPECTED if name.endswith(".js")} - {"app.js"}
+
+
 @pytest.mark.parametrize("path", ["/", "/console"], ids=["root", "no-slash"])
 async def test_root_redirects_to_the_console(cluster: Cluster, path: str) -> None:
     """`/` and `/console` redirect to `/console/`."""

@@ -53,10 +53,12 @@ def machine(name: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def gpus(n: int, model: int = 0, **by_index: dict[str, Any]) -> list[dict[str, Any]]:
-    listed = [{"index": i, "model": model, "health": "healthy", "run": None} for i in range(n)]
-    for index, change in by_index.items():
-        listed[int(index.removeprefix("g"))].update(change)
+def gpus(n: int, model: int = 0, **by_index: tuple[str, Any]) -> list[list[Any]]:
+    """`n` GPUs as the map lists them, [index, model, health, run]; `g<i>=(field, value)`
+    changes GPU i's health or run."""
+    listed: list[list[Any]] = [[i, model, "healthy", None] for i in range(n)]
+    for index, (field, value) in by_index.items():
+        listed[int(index.removeprefix("g"))][{"health": 2, "run": 3}[field]] = value
     return listed
 
 
@@ -94,7 +96,7 @@ async def test_every_machine_and_gpu_with_its_health_and_holder(fake_cluster: Cl
                 rack="r1",
                 fabric="ib-0",
                 network="InfiniBand",
-                gpus=gpus(4, g0={"run": 0}, g1={"run": 0}, g3={"health": "at_risk"}),
+                gpus=gpus(4, g0=("run", 0), g1=("run", 0), g3=("health", "at_risk")),
             ),
             machine(
                 "gpu-02",
@@ -104,7 +106,7 @@ async def test_every_machine_and_gpu_with_its_health_and_holder(fake_cluster: Cl
                 cordoned=True,
                 cordon_reason="firmware update",
                 conditions=["MemoryPressure"],
-                gpus=gpus(2, model=1, g1={"health": "faulted"}),
+                gpus=gpus(2, model=1, g1=("health", "faulted")),
             ),
             machine("gpu-03", state="Down", site=None),
         ],
@@ -145,7 +147,7 @@ async def test_a_member_sees_its_pools_and_no_other_workspaces_run_names(
         {"name": None, "workspace": None},
         {"name": "train", "workspace": "vision"},
     ]
-    assert [g["run"] for g in answer["machines"][0]["gpus"]] == [0, 0, 1, None]
+    assert [g[3] for g in answer["machines"][0]["gpus"]] == [0, 0, 1, None]
     _, raw = await c.call("GET", "/api/v1/cluster/map", vision)
     assert "beta" not in str(raw)
 

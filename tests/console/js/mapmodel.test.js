@@ -18,7 +18,7 @@ function machine(name, extra = {}, gpus = 8) {
     cordoned: false,
     cordon_reason: null,
     conditions: [],
-    gpus: Array.from({ length: gpus }, (_, index) => ({ index, model: 0, health: "healthy", run: null })),
+    gpus: Array.from({ length: gpus }, (_, index) => [index, 0, "healthy", null]),
     ...extra,
   };
 }
@@ -46,9 +46,9 @@ function big(n) {
 test("rows hold each GPU's model, holder and status", () => {
   const runs = [{ name: "train", workspace: "vision" }, { name: null, workspace: null }];
   const m = machine("gpu-01", {}, 3);
-  m.gpus[0].run = 0;
-  m.gpus[1].run = 1;
-  m.gpus[2].health = "faulted";
+  m.gpus[0][3] = 0;
+  m.gpus[1][3] = 1;
+  m.gpus[2][2] = "faulted";
   const [row] = rowsOf([m], runs);
   assert.deepEqual(row.gpus.map((g) => [g.model, g.status, g.run]), [
     [H100, "in_use", runs[0]],

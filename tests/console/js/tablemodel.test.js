@@ -9,7 +9,7 @@ function machine(name, extra = {}, gpus = []) {
   return { name, state: "Up", site: "fra-1", rack: null, fabric: null, network: "Ethernet", nvlink_domain: null, cordoned: false, cordon_reason: null, conditions: [], gpus, ...extra };
 }
 
-const gpu = (health = "healthy", run = null) => ({ index: 0, model: 0, health, run });
+const gpu = (health = "healthy", run = null) => [0, 0, health, run];
 const answer = {
   models: ["NVIDIA H100 80GB HBM3"],
   runs: [{ name: "train", workspace: "vision" }],
