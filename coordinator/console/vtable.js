@@ -5,7 +5,7 @@ import { h } from "./dom.js";
 import { COLUMNS, cellTexts, filterRows, sortRows } from "./tablemodel.js";
 
 export const ROW_HEIGHT = 33; // px; console.css gives `tr.m-row` this height
-const OVERSCAN = 12;
+const OVERSCAN = 6;
 
 /** The table of `rows` (from `machineRows`); `element.update(rows)` redraws with new data and the
  * same sort, filters and scroll. */
