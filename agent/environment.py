@@ -4,6 +4,7 @@ The runner calls `worker_environment` once per task, just before it starts the w
 `WorkerEnvironmentError` fails the task with its message instead of starting it.
 """
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -15,8 +16,12 @@ IMEX_CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 
 RDMA_CM = "/dev/infiniband/rdma_cm"
 RDMA_DIR = "/dev/infiniband"
-AMD_DEVICES = ("/dev/kfd", "/dev/dri")
-INTEL_DEVICES = ("/dev/dri",)
+NVIDIA_CONTROL = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+"""Every CUDA process opens these besides its GPUs' own `/dev/nvidia<minor>`; they open no GPU."""
+AMD_KFD = "/dev/kfd"
+"""ROCm's compute interface; the kernel lets a process use only the GPUs whose render node its
+device cgroup allows, so `/dev/kfd` with one render node is that GPU alone."""
+NVIDIA_CDI = "nvidia.com/gpu="
 
 MIB = 1024**2
 DEFAULT_SHM_BYTES = 64 * MIB
@@ -37,9 +42,16 @@ class WorkerEnvironment:
 
     env: dict[str, str]
     devices: tuple[str, ...]
+    """The device nodes the worker may open, and no others where the launcher can enforce it."""
+    cdi_devices: tuple[str, ...]
+    """The assigned NVIDIA GPUs by CDI name, which containers get instead of their nodes: the
+    NVIDIA Container Toolkit's spec for one GPU holds its node, the control nodes and the
+    driver's libraries."""
     capabilities: tuple[str, ...]
     memlock_unlimited: bool
     shm_size_bytes: int
+    mounts: tuple[tuple[str, str], ...] = ()
+    """(path on this machine, path in the container) of each drive, for containers."""
 
 
 def worker_environment(
@@ -56,11 +68,13 @@ def worker_environment(
     """
     gpus = assigned_gpus(assignment, report)
     ports = nccl_ports(assignment, report)
+    mounts = drive_mounts(assignment, report)
     env = {
         **_task_variables(assignment),
         **_gpu_variables(gpus, report),
         **_rendezvous_variables(assignment),
         **_network_variables(assignment, ports),
+        **_drive_variables(assignment, mounts),
     }
     devices = [*_gpu_devices(gpus), *_rdma_devices(ports, uverbs or {})]
     if assignment.network is NetworkKind.NVLINK:
@@ -69,9 +83,11 @@ def worker_environment(
     return WorkerEnvironment(
         env=env,
         devices=tuple(dict.fromkeys(devices)),
+        cdi_devices=tuple(NVIDIA_CDI + g.uuid for g in gpus if g.vendor is Vendor.NVIDIA),
         capabilities=("IPC_LOCK",) if rdma else (),
         memlock_unlimited=bool(gpus) or rdma,
         shm_size_bytes=_shm_size(assignment, gpus),
+        mounts=tuple(mounts),
     )
 
 
@@ -90,7 +106,12 @@ def nccl_ports(assignment: Assignment, report: MachineReport) -> list[RdmaPort]:
     """The ports NCCL may use: up, at least `min_gbps`, one link layer (InfiniBand first)."""
     if assignment.network not in RDMA_NETWORKS:
         return []
-    fast = [p for p in report.rdma_ports if p.up and p.rate_gbps >= (assignment.min_gbps or 0)]
+    # Omni-Path ports are never NCCL's InfiniBand ports (docs/decisions.md, "Omni-Path").
+    fast = [
+        p
+        for p in report.rdma_ports
+        if p.up and not p.omni_path and p.rate_gbps >= (assignment.min_gbps or 0)
+    ]
     layers = [LinkLayer.INFINIBAND]
     if assignment.network is NetworkKind.RDMA:
         layers.append(LinkLayer.ETHERNET)
@@ -101,6 +122,40 @@ def nccl_ports(assignment: Assignment, report: MachineReport) -> list[RdmaPort]:
     speed = f" at {assignment.min_gbps:g} Gb/s or more" if assignment.min_gbps else ""
     kind = "InfiniBand" if assignment.network is NetworkKind.INFINIBAND else "RDMA"
     raise WorkerEnvironmentError(f"no {kind} port is up{speed} on machine {report.name}")
+
+
+def drive_variable(name: str) -> str:
+    """`ASTRAEUS_DRIVE_<NAME>`: the drive's name in capitals, other characters as `_`."""
+    return "ASTRAEUS_DRIVE_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def drive_mounts(assignment: Assignment, report: MachineReport) -> list[tuple[str, str]]:
+    """(path here, path in the container) of each drive the run mounts: the drive must be one
+    this machine's agent is configured with, and reachable at its last scan."""
+    by_name = {drive.name: drive for drive in report.drives}
+    mounts = []
+    for mount in assignment.drives:
+        drive = by_name.get(mount.name)
+        if drive is None or drive.path is None:
+            raise WorkerEnvironmentError(f"drive {mount.name} is not on machine {report.name}")
+        if not drive.reachable:
+            raise WorkerEnvironmentError(
+                f"drive {mount.name} is not reachable on machine {report.name} ({drive.path})"
+            )
+        for path in (drive.path, mount.mount_path):
+            # A comma would let a path add options to the runtime's `--mount` list.
+            if "," in path or not path.startswith("/"):
+                raise WorkerEnvironmentError(f"drive {mount.name}: {path!r} cannot be mounted")
+        mounts.append((drive.path, mount.mount_path))
+    return mounts
+
+
+def _drive_variables(assignment: Assignment, mounts: list[tuple[str, str]]) -> dict[str, str]:
+    """Each drive's path as the worker sees it: in its container, or on the machine."""
+    return {
+        drive_variable(mount.name): inside if assignment.image else here
+        for mount, (here, inside) in zip(assignment.drives, mounts, strict=True)
+    }
 
 
 def _task_variables(assignment: Assignment) -> dict[str, str]:
@@ -140,6 +195,7 @@ def _rendezvous_variables(assignment: Assignment) -> dict[str, str]:
         "WORLD_SIZE": str(rdv.world_size),
         "RANK": str(rdv.rank),
         "NODE_RANK": str(rdv.node_rank),
+        "LOCAL_RANK": str(rdv.local_rank),
         "LOCAL_WORLD_SIZE": str(rdv.local_world_size),
     }
 
@@ -154,14 +210,19 @@ def _network_variables(assignment: Assignment, ports: Sequence[RdmaPort]) -> dic
 
 
 def _gpu_devices(gpus: Sequence[GpuInfo]) -> list[str]:
-    devices: list[str] = []
-    for gpu in gpus:
-        if gpu.vendor is Vendor.NVIDIA:
-            devices.append(f"nvidia.com/gpu={gpu.uuid}")
-        elif gpu.vendor is Vendor.AMD:
-            devices.extend(AMD_DEVICES)
-        elif gpu.vendor is Vendor.INTEL:
-            devices.extend(INTEL_DEVICES)
+    """Each GPU's own node, from discovery's facts, then what its vendor's stack opens besides."""
+    unknown = [gpu.uuid for gpu in gpus if gpu.device_node is None]
+    if unknown:
+        raise WorkerEnvironmentError(
+            f"assigned_gpu_ids: the device node of {', '.join(unknown)} is not known (no NVML "
+            "minor number or DRM render node), so it cannot be given to a worker alone"
+        )
+    devices = [str(gpu.device_node) for gpu in gpus]
+    vendors = {gpu.vendor for gpu in gpus}
+    if Vendor.NVIDIA in vendors:
+        devices.extend(NVIDIA_CONTROL)
+    if Vendor.AMD in vendors:
+        devices.append(AMD_KFD)
     return devices
 
 

@@ -5,7 +5,8 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,12 +14,15 @@ from astraeus.shared import SCHEMA_VERSION, BackendStatus, GpuInfo, MachineRepor
 
 from .backends import GpuBackend, GpuSample
 from .backends.select import open_backend, open_fake_backend
+from .drives import DriveConfig, DriveReader
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
 from .health.ports import PortHealthTracker
-from .host import DiskReader, read_host, statvfs_disk
+from .host import DiskReader, HostState, read_host, statvfs_disk
 from .known import KNOWN_FILE, KnownGpus
+from .topology.ifaddrs import live_addresses
 from .topology.imex import imex_status
+from .topology.netifs import AddressReader, read_interfaces
 from .topology.nvlink import machine_domain
 from .topology.rdma import read_counters, read_ports
 
@@ -26,6 +30,16 @@ log = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 FAULTS_FILE = "gpu-faults.json"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What the last scan read besides the report, for /metrics: each GPU's raw sample (by
+    UUID), each RDMA port's counters (by `mlx5_0:1`) and the host's figures."""
+
+    samples: dict[str, GpuSample] = field(default_factory=dict)
+    port_counters: dict[str, dict[str, float]] = field(default_factory=dict)
+    host: HostState = field(default_factory=HostState)
 
 
 def utc_now() -> datetime:
@@ -50,7 +64,8 @@ class Scanner:
     `FakeMachine`. An empty `name` means the fake machine's name, else the hostname; a name given
     with `fake:` renames the fake machine (its GPU UUIDs derive from the name). A fake
     machine writes its own sysfs/proc/dev tree under `data_dir` (unless it has one already) and
-    that tree replaces the given roots."""
+    that tree replaces the given roots. `drives` are the configured drives, read at each scan;
+    a fake machine adds its own."""
 
     def __init__(
         self,
@@ -64,6 +79,8 @@ class Scanner:
         labels: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utc_now,
         policy: HealthPolicy | None = None,
+        drives: Sequence[DriveConfig] = (),
+        addresses: AddressReader = live_addresses,
     ) -> None:
         data_dir = data_dir or default_data_dir()
         self.data_dir, self.clock = data_dir, clock
@@ -71,6 +88,7 @@ class Scanner:
             data_dir.mkdir(parents=True, exist_ok=True)
         self.labels = dict(labels or {})
         self._disk: DiskReader = statvfs_disk
+        self._addresses = addresses
         if isinstance(backend, str) and backend.startswith("fake:"):
             spec = backend.removeprefix("fake:")
             backend = load_fake_machine(spec, clock=clock, name=name or None)
@@ -82,22 +100,33 @@ class Scanner:
             )
             sysfs_root, proc_root, dev_root = root / "sys", root / "proc", root / "dev"
             self._disk = self.machine.disk_stats
+            self._addresses = self.machine.addresses
             self.labels = {**self.machine.spec.labels, **self.labels}
             self.backend = open_fake_backend(self.machine, clock)
         else:
             self.backend = open_backend(str(backend), sysfs_root=sysfs_root, clock=clock)
         self.sysfs_root, self.proc_root, self.dev_root = sysfs_root, proc_root, dev_root
+        self.drives = [DriveReader(drives)]
+        if self.machine is not None and self.machine.spec.drives:
+            fake = DriveReader(self.machine.drive_configs(), stat=self.machine.drive_stats)
+            self.drives.append(fake)
         self.tracker = HealthTracker(policy, state_file=data_dir / FAULTS_FILE)
         self.known = KnownGpus(data_dir / KNOWN_FILE)
         self.ports = PortHealthTracker(policy)
         self.warnings: list[str] = []
+        self.telemetry = Telemetry()
 
     def scan(self) -> MachineReport:
         """The full report; never raises for missing hardware."""
         now = self.clock()
         host = read_host(self.proc_root, self.sysfs_root, self.data_dir, self._disk)
-        gpus, warnings = self._gpus(now)
-        self.warnings = host.problems + warnings
+        gpus, warnings, samples = self._gpus(now)
+        interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
+        counters = read_counters(self.sysfs_root)
+        drives = [drive for reader in self.drives for drive in reader.read()]
+        problems = [problem for reader in self.drives for problem in reader.problems]
+        self.warnings = host.problems + net_problems + warnings + problems
+        self.telemetry = Telemetry({s.uuid: s for s in samples}, counters, host)
         return MachineReport(
             schema_version=SCHEMA_VERSION,
             name=self.name,
@@ -110,12 +139,12 @@ class Scanner:
             free_memory_bytes=host.memory_available_bytes,
             conditions=host.conditions,
             cpu_pressure=host.cpu_pressure,
+            drives=drives,
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),
-            rdma_ports=self.ports.classify(
-                read_ports(self.sysfs_root), read_counters(self.sysfs_root), now
-            ),
+            rdma_ports=self.ports.classify(read_ports(self.sysfs_root), counters, now),
+            network_interfaces=interfaces,
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,
         )
@@ -134,7 +163,7 @@ class Scanner:
     def close(self) -> None:
         self.backend.close()
 
-    def _gpus(self, now: datetime) -> tuple[list[GpuInfo], list[str]]:
+    def _gpus(self, now: datetime) -> tuple[list[GpuInfo], list[str], list[GpuSample]]:
         samples = _sample(self.backend)
         for event in self.backend.xid_events():
             self.tracker.record_xid(event)
@@ -147,13 +176,14 @@ class Scanner:
             where = before.pci_bus_id or f"index {before.index}"
             health = self.tracker.missing(before.uuid, where, now)
             infos.append(before.model_copy(update={"health": health}))
-        return infos, ([warning] if warning else []) + _unavailable(samples)
+        return infos, ([warning] if warning else []) + _unavailable(samples), samples
 
     def _info(self, s: GpuSample, domain: str | None, now: datetime) -> GpuInfo:
         before = self.known.get(s.uuid)
         if s.lost and before is not None:  # a lost GPU cannot say what it is; we remember
             s.model, s.memory_bytes = before.model, before.memory_bytes
             s.pci_bus_id, s.numa_node = before.pci_bus_id, before.numa_node
+            s.device_node = before.device_node
         return GpuInfo(
             index=s.index,
             uuid=s.uuid,
@@ -165,6 +195,7 @@ class Scanner:
             health=self.tracker.update(s, now),
             nvlink_domain=domain,
             xgmi_hive=s.xgmi_hive,
+            device_node=s.device_node,
         )
 
     def _numa(self, bdf: str | None) -> int | None:

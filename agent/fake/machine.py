@@ -6,6 +6,7 @@ for all, overrides per index). The same files drive `astraeus-agent inspect --ba
 the tests and the demo cluster.
 """
 
+import re
 import tomllib
 import uuid
 from importlib import resources
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from astraeus.shared import Vendor
 from astraeus.shared.validation import describe
 
+DRIVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 FabricState = Literal["not_supported", "not_started", "in_progress", "completed"]
 FabricHealth = Literal["healthy", "degraded", "limited", "unhealthy"]
 
@@ -54,7 +56,19 @@ class FakeGpu(_Strict):
     nvlink_crc_per_min: float = Field(default=0, ge=0)
     thermal_throttle_fraction: float = Field(default=0, ge=0, le=1)
     power_throttle_fraction: float = Field(default=0, ge=0, le=1)
+    nvlink5_errors_per_min: float = Field(
+        default=0, ge=0, description="NVLink5 symbol errors (Blackwell counters), per minute"
+    )
+    # Telemetry:
+    temperature_c: float = Field(default=40, ge=0)
+    power_watts: float = Field(default=350, ge=0)
+    utilization_percent: float = Field(default=0, ge=0, le=100)
+    memory_used_gb: float = Field(default=0, ge=0)
     # States:
+    nvlink5: bool = Field(default=False, description="NVLink5 field counters (Blackwell)")
+    recovery_action: int = Field(
+        default=0, ge=0, description="NVML_GPU_RECOVERY_ACTION_* the driver reports (field 230)"
+    )
     ecc_uncorrected: int = Field(default=0, ge=0)
     remap_pending: bool = False
     remap_failure: bool = False
@@ -93,6 +107,16 @@ class FakeRdma(FakePort):
     name_format: str = "mlx5_{i}"
 
 
+class FakeEthernet(_Strict):
+    """The machine's management Ethernet interface (its RoCE netdevs are listed as well)."""
+
+    name: str = "eth0"
+    speed_mbps: int = Field(default=100_000, ge=1)
+    state: str = "up"
+    ipv4: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
+    ipv6: list[str] = Field(default_factory=list)
+
+
 class FakePressure(_Strict):
     memory_available_mb: int = Field(default=200_000, ge=0)
     disk_total_gb: float = Field(default=1000, gt=0)
@@ -105,6 +129,22 @@ class FakePressure(_Strict):
     pid_max: int = Field(default=4_194_304, ge=1)
 
 
+class FakeDrive(_Strict):
+    """A drive the machine holds (or reaches over the network): a folder in its tree, with the
+    capacity and free space `statvfs` answers for it."""
+
+    capacity_gb: float = Field(default=1000, gt=0)
+    free_gb: float = Field(default=500, ge=0)
+    network: bool = Field(default=False, description="reached over the network, not held here")
+    reachable: bool = Field(default=True, description="false: statvfs fails, as on a lost mount")
+
+    @model_validator(mode="after")
+    def _free_within_capacity(self) -> Self:
+        if self.free_gb > self.capacity_gb:
+            raise ValueError(f"free_gb ({self.free_gb}) is more than capacity_gb")
+        return self
+
+
 class FakeMachineSpec(_Strict):
     """The file's contents, validated."""
 
@@ -115,10 +155,12 @@ class FakeMachineSpec(_Strict):
     numa_nodes: int = Field(default=2, ge=1, le=64)
     imex: bool = Field(default=False, description="driver registers the IMEX channel device")
     pressure: FakePressure = Field(default_factory=FakePressure)
+    ethernet: FakeEthernet = Field(default_factory=FakeEthernet)
     gpus: FakeGpus = Field(default_factory=FakeGpus)
     gpu: dict[int, dict[str, object]] = Field(default_factory=dict)
     rdma: FakeRdma = Field(default_factory=FakeRdma)
     port: dict[int, dict[str, object]] = Field(default_factory=dict)
+    drives: dict[str, FakeDrive] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _overrides_in_range(self) -> Self:
@@ -128,6 +170,9 @@ class FakeMachineSpec(_Strict):
         for index in self.port:
             if not 0 <= index < self.rdma.count:
                 raise ValueError(f"port.{index} overrides a port the machine lacks")
+        for name in self.drives:
+            if not DRIVE_NAME.fullmatch(name):
+                raise ValueError(f"drives.{name}: use letters, digits, '.', '_' and '-' only")
         return self
 
     def gpu_at(self, index: int) -> FakeGpu:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
+from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState, reasons
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 machine`, `3 machines`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
@@ -53,26 +58,58 @@ def status_lines(run: Run) -> list[str]:
 
 def placement_of(run: Run) -> PendingExplanation | None:
     """The explanation of the run's first waiting task."""
+    task = explained_task(run)
+    return task.placement if task is not None else None
+
+
+def explained_task(run: Run) -> Task | None:
+    """The run's first waiting task with an explanation."""
     for task in run.tasks:
         if task.placement is not None and task.state == TaskState.PENDING:
-            return task.placement
+            return task
     return None
 
 
-def why_lines(explanation: PendingExplanation) -> list[str]:
-    """Every machine and what keeps it out: the closest first, then machines up, then down."""
+def why_lines(explanation: PendingExplanation, reason: str | None = None) -> list[str]:
+    """Every machine and what keeps it out: the closest first, then machines up, then down.
+    Under a queue reason (`reason`) the run fits, and the queue holds it back: so it says."""
     closest = explanation.closest
     head = (
-        f"Why it is not running yet: {explanation.checked_nodes} machines checked, "
+        f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
         f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
     )
-    head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
+    if reason is not None and held_by_queue(reason):
+        head += "; the run fits, and the queue holds it back"
+    else:
+        head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
     nodes = sorted(
         explanation.nodes,
         key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
     )
     rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
-    return [head, *table(rows, indent="  ")]
+    return [head, *table(rows, indent="  "), *hint_lines(explanation)]
+
+
+NO_CONTAINER = "machine lacks capability container"
+CONTAINER_HINT = [
+    "Runs with --image need a container runtime: an agent reports the capability `container`",
+    "when podman or docker is on its PATH (install one on the GPU machines, e.g. `apt-get",
+    "install podman`, and restart the agent). The demo's machines have none: leave out --image",
+    "to run the command directly on them.",
+]
+
+
+def hint_lines(explanation: PendingExplanation) -> list[str]:
+    """A sentence for a reason that needs more than its words: today, no container runtime."""
+    if any(NO_CONTAINER in reason for node in explanation.nodes for reason in node.reasons):
+        return CONTAINER_HINT
+    return []
+
+
+def held_by_queue(reason: str) -> bool:
+    """A queue reason for a run that fits: not the head's `Next to run`, which waits for room
+    held for it."""
+    return reasons.is_queue_reason(reason) and not reason.startswith("Next to run")
 
 
 def run_rows(runs: Sequence[Run]) -> list[str]:

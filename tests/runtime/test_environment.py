@@ -8,6 +8,7 @@ from astraeus.agent.environment import (
     DEFAULT_SHM_BYTES,
     GPU_SHM_MIN_BYTES,
     IMEX_CHANNEL0,
+    NVIDIA_CONTROL,
     WorkerEnvironmentError,
     worker_environment,
 )
@@ -20,25 +21,33 @@ def _uuid(i: int) -> str:
     return f"GPU-{i:08x}-0000-4000-8000-000000000000"
 
 
-def _gpu(i: int, vendor: str = "nvidia") -> dict[str, Any]:
-    return {"index": i, "uuid": _uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB}
+def _gpu(i: int, vendor: str = "nvidia", node: str | None = None) -> dict[str, Any]:
+    node = node or (f"/dev/nvidia{i}" if vendor == "nvidia" else f"/dev/dri/renderD{128 + i}")
+    return {
+        "index": i, "uuid": _uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB,
+        "device_node": node,
+    }  # fmt: skip
 
 
 def _port(device: str, rate: float, *, state: str = "ACTIVE", layer: str = "InfiniBand") -> dict:
     return {"device": device, "port": 1, "state": state, "link_layer": layer, "rate_gbps": rate}
 
 
-def _machine(gpus: int = 8, vendor: str = "nvidia", **extra: Any) -> MachineReport:
+def _machine(count: int = 8, vendor: str = "nvidia", **extra: Any) -> MachineReport:
     return MachineReport.model_validate(
         {
             "schema_version": SCHEMA_VERSION,
             "name": "gpu-01",
             "cpu_cores": 96,
             "memory_bytes": 1024 * GIB,
-            "gpus": [_gpu(i, vendor) for i in range(gpus)],
+            "gpus": [_gpu(i, vendor) for i in range(count)],
             **extra,
         }
     )
+
+
+def _with_gpus(*gpus: dict[str, Any]) -> MachineReport:
+    return _machine(0, gpus=list(gpus))
 
 
 def _assignment(**extra: Any) -> Assignment:
@@ -79,6 +88,7 @@ BASE = {
     "WORLD_SIZE": "2",
     "RANK": "1",
     "NODE_RANK": "1",
+    "LOCAL_RANK": "0",
     "LOCAL_WORLD_SIZE": "1",
 }
 
@@ -185,11 +195,13 @@ def test_infiniband_run_gets_rdma_devices_ipc_lock_and_memlock() -> None:
     uverbs = {"mlx5_0": "/dev/infiniband/uverbs0", "ibp12s0": "/dev/infiniband/uverbs3"}
     got = worker_environment(assignment, report, uverbs=uverbs)
     assert got.devices == (
-        f"nvidia.com/gpu={_uuid(0)}",
+        "/dev/nvidia0",
+        *NVIDIA_CONTROL,
         "/dev/infiniband/rdma_cm",
         "/dev/infiniband/uverbs0",
         "/dev/infiniband/uverbs3",
     )
+    assert got.cdi_devices == (f"nvidia.com/gpu={_uuid(0)}",)
     assert got.capabilities == ("IPC_LOCK",)
     assert got.memlock_unlimited
 
@@ -207,14 +219,28 @@ def test_nvlink_domain_gets_imex_channel_zero() -> None:
     report = _machine(4, imex={"available": True})
     assignment = _assignment(assigned_gpu_ids=[_uuid(0)], network="nvlink", nvlink_domain="c1/0")
     got = worker_environment(assignment, report)
-    assert got.devices == (f"nvidia.com/gpu={_uuid(0)}", IMEX_CHANNEL0)
+    assert got.devices == ("/dev/nvidia0", *NVIDIA_CONTROL, IMEX_CHANNEL0)
     assert got.capabilities == ()
 
 
-def test_amd_devices_are_listed_once() -> None:
-    """AMD workers get /dev/kfd and /dev/dri once, however many GPUs they have."""
-    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(0), _uuid(1)]), _machine(2, "amd"))
-    assert got.devices == ("/dev/kfd", "/dev/dri")
+def test_amd_workers_get_their_render_nodes_and_kfd_once() -> None:
+    """AMD workers get the render node of each of their GPUs, and /dev/kfd once."""
+    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(1), _uuid(0)]), _machine(2, "amd"))
+    assert got.devices == ("/dev/dri/renderD129", "/dev/dri/renderD128", "/dev/kfd")
+    assert got.cdi_devices == ()
+
+
+def test_gpu_nodes_come_from_the_reported_minor_numbers_not_the_index() -> None:
+    """A GPU's node is the one discovery reported: NVML's index 2 may be /dev/nvidia3."""
+    report = _with_gpus(_gpu(2, node="/dev/nvidia3"))
+    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(2)]), report)
+    assert got.devices == ("/dev/nvidia3", *NVIDIA_CONTROL)
+
+
+def test_cpu_worker_gets_no_device() -> None:
+    """A worker without GPUs or RDMA gets no device node at all, not even the control nodes."""
+    got = worker_environment(_assignment(), _machine())
+    assert (got.devices, got.cdi_devices) == ((), ())
 
 
 @pytest.mark.parametrize(
@@ -244,6 +270,13 @@ def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) 
             id="unknown-gpu",
         ),
         pytest.param(
+            _with_gpus({**_gpu(0), "device_node": None}),
+            _assignment(assigned_gpu_ids=[_uuid(0)]),
+            f"assigned_gpu_ids: the device node of {_uuid(0)} is not known (no NVML minor "
+            "number or DRM render node), so it cannot be given to a worker alone",
+            id="no-device-node",
+        ),
+        pytest.param(
             _machine(rdma_ports=IB_PORTS),
             _assignment(network="infiniband", min_gbps=800),
             "no InfiniBand port is up at 800 Gb/s or more on machine gpu-01",
@@ -254,6 +287,12 @@ def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) 
             _assignment(network="rdma"),
             "no RDMA port is up on machine gpu-01",
             id="all-ports-down",
+        ),
+        pytest.param(
+            _machine(rdma_ports=[{**_port("hfi1_0", 100), "omni_path": True}]),
+            _assignment(network="infiniband"),
+            "no InfiniBand port is up on machine gpu-01",
+            id="omni-path-only",
         ),
         pytest.param(
             _machine(imex={"available": False, "detail": "no nvidia-caps-imex-channels major"}),
@@ -268,3 +307,80 @@ def test_refusals(report: MachineReport, assignment: Assignment, message: str) -
     with pytest.raises(WorkerEnvironmentError) as caught:
         worker_environment(assignment, report)
     assert str(caught.value) == message
+
+
+def test_a_worker_sharing_its_machine_gets_its_local_rank() -> None:
+    """A second worker of a run on one machine gets LOCAL_RANK 1 of LOCAL_WORLD_SIZE 2."""
+    shared = _assignment()
+    rendezvous = shared.rendezvous.model_copy(update={"local_rank": 1, "local_world_size": 2})
+    env = worker_environment(shared.model_copy(update={"rendezvous": rendezvous}), _machine()).env
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("1", "2")
+
+
+DRIVES = [
+    {"name": "datasets", "path": "/mnt/datasets", "capacity_bytes": 1, "free_bytes": 1},
+    {"name": "ckpt-2", "path": "/mnt/nfs/ckpt", "local": False},
+    {"name": "lost", "path": "/mnt/lost", "reachable": False},
+]
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        pytest.param(
+            None,
+            {"ASTRAEUS_DRIVE_DATASETS": "/mnt/datasets", "ASTRAEUS_DRIVE_CKPT_2": "/mnt/nfs/ckpt"},
+            id="plain-process-gets-the-path-here",
+        ),
+        pytest.param(
+            "pytorch:24.08",
+            {"ASTRAEUS_DRIVE_DATASETS": "/data", "ASTRAEUS_DRIVE_CKPT_2": "/ckpt"},
+            id="container-gets-the-mount-path",
+        ),
+    ],
+)
+def test_drives_become_variables_and_mounts(image: str | None, expected: dict[str, str]) -> None:
+    """Each drive the run mounts is ASTRAEUS_DRIVE_<NAME> (the path on the machine for a plain
+    process, its mount_path in a container) and a bind mount for the container."""
+    mounts = [
+        {"name": "datasets", "mount_path": "/data"},
+        {"name": "ckpt-2", "mount_path": "/ckpt"},
+    ]
+    worker = worker_environment(_assignment(image=image, drives=mounts), _machine(drives=DRIVES))
+    assert {k: v for k, v in worker.env.items() if k.startswith("ASTRAEUS_DRIVE_")} == expected
+    assert worker.mounts == (("/mnt/datasets", "/data"), ("/mnt/nfs/ckpt", "/ckpt"))
+
+
+@pytest.mark.parametrize(
+    ("mount", "message"),
+    [
+        pytest.param(
+            {"name": "other", "mount_path": "/o"}, "drive other is not on machine gpu-01", id="none"
+        ),
+        pytest.param(
+            {"name": "lost", "mount_path": "/l"},
+            "drive lost is not reachable on machine gpu-01 (/mnt/lost)",
+            id="unreachable",
+        ),
+        pytest.param(
+            {"name": "datasets", "mount_path": "/d,source=/etc"},
+            "drive datasets: '/d,source=/etc' cannot be mounted",
+            id="comma-from-the-wire",
+        ),
+    ],
+)
+def test_a_drive_the_machine_cannot_give_fails_the_task(
+    mount: dict[str, str], message: str
+) -> None:
+    """A drive the machine lacks, cannot reach, or a path that would add runtime options, fails
+    the task with a sentence instead of starting it."""
+    with pytest.raises(WorkerEnvironmentError) as raised:
+        worker_environment(_assignment(drives=[mount]), _machine(drives=DRIVES))
+    assert str(raised.value) == message
+
+
+def test_omni_path_ports_never_join_nccl_ib_hca() -> None:
+    """An up Omni-Path port beside InfiniBand ones is left out of NCCL_IB_HCA."""
+    ports = [{**_port("hfi1_0", 100), "omni_path": True}, _port("mlx5_0", 400)]
+    env = worker_environment(_assignment(network="rdma"), _machine(rdma_ports=ports)).env
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1"
