@@ -47,6 +47,9 @@ class MapMachine(WireModel):
     )
     network: str = Field(description="InfiniBand, RoCE or Ethernet: what its active ports are")
     nvlink_domain: str | None = Field(default=None, description="the GPUs' NVLink domain")
+    ethernet_mbps: int | None = Field(
+        default=None, description="speed of the fastest Ethernet interface that is up"
+    )
     cordoned: bool = False
     cordon_reason: str | None = None
     conditions: list[str] = Field(default_factory=list, description="pressure conditions")
@@ -102,18 +105,27 @@ class _Index:
 
 
 def network_of(report: MachineReport | None) -> str:
-    """InfiniBand if an active port is; RoCE for active RDMA over Ethernet; else Ethernet."""
-    layers = {p.link_layer for p in (report.rdma_ports if report else []) if p.up}
+    """InfiniBand if an active port is; RoCE for active RDMA over Ethernet; else Ethernet.
+    Omni-Path ports count as neither (placement never uses them for RDMA)."""
+    ports = report.rdma_ports if report else []
+    layers = {p.link_layer for p in ports if p.up and not p.omni_path}
     if LinkLayer.INFINIBAND in layers:
         return "InfiniBand"
     return "RoCE" if layers else "Ethernet"
+
+
+def ethernet_of(report: MachineReport | None) -> int | None:
+    """The speed of the fastest Ethernet interface that is up (as `GET /api/v1/machines`)."""
+    interfaces = report.network_interfaces if report else []
+    speeds = [i.speed_mbps for i in interfaces if i.up and i.kind == "ethernet" and i.speed_mbps]
+    return max(speeds, default=None)
 
 
 def _fabric(labels: dict[str, str], report: MachineReport | None) -> str | None:
     label = labels.get(FABRIC)
     if label or report is None:
         return label
-    named = sorted({p.fabric for p in report.rdma_ports if p.fabric and p.up})
+    named = sorted({p.fabric for p in report.rdma_ports if p.fabric and p.up and not p.omni_path})
     return named[0] if named else None
 
 
@@ -145,6 +157,7 @@ class _Builder:
             "fabric": _fabric(labels, report),
             "network": network_of(report),
             "nvlink_domain": domains[0] if domains else None,
+            "ethernet_mbps": ethernet_of(report),
             "cordoned": record.cordon_reason is not None,
             "cordon_reason": record.cordon_reason,
             "conditions": list(report.conditions) if report else [],

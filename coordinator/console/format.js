@@ -108,3 +108,9 @@ export function reservationText(r, time = (iso) => new Date(iso).toLocaleString(
   const span = r.starts_at ? ` from ${time(r.starts_at)} to ${time(r.ends_at)}` : "";
   return `Reserved for ${who}${span}`;
 }
+
+/** `100 Gb/s`, `2.5 Gb/s`, `100 Mb/s` (as the CLI prints it); empty when not known. */
+export function speedText(mbps) {
+  if (mbps === null || mbps === undefined) return "";
+  return mbps >= 1000 ? `${mbps / 1000} Gb/s` : `${mbps} Mb/s`;
+}

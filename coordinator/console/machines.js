@@ -4,7 +4,7 @@
 import { clusterMapData, enc, get, isAdmin } from "./api.js";
 import { adminPanel } from "./admin.js";
 import { badge, errorBox, gb, gib, h, markDrawn, mount, table, when } from "./dom.js";
-import { HEALTH_WORDS, fabricText, nvlinkText, reservationText } from "./format.js";
+import { HEALTH_WORDS, fabricText, nvlinkText, reservationText, speedText } from "./format.js";
 import { clusterMap, legend } from "./map.js";
 import { machineRows } from "./mapmodel.js";
 import { machinesTable } from "./vtable.js";
@@ -103,6 +103,7 @@ function machineCard(machine) {
     ["Site", machine.site || machine.labels[SITE] || "—"],
     ["Rack", machine.rack || machine.labels[RACK] || "—"],
     ["Fabric", fabricText(machine)],
+    ["Ethernet", speedText(machine.ethernet_mbps) || "—"],
     ["NVLink domain", machine.nvlink_domains.map(nvlinkText).join(", ") || "—"],
     ["GPUs", `${machine.gpus_free} free of ${machine.gpus_total} (${machine.gpus_allocated} allocated)`],
     ["GPU models", machine.gpu_models.map((m) => `${m.free} of ${m.total} free ${m.model}`).join(", ") || "—"],

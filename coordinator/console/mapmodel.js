@@ -25,6 +25,7 @@ export function machineRows(map) {
       network: m.network,
       nvlinkDomain: m.nvlink_domain || "",
       nvlink: nvlinkText(m.nvlink_domain),
+      ethernet: m.ethernet_mbps ?? null,
       cordoned: m.cordoned,
       cordonReason: m.cordon_reason || "",
       conditions: m.conditions,

@@ -1,7 +1,7 @@
 // The machines table's columns, and which rows it shows in what order: search by name, a filter
 // per column, a sort. Pure functions, no page (tested with node --test).
 
-import { freeText, healthText } from "./format.js";
+import { freeText, healthText, speedText } from "./format.js";
 
 const ORDER = new Intl.Collator("en", { numeric: true, sensitivity: "base" });
 
@@ -12,6 +12,7 @@ export const COLUMNS = [
   { key: "state", heading: "State", text: (r) => r.state },
   { key: "site", heading: "Site", text: (r) => r.site || "—" },
   { key: "fabric", heading: "Fabric", text: (r) => r.fabric },
+  { key: "ethernet", heading: "Ethernet", text: (r) => speedText(r.ethernet) || "—", sort: (r) => r.ethernet ?? -1 },
   { key: "rack", heading: "Rack", text: (r) => r.rack || "—" },
   { key: "nvlink", heading: "NVLink domain", text: (r) => r.nvlink || "—" },
   { key: "gpus", heading: "GPUs free / total", text: (r) => freeText(r.models) || "—", sort: (r) => r.free * 10_000 + r.gpus.length },

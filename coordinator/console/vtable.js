@@ -72,7 +72,7 @@ function heading(column, view, resort) {
 }
 
 function colgroup() {
-  const widths = { name: 9, state: 5, site: 6, fabric: 6, rack: 6, nvlink: 7, gpus: 14, health: 11, conditions: 8, cordon: 11 };
+  const widths = { name: 8.5, state: 5, site: 6, fabric: 6, ethernet: 5.5, rack: 5.5, nvlink: 6.5, gpus: 13, health: 10, conditions: 7.5, cordon: 10 };
   return h(
     "colgroup",
     {},

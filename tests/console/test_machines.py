@@ -39,9 +39,10 @@ async def cells(page: Any, machine: str) -> list[str]:
 
 
 async def test_the_table_sorts_filters_and_searches(cluster: Cluster, page: Any) -> None:
-    """One row per machine with state, site, fabric (Ethernet for plain Ethernet), rack, NVLink
-    domain, GPUs free/total by model, health, conditions and cordon; a heading sorts, again
-    reverses; each column filters; the search box finds by name; a name opens the machine."""
+    """One row per machine with state, site, fabric (Ethernet for plain Ethernet), Ethernet
+    speed, rack, NVLink domain, GPUs free/total by model, health, conditions and cordon; a
+    heading sorts, again reverses; each column filters; the search box finds by name; a name
+    opens the machine."""
     from playwright.async_api import expect
 
     await busy_demo(cluster)
@@ -54,17 +55,18 @@ async def test_the_table_sorts_filters_and_searches(cluster: Cluster, page: Any)
     busy = train["tasks"][0]["machine"]
     assert busy == "ib-a1"
     assert await cells(page, busy) == [
-        busy, "Up", "lab", "ib-a", "rack-a1", "—", f"0/8 {H100}", "8 healthy", "—", "—"
+        busy, "Up", "lab", "ib-a", "100 Gb/s", "rack-a1", "—", f"0/8 {H100}", "8 healthy", "—",
+        "—",
     ]  # fmt: skip
     assert await cells(page, "eth-2") == [
-        "eth-2", "Up", "lab", "Ethernet", "rack-e1", "—", "2/2 NVIDIA A10", "2 healthy", "—",
-        "Cordoned: firmware update",
+        "eth-2", "Up", "lab", "Ethernet", "100 Gb/s", "rack-e1", "—", "2/2 NVIDIA A10",
+        "2 healthy", "—", "Cordoned: firmware update",
     ]  # fmt: skip
-    assert (await cells(page, "ib-b1"))[7] == "6 healthy, 2 at risk"
-    assert (await cells(page, "ib-b2"))[8] == "MemoryPressure"
-    assert (await cells(page, "nvl-1"))[3:6] == ["Ethernet", "nvl72-1", "5d1c7a3e/1"]
-    assert (await cells(page, "roce-2"))[3] == "RoCE"
-    assert (await cells(page, "spare-1"))[1:4] == ["Down", "—", "Ethernet"]
+    assert (await cells(page, "ib-b1"))[8] == "6 healthy, 2 at risk"
+    assert (await cells(page, "ib-b2"))[9] == "MemoryPressure"
+    assert (await cells(page, "nvl-1"))[3:7] == ["Ethernet", "100 Gb/s", "nvl72-1", "5d1c7a3e/1"]
+    assert (await cells(page, "roce-2"))[3:5] == ["RoCE", "200 Gb/s"]
+    assert (await cells(page, "spare-1"))[1:5] == ["Down", "—", "Ethernet", "—"]
     await page.screenshot(path=screenshot_path("machines-table"), full_page=True)
 
     await page.click('button[data-sort="gpus"]')
@@ -119,6 +121,7 @@ async def test_a_machines_page_holds_what_its_card_showed(cluster: Cluster, page
 
     eth = await facts("eth-2")
     assert eth["Accepting runs"] == "Cordoned: firmware update"
+    assert eth["Ethernet"] == "100 Gb/s"
     assert (eth["Fabric"], eth["Site"], eth["Rack"], eth["NVLink domain"]) == (
         "Ethernet", "lab", "rack-e1", "—"
     )  # fmt: skip

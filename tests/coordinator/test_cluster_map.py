@@ -45,6 +45,7 @@ def machine(name: str, **extra: Any) -> dict[str, Any]:
         "fabric": None,
         "network": "Ethernet",
         "nvlink_domain": None,
+        "ethernet_mbps": None,
         "cordoned": False,
         "cordon_reason": None,
         "conditions": [],
@@ -64,14 +65,20 @@ def gpus(n: int, model: int = 0, **by_index: tuple[str, Any]) -> list[list[Any]]
 
 async def test_every_machine_and_gpu_with_its_health_and_holder(fake_cluster: Cluster) -> None:
     """An admin's map: machines by name, each GPU's model (listed once), health and holding run
-    (listed once, named with its workspace); network, fabric, rack, NVLink domain, cordon,
-    conditions; a machine that never reported is Down with no GPUs."""
+    (listed once, named with its workspace); network, fabric, rack, NVLink domain, the fastest
+    Ethernet that is up, cordon, conditions; a machine that never reported is Down, no GPUs."""
     c = fake_cluster
     await c.workspace("vision")
     labels = {"topology.astraeus.io/rack": "r1", "topology.astraeus.io/fabric": "ib-0"}
     ib = report("gpu-01", gpus=4, labels=labels)
     ib["gpus"][3]["health"] = RISK
     ib["rdma_ports"] = [ib_port("ib-fe80")]
+    ib["network_interfaces"] = [
+        {"name": "eth0", "state": "up", "speed_mbps": 25000},
+        {"name": "eth1", "state": "up", "speed_mbps": 100000},
+        {"name": "eth2", "state": "down", "speed_mbps": 400000},
+        {"name": "ib0", "kind": "infiniband", "state": "up", "speed_mbps": 400000},
+    ]
     await put_report(c, ib)
     roce = report("gpu-02", gpus=2, model=A10, labels={"topology.astraeus.io/site": "fra-1"})
     roce["gpus"][1]["health"] = FAULT
@@ -96,6 +103,7 @@ async def test_every_machine_and_gpu_with_its_health_and_holder(fake_cluster: Cl
                 rack="r1",
                 fabric="ib-0",
                 network="InfiniBand",
+                ethernet_mbps=100000,
                 gpus=gpus(4, g0=("run", 0), g1=("run", 0), g3=("health", "at_risk")),
             ),
             machine(

@@ -15,6 +15,7 @@ import {
   nvlinkText,
   parseLabels,
   reservationText,
+  speedText,
   stateText,
 } from "../../../coordinator/console/format.js";
 
@@ -95,4 +96,8 @@ test("a reservation in words", () => {
   assert.equal(reservationText({ labels: { pool: "h100" } }, time), "Reserved for pool=h100");
   const ws = { labels: {}, workspace: "vision", starts_at: "2026-01-01T00:00:00Z", ends_at: "2026-01-02T00:00:00Z" };
   assert.equal(reservationText(ws, time), "Reserved for workspace vision from 2026-01-01 to 2026-01-02");
+});
+
+test("Ethernet speed as the CLI prints it", () => {
+  assert.deepEqual([speedText(100000), speedText(2500), speedText(100), speedText(null)], ["100 Gb/s", "2.5 Gb/s", "100 Mb/s", ""]);
 });

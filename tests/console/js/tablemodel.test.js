@@ -14,7 +14,7 @@ const answer = {
   models: ["NVIDIA H100 80GB HBM3"],
   runs: [{ name: "train", workspace: "vision" }],
   machines: [
-    machine("gpu-10", { fabric: "ib-0", network: "InfiniBand" }, [gpu(), gpu("at_risk")]),
+    machine("gpu-10", { fabric: "ib-0", network: "InfiniBand", ethernet_mbps: 2500 }, [gpu(), gpu("at_risk")]),
     machine("gpu-2", { cordoned: true, cordon_reason: "firmware update" }, [gpu("healthy", 0), gpu()]),
     machine("gpu-1", { state: "Down", site: null }, []),
   ],
@@ -24,10 +24,11 @@ const names = (list) => list.map((row) => row.name);
 
 test("the cells' texts, column by column", () => {
   const [first] = sortRows(rows(), { key: "name" });
-  assert.deepEqual(COLUMNS.map((c) => c.heading), ["Machine", "State", "Site", "Fabric", "Rack", "NVLink domain", "GPUs free / total", "Health", "Conditions", "Cordon"]);
-  assert.deepEqual(first.cells, ["gpu-1", "Down", "—", "Ethernet", "—", "—", "—", "—", "—", "—"]);
+  assert.deepEqual(COLUMNS.map((c) => c.heading), ["Machine", "State", "Site", "Fabric", "Ethernet", "Rack", "NVLink domain", "GPUs free / total", "Health", "Conditions", "Cordon"]);
+  assert.deepEqual(first.cells, ["gpu-1", "Down", "—", "Ethernet", "—", "—", "—", "—", "—", "—", "—"]);
   const cordoned = rows().find((row) => row.name === "gpu-2");
-  assert.deepEqual(cordoned.cells.slice(6), ["1/2 NVIDIA H100 80GB HBM3", "2 healthy", "—", "Cordoned: firmware update"]);
+  assert.deepEqual(cordoned.cells.slice(7), ["1/2 NVIDIA H100 80GB HBM3", "2 healthy", "—", "Cordoned: firmware update"]);
+  assert.equal(rows().find((row) => row.name === "gpu-10").cells[4], "2.5 Gb/s");
 });
 
 test("names sort as people count (gpu-2 before gpu-10), and a second sort reverses", () => {
@@ -35,6 +36,7 @@ test("names sort as people count (gpu-2 before gpu-10), and a second sort revers
   assert.deepEqual(names(sortRows(rows(), { key: "name", descending: true })), ["gpu-10", "gpu-2", "gpu-1"]);
   assert.deepEqual(names(sortRows(rows(), { key: "gpus" })), ["gpu-1", "gpu-2", "gpu-10"]);
   assert.deepEqual(names(sortRows(rows(), { key: "health" })), ["gpu-10", "gpu-1", "gpu-2"]);
+  assert.deepEqual(names(sortRows(rows(), { key: "ethernet", descending: true })), ["gpu-10", "gpu-1", "gpu-2"]);
 });
 
 test("filters hold per column, case aside; search is by name; all must match", () => {
