@@ -8,6 +8,7 @@ import contextlib
 import logging
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,11 +19,16 @@ from astraeus.agent.runtime.sdnotify import Notifier
 from astraeus.coordinator.api import create_app
 from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings, SettingsError, load
-from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.store import Role, StorageError, Store
+from astraeus.coordinator.store.backup import BackupError, backup
+from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
 
 log = logging.getLogger("astraeus.coordinator")
 
-COMMANDS = ("serve", "token")
+COMMANDS = ("serve", "token", "backup")
+
+SHUTDOWN_SECONDS = 5.0
+"""On SIGTERM, requests already being answered get this long to finish."""
 
 ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 - a file name
 
@@ -60,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     revoke = tsub.add_parser("revoke", help="revoke a token by id")
     _common(revoke)
     revoke.add_argument("id", type=int)
+    backup = sub.add_parser(
+        "backup", help="copy the database consistently, while the coordinator runs"
+    )
+    _common(backup)
+    backup.add_argument("path", type=Path, help="where the copy goes (replaced if it exists)")
     return parser
 
 
@@ -91,7 +102,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "token":
         return _token(args, settings)
+    if args.command == "backup":
+        return _backup(settings.db, args.path)
     return asyncio.run(serve(settings))
+
+
+def _backup(db: Path, target: Path) -> int:
+    try:
+        summary = backup(db, target)
+    except BackupError as exc:
+        print(f"astraeus-coordinator: {exc}", file=sys.stderr)
+        return 1
+    print(summary.line(db, target))
+    return 0
 
 
 def _open(settings: Settings) -> Store:
@@ -100,6 +123,14 @@ def _open(settings: Settings) -> Store:
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        return _token_in(args, settings)
+    except (StorageError, sqlite3.Error) as exc:
+        print(f"astraeus-coordinator: {settings.db}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _token_in(args: argparse.Namespace, settings: Settings) -> int:
     store = _open(settings)
     clock = SystemClock()
     try:
@@ -159,18 +190,57 @@ def first_admin_token(store: Store, state_dir: Path) -> Path | None:
     return path
 
 
+def _start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
+    """The database's lock and the open store, or why the coordinator cannot start."""
+    try:
+        settings.db.parent.mkdir(parents=True, exist_ok=True)
+        lock = lock_database(settings.db)
+    except DatabaseInUseError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot lock {settings.db}: {exc}"
+    try:
+        store = _open(settings)
+    except (StorageError, sqlite3.Error, OSError) as exc:
+        lock.release()
+        return f"cannot open {settings.db}: {exc}"
+    try:
+        token_file = first_admin_token(store, settings.state_dir)
+    except (StorageError, OSError) as exc:
+        store.close()
+        lock.release()
+        return f"cannot write the first admin token: {exc}"
+    if token_file is not None:
+        log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
+    fault = store.database.probe()
+    if fault is not None:
+        log.error("%s; serving reads, writes answer 503 until it clears", fault.error)
+    return lock, store
+
+
 async def serve(settings: Settings) -> int:
     # A scheduler pass computes in a worker thread. Handing the GIL back to the event loop every
     # millisecond (not every 5) keeps agents' reports answered sooner while a pass runs.
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()
-    store = _open(settings)
-    token_file = first_admin_token(store, settings.state_dir)
-    if token_file is not None:
-        log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
+    started = _start(settings)
+    if isinstance(started, str):
+        print(f"astraeus-coordinator: {started}", file=sys.stderr)
+        return 1
+    lock, store = started
+    try:
+        return await _serve(settings, store, notifier)
+    finally:
+        store.close()
+        lock.release()
+
+
+async def _serve(settings: Settings, store: Store, notifier: Notifier) -> int:
+    """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
+    `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
     app = create_app(settings, store=store, clock=SystemClock())
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
     await site.start()
@@ -185,12 +255,12 @@ async def serve(settings: Settings) -> int:
     pinger = asyncio.create_task(_watchdog(notifier, interval / 2)) if interval else None
     await stop.wait()
     notifier.stopping()
+    log.info("stopping: no new requests; finishing those in flight")
     if pinger is not None:
         pinger.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await pinger
     await runner.cleanup()
-    store.close()
     return 0
 
 

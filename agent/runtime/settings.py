@@ -29,7 +29,7 @@ class Settings:
     labels: tuple[tuple[str, str], ...] = ()
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
-    backoff_max_seconds: float = 60.0
+    backoff_max_seconds: float = 5.0
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
