@@ -252,10 +252,14 @@ class Scheduler:
 
     async def _loop(self) -> None:
         debounce = self._settings.pass_debounce_seconds
+        # The flag as well as the cancellation: before Python 3.12 `wait_for` may swallow a
+        # cancellation that arrives as its inner wait ends, and the loop would go on forever.
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._settings.pass_interval_seconds)
             await asyncio.sleep(debounce)
+            if self._stopping.is_set():
+                return
             self._wake.clear()
             try:
                 result = await self.run_pass()
@@ -297,6 +301,7 @@ class Scheduler:
         is ended and waited for, so that the service's own connection is the file's last and
         closing it leaves no WAL behind."""
         self._stopping.set()
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
