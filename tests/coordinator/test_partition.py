@@ -3,9 +3,11 @@ worker is gone, and silence counts only from when the coordinator could hear."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from astraeus.coordinator.scheduler.worker import compute_pass
 from astraeus.coordinator.store.agents import NO_WORKER
 
 from .conftest import ClientFactory, Cluster, make_cluster
@@ -156,3 +158,22 @@ async def test_silence_counts_from_the_coordinators_start(
     c.clock.advance(30)
     assert (await c.run_pass()).lost == 1
     c.store.close()
+
+
+async def test_the_pass_worker_counts_silence_from_heard_since(cluster: Cluster) -> None:
+    """A pass computed in the worker process sees a machine last seen before an outage as Up
+    while the coordinator has heard for less than `down_after` (and Down without that)."""
+    c = cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "finetune", gpus=1)
+    db = str(c.store.database.path)
+    later = START + timedelta(seconds=600)
+    restarted = START + timedelta(seconds=590)
+    decisions, _ = compute_pass(db, later, 30.0, restarted, 500, 2.0)
+    assert [p.item.run for p in decisions.placed] == ["finetune"]
+    decisions, _ = compute_pass(db, later, 30.0, START, 500, 2.0)
+    assert (decisions.placed, [w.reason for w in decisions.waiting]) == (
+        [],
+        ["No machine fits: 0 of 1 machines ready"],
+    )
