@@ -42,6 +42,8 @@ def backup(source: Path, target: Path) -> BackupSummary:
     if not target.parent.is_dir():
         raise BackupError(f"no directory {target.parent}")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    beside = [source.with_name(source.name + suffix) for suffix in ("-wal", "-shm")]
+    missing = [path for path in beside if not path.exists()]
     try:
         _copy(source, partial)
         summary = _check(partial)
@@ -53,7 +55,19 @@ def backup(source: Path, target: Path) -> BackupSummary:
     finally:
         with contextlib.suppress(FileNotFoundError):
             partial.unlink()
+        _same_owner(source, missing)
     return summary
+
+
+def _same_owner(source: Path, created: list[Path]) -> None:
+    """SQLite creates the -wal and -shm of a WAL database even for a reader, when the
+    coordinator is not running. Made by root (the usual backup user), they would keep the
+    service's own user out of its database: they get the database file's owner."""
+    info = source.stat()
+    for path in created:
+        with contextlib.suppress(OSError):
+            if path.stat().st_uid != info.st_uid or path.stat().st_gid != info.st_gid:
+                os.chown(path, info.st_uid, info.st_gid)
 
 
 def _copy(source: Path, partial: Path) -> None:

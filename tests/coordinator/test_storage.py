@@ -4,12 +4,15 @@ a real I/O error are in tests/faults/test_storage_faults.py."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from astraeus.coordinator.service import main
 from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.backup import BackupError, backup
 from astraeus.coordinator.store.faults import storage_problem
 
 from .conftest import Cluster
@@ -163,3 +166,39 @@ def test_other_errors_stay_what_they_are(tmp_path: Path) -> None:
         conn.execute("INSERT INTO nowhere VALUES (1)")
     assert store.database.fault is None
     store.close()
+
+
+def test_a_backup_of_a_stopped_database_leaves_its_files_to_their_owner(tmp_path: Path) -> None:
+    """A backup while no coordinator runs copies every run, and any -wal or -shm SQLite makes
+    for it belongs to the database file's owner (for root: whoever owns the file)."""
+    store = Store.open(tmp_path / "a.db")
+    store.close()
+    for leftover in ("a.db-wal", "a.db-shm"):
+        (tmp_path / leftover).unlink(missing_ok=True)
+    if os.geteuid() == 0:  # root backs up a database another user owns, as under systemd
+        os.chown(tmp_path / "a.db", 4321, 4321)
+    summary = backup(tmp_path / "a.db", tmp_path / "copy.db")
+    assert (summary.runs, summary.machines, summary.schema_version) == (0, 0, 4)
+    owner = (tmp_path / "a.db").stat().st_uid
+    made = list(tmp_path.glob("a.db-*"))
+    assert [leftover.stat().st_uid for leftover in made] == [owner] * len(made)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == ["copy.db"]
+
+
+def test_a_backup_refuses_to_overwrite_the_database(tmp_path: Path) -> None:
+    """PATH naming the database itself is refused, and the database is left as it was."""
+    store = Store.open(tmp_path / "a.db")
+    store.close()
+    with pytest.raises(BackupError, match=r"is the database itself: give another path$"):
+        backup(tmp_path / "a.db", tmp_path / "a.db")
+    assert Store.open(tmp_path / "a.db").database.schema_version == 4
+
+
+def test_backup_of_a_missing_database_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`astraeus-coordinator backup` with no database at --db exits 1 with one line."""
+    missing = tmp_path / "none.db"
+    assert main(["backup", "--db", str(missing), str(tmp_path / "copy.db")]) == 1
+    assert capsys.readouterr().err == f"astraeus-coordinator: no database at {missing}\n"
+    assert not missing.exists()
