@@ -1,7 +1,8 @@
 """The agent's local API (loopback by default): what this machine looks like right now.
 
-GET /v1/machine, /v1/gpus, /v1/gpus/{index-or-uuid}, /v1/rdma, /v1/health. Thin handlers:
-read the latest report, serialise. Errors are JSON with a sentence, never a traceback."""
+GET /v1/machine, /v1/gpus, /v1/gpus/{index-or-uuid}, /v1/rdma, /v1/health, and /metrics
+(Prometheus text). Thin handlers: read the latest report, serialise. Errors are JSON with a
+sentence, never a traceback."""
 
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -10,6 +11,7 @@ from aiohttp import web
 
 from astraeus.shared import GpuHealthState, GpuInfo, MachineReport
 
+from .metrics import CONTENT_TYPE, render
 from .service import ScanService
 
 DEFAULT_HOST = "127.0.0.1"
@@ -28,6 +30,7 @@ def create_app(service: ScanService) -> web.Application:
     app.router.add_get("/v1/gpus/{gpu}", gpu)
     app.router.add_get("/v1/rdma", rdma)
     app.router.add_get("/v1/health", health)
+    app.router.add_get("/metrics", metrics)
     return app
 
 
@@ -41,7 +44,7 @@ async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResp
         return await handler(request)
     except web.HTTPNotFound:
         return _error(404, f"no such path {request.path}; see /v1/machine, /v1/gpus, /v1/rdma, "
-                           "/v1/health")  # fmt: skip
+                           "/v1/health, /metrics")  # fmt: skip
     except web.HTTPMethodNotAllowed:
         return _error(405, f"{request.method} is not allowed on {request.path}; use GET")
 
@@ -114,3 +117,12 @@ async def health(request: web.Request) -> web.Response:
             "warnings": service.scanner.warnings,
         }
     )
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """The latest scan in Prometheus text format; dcgm-exporter's names for GPU series."""
+    service = request.app[SERVICE]
+    report = _report(request)
+    scanner = service.scanner
+    text = render(report, scanner.telemetry, scanner.tracker, service.scans)
+    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})

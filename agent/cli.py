@@ -17,6 +17,7 @@ from .backends.select import UnknownBackendError
 from .fake import FakeMachineError
 from .inventory import Scanner, default_data_dir
 from .runtime.settings import parse_label
+from .runtime.users import DYNAMIC, WorkerUserError, worker_users
 from .service import SCAN_SECONDS, ScanService
 from .table import render
 from .watch import udev_monitor
@@ -96,8 +97,16 @@ def inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
-        print(render(report, scanner.warnings), end="")
+        print(render(report, scanner.warnings, workers_line()), end="")
     return 0
+
+
+def workers_line() -> str:
+    """Who this agent would start workers as with the default settings, or why it would not."""
+    try:
+        return worker_users(DYNAMIC).describe()
+    except WorkerUserError as error:
+        return f"none: {error}"
 
 
 def serve(args: argparse.Namespace) -> int:

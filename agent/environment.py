@@ -15,8 +15,12 @@ IMEX_CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 
 RDMA_CM = "/dev/infiniband/rdma_cm"
 RDMA_DIR = "/dev/infiniband"
-AMD_DEVICES = ("/dev/kfd", "/dev/dri")
-INTEL_DEVICES = ("/dev/dri",)
+NVIDIA_CONTROL = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+"""Every CUDA process opens these besides its GPUs' own `/dev/nvidia<minor>`; they open no GPU."""
+AMD_KFD = "/dev/kfd"
+"""ROCm's compute interface; the kernel lets a process use only the GPUs whose render node its
+device cgroup allows, so `/dev/kfd` with one render node is that GPU alone."""
+NVIDIA_CDI = "nvidia.com/gpu="
 
 MIB = 1024**2
 DEFAULT_SHM_BYTES = 64 * MIB
@@ -37,6 +41,11 @@ class WorkerEnvironment:
 
     env: dict[str, str]
     devices: tuple[str, ...]
+    """The device nodes the worker may open, and no others where the launcher can enforce it."""
+    cdi_devices: tuple[str, ...]
+    """The assigned NVIDIA GPUs by CDI name, which containers get instead of their nodes: the
+    NVIDIA Container Toolkit's spec for one GPU holds its node, the control nodes and the
+    driver's libraries."""
     capabilities: tuple[str, ...]
     memlock_unlimited: bool
     shm_size_bytes: int
@@ -69,6 +78,7 @@ def worker_environment(
     return WorkerEnvironment(
         env=env,
         devices=tuple(dict.fromkeys(devices)),
+        cdi_devices=tuple(NVIDIA_CDI + g.uuid for g in gpus if g.vendor is Vendor.NVIDIA),
         capabilities=("IPC_LOCK",) if rdma else (),
         memlock_unlimited=bool(gpus) or rdma,
         shm_size_bytes=_shm_size(assignment, gpus),
@@ -90,7 +100,12 @@ def nccl_ports(assignment: Assignment, report: MachineReport) -> list[RdmaPort]:
     """The ports NCCL may use: up, at least `min_gbps`, one link layer (InfiniBand first)."""
     if assignment.network not in RDMA_NETWORKS:
         return []
-    fast = [p for p in report.rdma_ports if p.up and p.rate_gbps >= (assignment.min_gbps or 0)]
+    # Omni-Path ports are never NCCL's InfiniBand ports (docs/decisions.md, "Omni-Path").
+    fast = [
+        p
+        for p in report.rdma_ports
+        if p.up and not p.omni_path and p.rate_gbps >= (assignment.min_gbps or 0)
+    ]
     layers = [LinkLayer.INFINIBAND]
     if assignment.network is NetworkKind.RDMA:
         layers.append(LinkLayer.ETHERNET)
@@ -154,14 +169,19 @@ def _network_variables(assignment: Assignment, ports: Sequence[RdmaPort]) -> dic
 
 
 def _gpu_devices(gpus: Sequence[GpuInfo]) -> list[str]:
-    devices: list[str] = []
-    for gpu in gpus:
-        if gpu.vendor is Vendor.NVIDIA:
-            devices.append(f"nvidia.com/gpu={gpu.uuid}")
-        elif gpu.vendor is Vendor.AMD:
-            devices.extend(AMD_DEVICES)
-        elif gpu.vendor is Vendor.INTEL:
-            devices.extend(INTEL_DEVICES)
+    """Each GPU's own node, from discovery's facts, then what its vendor's stack opens besides."""
+    unknown = [gpu.uuid for gpu in gpus if gpu.device_node is None]
+    if unknown:
+        raise WorkerEnvironmentError(
+            f"assigned_gpu_ids: the device node of {', '.join(unknown)} is not known (no NVML "
+            "minor number or DRM render node), so it cannot be given to a worker alone"
+        )
+    devices = [str(gpu.device_node) for gpu in gpus]
+    vendors = {gpu.vendor for gpu in gpus}
+    if Vendor.NVIDIA in vendors:
+        devices.extend(NVIDIA_CONTROL)
+    if Vendor.AMD in vendors:
+        devices.append(AMD_KFD)
     return devices
 
 

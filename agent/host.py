@@ -10,6 +10,9 @@ from typing import NamedTuple
 
 from astraeus.shared import PressureCondition
 
+from .cores import Cores, read_cores
+from .meminfo import read_memory
+
 MEMORY_AVAILABLE_MIN_BYTES = 100 * 1024 * 1024
 """kubelet `memory.available<100Mi`."""
 NODEFS_AVAILABLE_MIN = 0.10
@@ -48,8 +51,11 @@ Psi = dict[str, dict[str, float]]
 @dataclass
 class HostState:
     cores: float = 0.0
+    """Allocatable: the online CPUs, capped by the agent's cgroup CPU quota."""
+    cpu: Cores = field(default_factory=Cores)
     memory_bytes: int = 0
     memory_available_bytes: int | None = None
+    memory_estimated: bool = False
     load1: float | None = None
     psi: dict[str, Psi] = field(default_factory=dict)
     disk: DiskStats | None = None
@@ -65,10 +71,12 @@ def read_host(
 ) -> HostState:
     """Everything the report needs about the host, with the pressure conditions decided."""
     host = HostState()
-    host.cores = _cores(sysfs_root, host)
-    meminfo = _meminfo(proc_root, host)
-    host.memory_bytes = meminfo.get("MemTotal", 0)
-    host.memory_available_bytes = meminfo.get("MemAvailable")
+    host.cpu = read_cores(proc_root, sysfs_root)
+    host.cores = host.cpu.allocatable
+    memory = read_memory(proc_root)
+    host.memory_bytes, host.memory_available_bytes = memory.total_bytes, memory.available_bytes
+    host.memory_estimated = memory.estimated
+    host.problems += host.cpu.problems + memory.problems
     host.load1, host.processes = _loadavg(proc_root, host)
     host.pid_max = _int_file(proc_root / "sys/kernel/pid_max")
     host.psi = {kind: read_psi(proc_root / "pressure" / kind) for kind in ("cpu", "memory", "io")}
@@ -116,38 +124,6 @@ def read_psi(path: Path) -> Psi:
         except ValueError:
             continue  # a line we cannot read costs that line only
     return psi
-
-
-def _cores(sysfs_root: Path, host: HostState) -> float:
-    try:
-        text = (sysfs_root / "devices/system/cpu/online").read_text().strip()
-    except OSError:
-        host.problems.append("cannot read the online CPU list; using os.cpu_count()")
-        return float(os.cpu_count() or 0)
-    count = 0
-    try:
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            count += int(high or low) - int(low) + 1
-    except ValueError:
-        host.problems.append(f"cannot parse the online CPU list {text!r}; using os.cpu_count()")
-        return float(os.cpu_count() or 0)
-    return float(count)
-
-
-def _meminfo(proc_root: Path, host: HostState) -> dict[str, int]:
-    try:
-        text = (proc_root / "meminfo").read_text()
-    except OSError:
-        host.problems.append("cannot read meminfo")
-        return {}
-    values = {}
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        number = rest.split()
-        if number and number[0].isdigit():
-            values[key] = int(number[0]) * 1024
-    return values
 
 
 def _loadavg(proc_root: Path, host: HostState) -> tuple[float | None, int | None]:

@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from .backends.select import open_backend, open_fake_backend
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
 from .health.ports import PortHealthTracker
-from .host import DiskReader, read_host, statvfs_disk
+from .host import DiskReader, HostState, read_host, statvfs_disk
 from .known import KNOWN_FILE, KnownGpus
+from .topology.ifaddrs import live_addresses
 from .topology.imex import imex_status
+from .topology.netifs import AddressReader, read_interfaces
 from .topology.nvlink import machine_domain
 from .topology.rdma import read_counters, read_ports
 
@@ -26,6 +29,16 @@ log = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 FAULTS_FILE = "gpu-faults.json"
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """What the last scan read besides the report, for /metrics: each GPU's raw sample (by
+    UUID), each RDMA port's counters (by `mlx5_0:1`) and the host's figures."""
+
+    samples: dict[str, GpuSample] = field(default_factory=dict)
+    port_counters: dict[str, dict[str, float]] = field(default_factory=dict)
+    host: HostState = field(default_factory=HostState)
 
 
 def utc_now() -> datetime:
@@ -64,6 +77,7 @@ class Scanner:
         labels: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utc_now,
         policy: HealthPolicy | None = None,
+        addresses: AddressReader = live_addresses,
     ) -> None:
         data_dir = data_dir or default_data_dir()
         self.data_dir, self.clock = data_dir, clock
@@ -71,6 +85,7 @@ class Scanner:
             data_dir.mkdir(parents=True, exist_ok=True)
         self.labels = dict(labels or {})
         self._disk: DiskReader = statvfs_disk
+        self._addresses = addresses
         if isinstance(backend, str) and backend.startswith("fake:"):
             spec = backend.removeprefix("fake:")
             backend = load_fake_machine(spec, clock=clock, name=name or None)
@@ -82,6 +97,7 @@ class Scanner:
             )
             sysfs_root, proc_root, dev_root = root / "sys", root / "proc", root / "dev"
             self._disk = self.machine.disk_stats
+            self._addresses = self.machine.addresses
             self.labels = {**self.machine.spec.labels, **self.labels}
             self.backend = open_fake_backend(self.machine, clock)
         else:
@@ -91,13 +107,17 @@ class Scanner:
         self.known = KnownGpus(data_dir / KNOWN_FILE)
         self.ports = PortHealthTracker(policy)
         self.warnings: list[str] = []
+        self.telemetry = Telemetry()
 
     def scan(self) -> MachineReport:
         """The full report; never raises for missing hardware."""
         now = self.clock()
         host = read_host(self.proc_root, self.sysfs_root, self.data_dir, self._disk)
-        gpus, warnings = self._gpus(now)
-        self.warnings = host.problems + warnings
+        gpus, warnings, samples = self._gpus(now)
+        interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
+        counters = read_counters(self.sysfs_root)
+        self.warnings = host.problems + net_problems + warnings
+        self.telemetry = Telemetry({s.uuid: s for s in samples}, counters, host)
         return MachineReport(
             schema_version=SCHEMA_VERSION,
             name=self.name,
@@ -113,9 +133,8 @@ class Scanner:
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),
-            rdma_ports=self.ports.classify(
-                read_ports(self.sysfs_root), read_counters(self.sysfs_root), now
-            ),
+            rdma_ports=self.ports.classify(read_ports(self.sysfs_root), counters, now),
+            network_interfaces=interfaces,
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,
         )
@@ -134,7 +153,7 @@ class Scanner:
     def close(self) -> None:
         self.backend.close()
 
-    def _gpus(self, now: datetime) -> tuple[list[GpuInfo], list[str]]:
+    def _gpus(self, now: datetime) -> tuple[list[GpuInfo], list[str], list[GpuSample]]:
         samples = _sample(self.backend)
         for event in self.backend.xid_events():
             self.tracker.record_xid(event)
@@ -147,13 +166,14 @@ class Scanner:
             where = before.pci_bus_id or f"index {before.index}"
             health = self.tracker.missing(before.uuid, where, now)
             infos.append(before.model_copy(update={"health": health}))
-        return infos, ([warning] if warning else []) + _unavailable(samples)
+        return infos, ([warning] if warning else []) + _unavailable(samples), samples
 
     def _info(self, s: GpuSample, domain: str | None, now: datetime) -> GpuInfo:
         before = self.known.get(s.uuid)
         if s.lost and before is not None:  # a lost GPU cannot say what it is; we remember
             s.model, s.memory_bytes = before.model, before.memory_bytes
             s.pci_bus_id, s.numa_node = before.pci_bus_id, before.numa_node
+            s.device_node = before.device_node
         return GpuInfo(
             index=s.index,
             uuid=s.uuid,
@@ -165,6 +185,7 @@ class Scanner:
             health=self.tracker.update(s, now),
             nvlink_domain=domain,
             xgmi_hive=s.xgmi_hive,
+            device_node=s.device_node,
         )
 
     def _numa(self, bdf: str | None) -> int | None:

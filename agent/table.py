@@ -19,7 +19,7 @@ def _columns(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def render(report: MachineReport, warnings: Sequence[str] = ()) -> str:
+def render(report: MachineReport, warnings: Sequence[str] = (), workers: str = "") -> str:
     lines = [f"Machine {report.name} (schema {report.schema_version})"]
     conditions = ", ".join(c.value for c in report.conditions) or "none"
     lines.append(
@@ -32,8 +32,11 @@ def render(report: MachineReport, warnings: Sequence[str] = ()) -> str:
         lines.append("Labels: " + ", ".join(f"{k}={v}" for k, v in sorted(report.labels.items())))
     lines += _gpus(report)
     lines += _ports(report)
+    lines.append(_interfaces(report))
     state = "available" if report.imex.available else "not available"
     lines.append(f"IMEX: {state} ({report.imex.detail})")
+    if workers:
+        lines.append(f"Workers: {workers.removeprefix('workers ')}")
     lines += [f"Warning: {w}" for w in warnings]
     return "\n".join(lines) + "\n"
 
@@ -63,9 +66,20 @@ def _ports(report: MachineReport) -> list[str]:
         return ["RDMA ports: none"]
     header = ("PORT", "STATE", "PHYSICAL", "LINK LAYER", "RATE", "FABRIC", "NUMA", "PCI", "NETDEV")
     rows = [
-        [p.hca_name, p.state, p.physical_state or "-", p.link_layer.value, f"{p.rate_gbps:g} Gb/s",
+        [p.hca_name, p.state, p.physical_state or "-",
+         "Omni-Path" if p.omni_path else p.link_layer.value, f"{p.rate_gbps:g} Gb/s",
          p.fabric or "-", "-" if p.numa_node is None else str(p.numa_node), p.pci_device or "-",
          p.netdev or "-"]
         for p in report.rdma_ports
     ]  # fmt: skip
     return [f"RDMA ports: {len(report.rdma_ports)}", *_columns(header, rows)]
+
+
+def _interfaces(report: MachineReport) -> str:
+    """`Network: eth0 (up, 1 Gb/s, 10.0.0.5), ib0 (up, infiniband)`."""
+    parts = []
+    for i in report.network_interfaces:
+        facts = [i.state] + ([f"{i.speed_mbps / 1000:g} Gb/s"] if i.speed_mbps else [])
+        facts += [] if i.kind == "ethernet" else [i.kind]
+        parts.append(f"{i.name} ({', '.join(facts + i.ipv4 + i.ipv6)})")
+    return "Network: " + (", ".join(parts) or "none")

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sqlite3
 import sys
@@ -19,9 +18,10 @@ from astraeus.agent.runtime.sdnotify import Notifier
 from astraeus.coordinator.api import create_app
 from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings, SettingsError, load
+from astraeus.coordinator.startup import open_store, start
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.backup import BackupError, backup
-from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
+from astraeus.coordinator.tls import ServerCertificate, TlsError
 
 log = logging.getLogger("astraeus.coordinator")
 
@@ -30,19 +30,24 @@ COMMANDS = ("serve", "token", "backup")
 SHUTDOWN_SECONDS = 5.0
 """On SIGTERM, requests already being answered get this long to finish."""
 
-ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 - a file name
-
 DESCRIPTION = """\
 The Astraeus coordinator keeps the queue in SQLite, places runs on machines and serves the API
 (`/api/v1`, OpenAPI at /api/v1/openapi.json) for the `astra` CLI, the console and the agents.
 Settings come from --config (TOML), then ASTRAEUS_* variables (ASTRAEUS_DB, ASTRAEUS_LISTEN,
-ASTRAEUS_STATE_DIR, ASTRAEUS_DOWN_AFTER_SECONDS, ...), then flags."""
+ASTRAEUS_STATE_DIR, ASTRAEUS_TLS_CERT, ASTRAEUS_DOWN_AFTER_SECONDS, ...), then flags.
+The state directory is $STATE_DIRECTORY under systemd, else $XDG_DATA_HOME/astraeus
+(~/.local/share/astraeus). SIGHUP reloads the TLS certificate."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="TOML file of settings")
-    parser.add_argument("--db", type=Path, help="the SQLite file (default astraeus.db)")
-    parser.add_argument("--state-dir", type=Path, help="where the first admin token is written")
+    parser.add_argument("--db", type=Path, help="the SQLite file (default: STATE_DIR/astraeus.db)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="the database and the first admin token (default: $STATE_DIRECTORY, else "
+        "$XDG_DATA_HOME/astraeus)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8470)")
     serve.add_argument("--cluster-name", help="the name users see (default: the short hostname)")
     serve.add_argument("--console-url", help="the console's URL (default http://LISTEN/console/)")
+    serve.add_argument("--tls-cert", type=Path, help="serve HTTPS with this PEM certificate chain")
+    serve.add_argument("--tls-key", type=Path, help="... and this PEM private key")
+    serve.add_argument(
+        "--allow-plain-http",
+        action="store_true",
+        default=None,
+        help="serve plain HTTP on a non-loopback --listen (tokens in clear text)",
+    )
     token = sub.add_parser("token", help="create, list or revoke API tokens")
     tsub = token.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="print a new token (shown once)")
@@ -92,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "listen": getattr(args, "listen", None),
                 "cluster_name": getattr(args, "cluster_name", None),
                 "console_url": getattr(args, "console_url", None),
+                "tls_cert": getattr(args, "tls_cert", None),
+                "tls_key": getattr(args, "tls_key", None),
+                "allow_plain_http": getattr(args, "allow_plain_http", None),
             },
         )
     except SettingsError as exc:
@@ -104,7 +120,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _token(args, settings)
     if args.command == "backup":
         return _backup(settings.db, args.path)
-    return asyncio.run(serve(settings))
+    try:
+        certificate = _certificate(settings)
+    except TlsError as exc:
+        print(f"astraeus-coordinator: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(serve(settings, certificate))
+
+
+def _certificate(settings: Settings) -> ServerCertificate | None:
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    return ServerCertificate(settings.tls_cert, settings.tls_key)
 
 
 def _backup(db: Path, target: Path) -> int:
@@ -117,11 +144,6 @@ def _backup(db: Path, target: Path) -> int:
     return 0
 
 
-def _open(settings: Settings) -> Store:
-    settings.db.parent.mkdir(parents=True, exist_ok=True)
-    return Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
-
-
 def _token(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return _token_in(args, settings)
@@ -131,7 +153,7 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _token_in(args: argparse.Namespace, settings: Settings) -> int:
-    store = _open(settings)
+    store = open_store(settings)
     clock = SystemClock()
     try:
         if args.action == "list":
@@ -176,92 +198,72 @@ def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) ->
     return 0
 
 
-def first_admin_token(store: Store, state_dir: Path) -> Path | None:
-    """On an empty database, create an admin token and write it to a 0600 file."""
-    if store.tokens.count():
-        return None
-    secret, _ = store.tokens.create(Role.ADMIN, SystemClock().now(), description="first admin")
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir / ADMIN_TOKEN_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secret + "\n")
-    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
-    return path
-
-
-def _start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
-    """The database's lock and the open store, or why the coordinator cannot start."""
-    try:
-        settings.db.parent.mkdir(parents=True, exist_ok=True)
-        lock = lock_database(settings.db)
-    except DatabaseInUseError as exc:
-        return str(exc)
-    except OSError as exc:
-        return f"cannot lock {settings.db}: {exc}"
-    try:
-        store = _open(settings)
-    except (StorageError, sqlite3.Error, OSError) as exc:
-        lock.release()
-        return f"cannot open {settings.db}: {exc}"
-    try:
-        token_file = first_admin_token(store, settings.state_dir)
-    except (StorageError, OSError) as exc:
-        store.close()
-        lock.release()
-        return f"cannot write the first admin token: {exc}"
-    if token_file is not None:
-        log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
-    fault = store.database.probe()
-    if fault is not None:
-        log.error("%s; serving reads, writes answer 503 until it clears", fault.error)
-    return lock, store
-
-
-async def serve(settings: Settings) -> int:
+async def serve(settings: Settings, certificate: ServerCertificate | None = None) -> int:
     # A scheduler pass computes in a worker thread. Handing the GIL back to the event loop every
     # millisecond (not every 5) keeps agents' reports answered sooner while a pass runs.
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()
-    started = _start(settings)
+    started = start(settings)
     if isinstance(started, str):
         print(f"astraeus-coordinator: {started}", file=sys.stderr)
         return 1
     lock, store = started
     try:
-        return await _serve(settings, store, notifier)
+        return await _serve(settings, store, notifier, certificate)
     finally:
         store.close()
         lock.release()
 
 
-async def _serve(settings: Settings, store: Store, notifier: Notifier) -> int:
+async def _serve(
+    settings: Settings, store: Store, notifier: Notifier, certificate: ServerCertificate | None
+) -> int:
     """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
     `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
     app = create_app(settings, store=store, clock=SystemClock())
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
+    context = certificate.context if certificate is not None else None
+    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)
     await site.start()
-    log.info("listening on %s, database %s", settings.listen, settings.db)
-    print(f"astraeus-coordinator: listening on {settings.listen}", file=sys.stderr, flush=True)
+    address = _address(runner, settings)
+    log.info("listening on %s, database %s", address, settings.db)
+    if certificate is None and not settings.loopback:
+        log.warning(
+            "serving plain HTTP on %s (allow_plain_http): tokens cross the network in clear "
+            "text; give tls_cert and tls_key",
+            settings.listen,
+        )
+    print(f"astraeus-coordinator: listening on {address}", file=sys.stderr, flush=True)
     notifier.notify("READY=1\nSTATUS=listening")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    background = []
+    if certificate is not None:
+        loop.add_signal_handler(signal.SIGHUP, certificate.reload, "SIGHUP")
+        if settings.tls_reload_seconds:
+            background.append(asyncio.create_task(certificate.watch(settings.tls_reload_seconds)))
     interval = notifier.watchdog_seconds
-    pinger = asyncio.create_task(_watchdog(notifier, interval / 2)) if interval else None
+    if interval:
+        background.append(asyncio.create_task(_watchdog(notifier, interval / 2)))
     await stop.wait()
     notifier.stopping()
     log.info("stopping: no new requests; finishing those in flight")
-    if pinger is not None:
-        pinger.cancel()
+    for task in background:
+        task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await pinger
+            await task
     await runner.cleanup()
     return 0
+
+
+def _address(runner: web.AppRunner, settings: Settings) -> str:
+    """`https://127.0.0.1:8470`: the scheme and the real port (when --listen asked for port 0)."""
+    port = runner.addresses[0][1] if runner.addresses else settings.port
+    return f"{settings.scheme}://{settings.host}:{port}"
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "ASTRAEUS_"
+DB_FILE = "astraeus.db"
+UNSET = Path()
+"""`db` left at this means `<state_dir>/astraeus.db`."""
+
+
+def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """systemd's `$STATE_DIRECTORY`, else `$XDG_DATA_HOME/astraeus` (`~/.local/share/astraeus`):
+    never the working directory."""
+    env = os.environ if environ is None else environ
+    if env.get("STATE_DIRECTORY"):
+        return Path(env["STATE_DIRECTORY"].split(":")[0])
+    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local/share")
+    return Path(base) / "astraeus"
 
 
 def short_hostname() -> str:
@@ -26,9 +40,19 @@ class SettingsError(ValueError):
 class Settings:
     """Everything the coordinator can be told. Durations are seconds."""
 
-    db: Path = Path("astraeus.db")
+    db: Path = UNSET
+    """The SQLite file; unset: `<state_dir>/astraeus.db`."""
     listen: str = "127.0.0.1:8470"
-    state_dir: Path = Path(".")
+    state_dir: Path = field(default_factory=default_state_dir)
+    """The database (unless `db` says otherwise) and the first admin token."""
+    tls_cert: Path | None = None
+    """PEM certificate chain to serve HTTPS with; reloaded on SIGHUP and when the file changes."""
+    tls_key: Path | None = None
+    """The certificate's PEM private key."""
+    tls_reload_seconds: float = 60.0
+    """How often the certificate files are checked for a renewal."""
+    allow_plain_http: bool = False
+    """Serve plain HTTP on a non-loopback address (tokens then cross the network in clear)."""
     down_after_seconds: float = 30.0
     """A machine whose reports stop for this long is Down."""
     lost_after_seconds: float = 60.0
@@ -55,6 +79,29 @@ class Settings:
     console_url: str = ""
     """Where users open the console; empty: `http://<listen>/console/` (set it behind a proxy)."""
 
+    def __post_init__(self) -> None:
+        if self.db == UNSET:
+            object.__setattr__(self, "db", self.state_dir / DB_FILE)
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert is not None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
+    def loopback(self) -> bool:
+        """True when only this machine can reach the listen address."""
+        host = self.host.strip("[]")
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
     @property
     def host(self) -> str:
         return self.listen.rpartition(":")[0] or "127.0.0.1"
@@ -64,7 +111,7 @@ class Settings:
         return int(self.listen.rpartition(":")[2])
 
 
-_CONVERT: dict[str, Any] = {"db": Path, "state_dir": Path}
+_CONVERT: dict[str, Any] = {"db": Path, "state_dir": Path, "tls_cert": Path, "tls_key": Path}
 
 
 def _coerce(name: str, raw: object, source: str) -> object:
@@ -95,6 +142,14 @@ def _check_listen(settings: Settings) -> Settings:
         raise SettingsError(f"listen: {settings.listen!r} is not HOST:PORT, e.g. 0.0.0.0:8470")
     if not settings.cluster_name.strip():
         raise SettingsError("cluster_name: must not be empty")
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise SettingsError("tls_cert and tls_key: give both, or neither")
+    if not settings.tls and not settings.loopback and not settings.allow_plain_http:
+        raise SettingsError(
+            f"listen: {settings.listen} is reachable from other machines and would serve plain "
+            "HTTP; give tls_cert and tls_key (--tls-cert, --tls-key), or set "
+            "allow_plain_http = true (--allow-plain-http) to send tokens in clear text"
+        )
     url = settings.console_url
     if url and (not url.startswith(("http://", "https://")) or "#" in url):
         raise SettingsError(
@@ -112,7 +167,8 @@ def load(
 ) -> Settings:
     """Settings from the file, the environment and flags, later sources winning."""
     names = {f.name for f in fields(Settings)}
-    values: dict[str, object] = {}
+    environ = os.environ if env is None else env
+    values: dict[str, object] = {"state_dir": default_state_dir(environ)}
     if config is not None:
         try:
             table = tomllib.loads(config.read_text())
@@ -122,11 +178,11 @@ def load(
             if key not in names:
                 raise SettingsError(f"config {config}: unknown setting {key!r}")
             values[key] = _coerce(key, raw, f"config {config}: {key}")
-    for key, raw in (os.environ if env is None else env).items():
+    for key, raw in environ.items():
         name = key.removeprefix(ENV_PREFIX).lower()
         if key.startswith(ENV_PREFIX) and name in names:
             values[name] = _coerce(name, raw, key)
     for key, raw in (overrides or {}).items():
         if raw is not None:
             values[key] = _coerce(key, raw, f"--{key.replace('_', '-')}")
-    return _check_listen(replace(Settings(), **values))  # type: ignore[arg-type]
+    return _check_listen(Settings(**values))  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ from .report import (
     ImexStatus,
     LinkLayer,
     MachineReport,
+    NetworkInterface,
     PressureCondition,
     RdmaPort,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "MachineReport",
     "MachineState",
     "Network",
+    "NetworkInterface",
     "NetworkKind",
     "NodeReasons",
     "NodeSelection",

@@ -54,6 +54,11 @@ class GpuInfo(WireModel):
     xgmi_hive: str | None = Field(
         default=None, description="AMD XGMI hive id, local to the machine"
     )
+    device_node: str | None = Field(
+        default=None,
+        description="the GPU's own device node: /dev/nvidia<NVML minor number>, or the "
+        "/dev/dri/renderD<n> its PCI device lists in sysfs (AMD, Intel)",
+    )
 
 
 class LinkLayer(StrEnum):
@@ -73,6 +78,10 @@ class RdmaPort(WireModel):
     numa_node: int | None = None
     pci_device: str | None = None
     netdev: str | None = Field(default=None, description="the netdev of a RoCE port")
+    omni_path: bool = Field(
+        default=False,
+        description="an Omni-Path port (hfi1): RDMA, but not InfiniBand; never in NCCL_IB_HCA",
+    )
     at_risk: bool = False
     signals: list[HealthSignal] = Field(default_factory=list)
 
@@ -108,6 +117,38 @@ class BackendStatus(WireModel):
     detail: str = ""
 
 
+MAX_NETWORK_INTERFACES = 32
+"""A report lists at most this many interfaces, physical ones first (a Kubernetes node can have
+hundreds of veths)."""
+
+
+class NetworkInterface(WireModel):
+    """An IP network interface (sysfs `class/net`), for the advertised address, NCCL's socket
+    interface and the machine's Ethernet speed. Loopback is never listed."""
+
+    name: str = Field(description="e.g. eth0, ens1f0np0, ib0")
+    kind: str = Field(
+        default="ethernet", description="ethernet, infiniband (IPoIB) or other (sysfs `type`)"
+    )
+    state: str = Field(description="the kernel's operstate: up, down, unknown, dormant, ...")
+    speed_mbps: int | None = Field(
+        default=None, ge=0, description="link speed in Mb/s; None when the driver gives none"
+    )
+    mtu: int | None = Field(default=None, ge=0)
+    mac: str | None = Field(default=None, description="hardware address, e.g. 0c:42:a1:03:65:ab")
+    physical: bool = Field(
+        default=False, description="backed by a device, not a bridge, veth, bond or tunnel"
+    )
+    ipv4: list[str] = Field(default_factory=list, description="e.g. 10.0.0.5")
+    ipv6: list[str] = Field(
+        default_factory=list, description="global and unique-local addresses, no link-local"
+    )
+
+    @property
+    def up(self) -> bool:
+        return self.state == "up"
+
+
 class ImexStatus(WireModel):
     available: bool = False
     detail: str = ""
@@ -133,6 +174,9 @@ class MachineReport(WireModel):
     gpus: list[GpuInfo] = Field(default_factory=list)
     gpu_backend: BackendStatus = Field(default_factory=lambda: BackendStatus(name="none"))
     rdma_ports: list[RdmaPort] = Field(default_factory=list)
+    network_interfaces: list[NetworkInterface] = Field(
+        default_factory=list, max_length=MAX_NETWORK_INTERFACES
+    )
     imex: ImexStatus = Field(default_factory=ImexStatus)
     reported_at: datetime | None = None
 

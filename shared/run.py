@@ -9,6 +9,7 @@ from pydantic import Field, StringConstraints, field_serializer
 from .ask import RequestedResources
 from .base import UserModel, WireModel
 from .explanation import PendingExplanation
+from .image import OciImage
 
 RunName = Annotated[
     str,
@@ -57,7 +58,7 @@ class RunSpec(UserModel):
     workspace: str | None = Field(
         default=None, description="defaults to the token's workspace", max_length=63
     )
-    image: str | None = Field(default=None, min_length=1, max_length=1024)
+    image: OciImage | None = Field(default=None, min_length=1, max_length=1024)
     command: list[Annotated[str, StringConstraints(max_length=65_536)]] = Field(
         min_length=1, max_length=4096
     )

@@ -73,7 +73,8 @@ def test_mypy_path_follows_the_version() -> None:
 
 
 def test_astra_validate_names_the_bad_field(tmp_path: Path) -> None:
-    """`astra validate` reports a misspelt field with the right name, exit 1, no traceback."""
+    """`astra validate` reports a misspelt field with the right name, exit 2 (as `run -f`), no
+    traceback."""
     spec = tmp_path / "run.json"
     spec.write_text(
         '{"name": "ft", "command": ["python"], '
@@ -82,7 +83,7 @@ def test_astra_validate_names_the_bad_field(tmp_path: Path) -> None:
     out = subprocess.run(
         [BIN / "astra", "validate", str(spec)], capture_output=True, text=True, check=False
     )
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert (
         "requested_resources.gpu_requests.min_memroy_gb: unknown field; did you mean "
         "min_memory_gb?" in out.stderr

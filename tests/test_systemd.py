@@ -46,3 +46,31 @@ def test_systemd_analyze_verify(unit: Path, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip() == ""
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not here")
+def test_worker_unit_properties_parse(tmp_path: Path) -> None:
+    """Every --property= the agent gives a worker's transient unit (limits, DevicePolicy=closed,
+    each DeviceAllow=) is a directive systemd-analyze verify parses without complaint."""
+    from astraeus.agent.runtime.launch import systemd_run_command
+    from astraeus.shared import Assignment
+
+    task = Assignment.model_validate(
+        {"task": "t-0", "run": "t", "workspace": "w", "index": 0, "command": ["x"],
+         "cpu_cores": 12.5, "memory_bytes": 2**36,
+         "rendezvous": {"master_addr": "127.0.0.1", "master_port": 29500, "world_size": 1,
+                        "rank": 0, "node_rank": 0, "local_world_size": 1}}
+    )  # fmt: skip
+    devices = ("/dev/nvidia3", "/dev/nvidiactl", "/dev/infiniband", "/dev/dri/renderD128")
+    command = systemd_run_command("astraeus-w-t-0", task, ["/bin/true"], devices)
+    properties = [arg.removeprefix("--property=") for arg in command if arg.startswith("--prop")]
+    unit = tmp_path / "astraeus-w-t-0.service"
+    unit.write_text("[Service]\nExecStart=/bin/true\n" + "\n".join(properties) + "\n")
+    out = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", str(unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (out.returncode, out.stderr.strip()) == (0, "")
+    assert "DevicePolicy=closed" in properties

@@ -12,6 +12,7 @@ from typing import Any
 from astraeus.shared import Vendor
 
 from .base import BackendUnavailableError, GpuSample, XidEvent
+from .drm import render_node
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,8 @@ class AmdBackend:
         xgmi = self._opt(s, lib.amdsmi_get_xgmi_info, h) or {}
         hive = xgmi.get("xgmi_hive_id")
         s.xgmi_hive = f"{hive:#x}" if isinstance(hive, int) and hive else None
-        s.pcie_gen, s.pcie_width = _link(self._sysfs / "bus/pci/devices" / bdf)
+        s.pcie_gen, s.pcie_width = pcie_link(self._sysfs / "bus/pci/devices" / bdf)
+        s.device_node = render_node(self._sysfs / "bus/pci/devices" / bdf)
         metrics = self._opt(s, lib.amdsmi_get_gpu_metrics_info, h) or {}
         throttled = metrics.get("throttle_status")
         s.throttled_now = throttled if isinstance(throttled, bool) else None  # or "N/A"
@@ -113,7 +115,7 @@ def _number(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _link(device: Path) -> tuple[int | None, int | None]:
+def pcie_link(device: Path) -> tuple[int | None, int | None]:
     """PCIe generation and width from sysfs (`32.0 GT/s PCIe`, `16`)."""
     try:
         speed = float((device / "current_link_speed").read_text().split()[0])

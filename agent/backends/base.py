@@ -39,7 +39,8 @@ class GpuSample:
     reset_required: bool = False
     counters: dict[str, float] = field(default_factory=dict)
     """Cumulative: ecc_corrected, pcie_replays, nvlink_replay, nvlink_recovery, nvlink_crc,
-    thermal_ns, power_ns (throttled time), as far as the driver gives them."""
+    nvlink5 counters (`nvlink5_<name>`), thermal_ns, power_ns (throttled time), as far as the
+    driver gives them."""
     ecc_uncorrected: int = 0
     remap_pending: bool = False
     remap_failure: bool = False
@@ -48,13 +49,23 @@ class GpuSample:
     pcie_width: int | None = None
     nvlinks_down: list[int] = field(default_factory=list)
     clock_event_reasons: int | None = None
+    """NVML's clock event ("throttle") reasons bitmask right now."""
     throttled_now: bool | None = None
     """A backend without throttle-time counters (AMD) says only whether it throttles now."""
-    """NVML's clock event ("throttle") reasons bitmask right now."""
+    recovery_action: int | None = None
+    """NVML's GPU recovery action (field 230, `NVML_GPU_RECOVERY_ACTION_*`), where the driver
+    reports one."""
     fabric: FabricSample | None = None
     xgmi_hive: str | None = None
+    device_node: str | None = None
+    """`/dev/nvidia<minor>` (NVML) or `/dev/dri/renderD<n>` (sysfs): what opens this GPU alone."""
     unavailable: list[str] = field(default_factory=list)
     """Signals the driver could not give, e.g. `nvmlDeviceGetRemappedRows: Not Supported`."""
+    # Telemetry for /metrics (None: this backend or driver does not give it)
+    memory_used_bytes: int | None = None
+    utilization_percent: float | None = None
+    temperature_c: float | None = None
+    power_watts: float | None = None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 from astraeus.shared import Vendor
 
 from .base import BackendUnavailableError, FabricSample, GpuSample, XidEvent
+from .nvml_fields import read_fields
 
 log = logging.getLogger(__name__)
 
@@ -96,9 +97,12 @@ class NvmlBackend:
         self._known[index] = uuid_text
         sample = GpuSample(index=index, uuid=uuid_text, vendor=Vendor.NVIDIA)
         sample.model = lib.nvmlDeviceGetName(h)
-        sample.memory_bytes = int(lib.nvmlDeviceGetMemoryInfo(h).total)
+        memory = lib.nvmlDeviceGetMemoryInfo(h)
+        sample.memory_bytes, sample.memory_used_bytes = int(memory.total), int(memory.used)
         sample.pci_bus_id = nvml_busid_to_sysfs(lib.nvmlDeviceGetPciInfo(h).busId)
         sample.numa_node = self._optional(sample, lib.nvmlDeviceGetNumaNodeId, h)
+        minor = self._optional(sample, lib.nvmlDeviceGetMinorNumber, h)
+        sample.device_node = None if minor is None else f"/dev/nvidia{minor}"
         return sample
 
     def _health(self, h: Any, s: GpuSample) -> None:
@@ -120,11 +124,23 @@ class NvmlBackend:
         self._counter(s, "pcie_replays", opt(s, lib.nvmlDeviceGetPcieReplayCounter, h))
         s.pcie_gen = opt(s, lib.nvmlDeviceGetCurrPcieLinkGeneration, h)
         s.pcie_width = opt(s, lib.nvmlDeviceGetCurrPcieLinkWidth, h)
-        self._nvlinks(h, s)
+        links = self._nvlinks(h, s)
         self._throttle(h, s)
         s.fabric = self._fabric(h, s)
+        read_fields(self, h, s, links)
+        self._telemetry(h, s)
 
-    def _nvlinks(self, h: Any, s: GpuSample) -> None:
+    def _telemetry(self, h: Any, s: GpuSample) -> None:
+        lib, opt = self.lib, self._optional
+        temperature = opt(s, lib.nvmlDeviceGetTemperature, h, lib.NVML_TEMPERATURE_GPU)
+        s.temperature_c = float(temperature) if temperature is not None else None
+        milliwatts = opt(s, lib.nvmlDeviceGetPowerUsage, h)
+        s.power_watts = milliwatts / 1000 if milliwatts is not None else None
+        rates = opt(s, lib.nvmlDeviceGetUtilizationRates, h)
+        s.utilization_percent = float(rates.gpu) if rates is not None else None
+
+    def _nvlinks(self, h: Any, s: GpuSample) -> int:
+        """Reads each link's state and error counters; returns how many links the GPU has."""
         lib = self.lib
         kinds = {
             "nvlink_replay": (lib.NVML_NVLINK_ERROR_DL_REPLAY,),
@@ -148,6 +164,7 @@ class NvmlBackend:
                     totals[key] += int(value or 0)
         if links:
             s.counters.update({key: float(total) for key, total in totals.items()})
+        return links
 
     def _throttle(self, h: Any, s: GpuSample) -> None:
         lib = self.lib
@@ -188,6 +205,9 @@ class NvmlBackend:
             return fn(*args)
         except self.lib.NVMLError_GpuIsLost:
             raise _LostError from None
+
+    def optional(self, s: GpuSample, fn: Callable[..., Any], *args: Any) -> Any:
+        return self._optional(s, fn, *args)
 
     def _optional(self, s: GpuSample, fn: Callable[..., Any], *args: Any) -> Any:
         """Call `fn`; a driver that lacks it degrades this one signal."""

@@ -1,4 +1,5 @@
-"""Choose the GPU backend, logging why: NVML, then AMD SMI, then Intel sysfs, else none."""
+"""Choose the GPU backend, logging why: NVML, then AMD (AMD SMI, else amdgpu from sysfs), then
+Intel sysfs, else none."""
 
 import logging
 from collections.abc import Callable
@@ -9,8 +10,9 @@ from typing import TYPE_CHECKING
 from astraeus.shared import Vendor
 
 from .amd import AmdBackend, import_amdsmi
+from .amdgpu import AmdgpuSysfsBackend, amdgpu_cards
 from .base import BackendUnavailableError, GpuBackend, NoGpus
-from .intel import IntelBackend
+from .intel import IntelBackend, intel_cards
 from .nvml import NvmlBackend
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ def open_backend(choice: str, *, sysfs_root: Path, clock: Callable[[], datetime]
         )
     openers: dict[str, Callable[[], GpuBackend]] = {
         "nvml": lambda: _real_nvml(clock),
-        "amdsmi": lambda: AmdBackend(import_amdsmi(), sysfs_root=sysfs_root),
+        "amdsmi": lambda: _amd(sysfs_root),
         "intel": lambda: IntelBackend(sysfs_root),
     }
     names = list(openers) if choice == "auto" else [] if choice == "none" else [choice]
@@ -47,11 +49,36 @@ def open_backend(choice: str, *, sysfs_root: Path, clock: Callable[[], datetime]
             log.info("GPU backend %s not used: %s", name, exc)
             reasons.append(str(exc))
             continue
-        log.info("GPU backend %s chosen: %s", name, backend.detail)
+        backend.detail += _unused_cards(sysfs_root, name)
+        log.info("GPU backend %s chosen: %s", backend.name, backend.detail)
         return backend
     detail = "no GPUs: " + "; ".join(reasons) if reasons else "no GPUs: backend none chosen"
-    log.info("%s", detail)
+    log.info("GPU backend none chosen: %s", detail)
     return NoGpus(detail)
+
+
+def _amd(sysfs_root: Path) -> GpuBackend:
+    """AMD SMI; where it cannot run but the amdgpu driver has cards, those cards from sysfs."""
+    try:
+        return AmdBackend(import_amdsmi(), sysfs_root=sysfs_root)
+    except BackendUnavailableError as exc:
+        if not amdgpu_cards(sysfs_root):
+            raise
+        why = str(exc).removeprefix("AMD SMI: ")
+        log.info("GPU backend amdsmi not used: %s; reading the amdgpu cards from sysfs", why)
+        return AmdgpuSysfsBackend(sysfs_root, why=why)
+
+
+def _unused_cards(sysfs_root: Path, chosen: str) -> str:
+    """`; also present, not used: 1 Intel GPU (one GPU backend per machine)`, or nothing."""
+    others = {"amdsmi": len(amdgpu_cards(sysfs_root)), "intel": len(intel_cards(sysfs_root))}
+    names = {"amdsmi": "AMD", "intel": "Intel"}
+    seen = [
+        f"{n} {names[k]} GPU{'s' if n > 1 else ''}" for k, n in others.items() if n and k != chosen
+    ]
+    if not seen:
+        return ""
+    return f"; also present, not used: {', '.join(seen)} (one GPU backend per machine)"
 
 
 def open_fake_backend(machine: "FakeMachine", clock: Callable[[], datetime]) -> GpuBackend:
@@ -72,8 +99,10 @@ def open_fake_backend(machine: "FakeMachine", clock: Callable[[], datetime]) -> 
         else:
             backend = IntelBackend(machine.root / "sys", name="fake")
     except BackendUnavailableError as exc:
+        log.info("GPU backend none chosen: no GPUs: %s", exc)
         return NoGpus(f"no GPUs: {exc}")
     backend.detail = f"fake machine {machine.name}: {backend.detail}"
+    log.info("GPU backend fake chosen: %s", backend.detail)
     return backend
 
 

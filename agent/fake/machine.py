@@ -54,7 +54,19 @@ class FakeGpu(_Strict):
     nvlink_crc_per_min: float = Field(default=0, ge=0)
     thermal_throttle_fraction: float = Field(default=0, ge=0, le=1)
     power_throttle_fraction: float = Field(default=0, ge=0, le=1)
+    nvlink5_errors_per_min: float = Field(
+        default=0, ge=0, description="NVLink5 symbol errors (Blackwell counters), per minute"
+    )
+    # Telemetry:
+    temperature_c: float = Field(default=40, ge=0)
+    power_watts: float = Field(default=350, ge=0)
+    utilization_percent: float = Field(default=0, ge=0, le=100)
+    memory_used_gb: float = Field(default=0, ge=0)
     # States:
+    nvlink5: bool = Field(default=False, description="NVLink5 field counters (Blackwell)")
+    recovery_action: int = Field(
+        default=0, ge=0, description="NVML_GPU_RECOVERY_ACTION_* the driver reports (field 230)"
+    )
     ecc_uncorrected: int = Field(default=0, ge=0)
     remap_pending: bool = False
     remap_failure: bool = False
@@ -93,6 +105,16 @@ class FakeRdma(FakePort):
     name_format: str = "mlx5_{i}"
 
 
+class FakeEthernet(_Strict):
+    """The machine's management Ethernet interface (its RoCE netdevs are listed as well)."""
+
+    name: str = "eth0"
+    speed_mbps: int = Field(default=100_000, ge=1)
+    state: str = "up"
+    ipv4: list[str] = Field(default_factory=lambda: ["127.0.0.1"])
+    ipv6: list[str] = Field(default_factory=list)
+
+
 class FakePressure(_Strict):
     memory_available_mb: int = Field(default=200_000, ge=0)
     disk_total_gb: float = Field(default=1000, gt=0)
@@ -115,6 +137,7 @@ class FakeMachineSpec(_Strict):
     numa_nodes: int = Field(default=2, ge=1, le=64)
     imex: bool = Field(default=False, description="driver registers the IMEX channel device")
     pressure: FakePressure = Field(default_factory=FakePressure)
+    ethernet: FakeEthernet = Field(default_factory=FakeEthernet)
     gpus: FakeGpus = Field(default_factory=FakeGpus)
     gpu: dict[int, dict[str, object]] = Field(default_factory=dict)
     rdma: FakeRdma = Field(default_factory=FakeRdma)

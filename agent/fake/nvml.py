@@ -26,6 +26,10 @@ _HEALTH_MASKS = {
 }
 
 
+_NVLINK5_FIELDS = frozenset(range(206, 223))
+"""`NVML_FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS` (206) … `_SYMBOL_BER` (222)."""
+
+
 @dataclass
 class FakeHandle:
     index: int
@@ -105,8 +109,54 @@ class FakeNvml:
         gpu = self._device(h, "nvmlDeviceGetMemoryInfo")
         memory = pynvml.c_nvmlMemory_t()
         memory.total = int((gpu.memory_gb or 0) * 1024**3)
-        memory.free, memory.used = memory.total, 0
+        memory.used = min(memory.total, int(gpu.memory_used_gb * 1024**3))
+        memory.free = memory.total - memory.used
         return memory
+
+    # --- telemetry
+    def nvmlDeviceGetTemperature(self, h: FakeHandle, sensor: int) -> int:  # noqa: N802
+        gpu = self._device(h, "nvmlDeviceGetTemperature")
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            raise _err("NVMLError_InvalidArgument")
+        return round(float(gpu.temperature_c))
+
+    def nvmlDeviceGetPowerUsage(self, h: FakeHandle) -> int:  # noqa: N802
+        """Milliwatts, as NVML answers."""
+        return round(float(self._device(h, "nvmlDeviceGetPowerUsage").power_watts) * 1000)
+
+    def nvmlDeviceGetUtilizationRates(self, h: FakeHandle) -> Any:  # noqa: N802
+        gpu = self._device(h, "nvmlDeviceGetUtilizationRates")
+        rates = pynvml.c_nvmlUtilization_t()
+        rates.gpu, rates.memory = round(gpu.utilization_percent), 0
+        return rates
+
+    # --- field values
+    def nvmlDeviceGetFieldValues(self, h: FakeHandle, field_ids: list[Any]) -> Any:  # noqa: N802
+        """The real call's shape: an array of `c_nvmlFieldValue_t`, one per id (an int or a
+        `(fieldId, scopeId)` pair), each with its own `nvmlReturn`; NOT_SUPPORTED for a field
+        this GPU does not have."""
+        gpu = self._device(h, "nvmlDeviceGetFieldValues")
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for value, wanted in zip(values, field_ids, strict=True):
+            field, scope = wanted if isinstance(wanted, tuple) else (wanted, 0)
+            value.fieldId, value.scopeId = field, scope
+            value.timestamp = int(self._machine.elapsed_seconds() * 1e6)
+            self._field(gpu, value)
+        return values
+
+    def _field(self, gpu: Any, value: Any) -> None:
+        if value.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+            value.value.uiVal = gpu.recovery_action
+        elif value.fieldId in _NVLINK5_FIELDS and gpu.nvlink5 and value.scopeId < gpu.nvlinks:
+            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            symbol = value.fieldId == pynvml.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS
+            grown = symbol and value.scopeId == 0
+            value.value.ullVal = self._grown(gpu.nvlink5_errors_per_min) if grown else 0
+        else:
+            value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+            return
+        value.nvmlReturn = pynvml.NVML_SUCCESS
 
     def nvmlDeviceGetPciInfo(self, h: FakeHandle) -> Any:  # noqa: N802
         self._device(h, "nvmlDeviceGetPciInfo")
@@ -121,6 +171,12 @@ class FakeNvml:
     def nvmlDeviceGetNumaNodeId(self, h: FakeHandle) -> int:  # noqa: N802
         gpu = self._device(h, "nvmlDeviceGetNumaNodeId")
         return int(gpu.numa_node if gpu.numa_node is not None else self._machine.gpu_numa(h.index))
+
+    def nvmlDeviceGetMinorNumber(self, h: FakeHandle) -> int:  # noqa: N802
+        """The driver numbers `/dev/nvidia<minor>` by slot at load: a GPU that falls off the bus
+        shifts NVML's indices, not the other GPUs' minor numbers."""
+        self._device(h, "nvmlDeviceGetMinorNumber")
+        return h.index
 
     # --- memory errors
     def nvmlDeviceGetTotalEccErrors(self, h: FakeHandle, kind: int, counter: int) -> int:  # noqa: N802

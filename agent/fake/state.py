@@ -7,9 +7,10 @@ from functools import cache
 from pathlib import Path
 
 from astraeus.agent.host import DiskStats
+from astraeus.agent.topology.ifaddrs import AddressBook, Addresses
 
 from .machine import FakeGpu, FakeMachineSpec, FakePort, gpu_uuid
-from .tree import write_tree
+from .tree import fake_mac, write_tree
 
 Clock = Callable[[], datetime]
 
@@ -80,6 +81,11 @@ class FakeMachine:
             total_inodes=files,
             free_inodes=int(files * p.inodes_free_percent / 100),
         )
+
+    def addresses(self) -> AddressBook:
+        """What getifaddrs would say: the management interface's configured addresses."""
+        eth = self.spec.ethernet
+        return {eth.name: Addresses(2, fake_mac(2), list(eth.ipv4), list(eth.ipv6))}
 
     # --- what tests and the demo do to it
     def write_tree(self, root: Path) -> Path:

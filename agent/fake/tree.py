@@ -35,6 +35,7 @@ def write_tree(machine: "FakeMachine", root: Path) -> None:
     _write_gpus(machine, sys)
     for index in range(machine.spec.rdma.count):
         _write_port(machine, sys, index)
+    _write_ethernet(machine, sys)
     _write_proc(machine, root / "proc")
     if machine.spec.imex:
         (root / "dev/nvidia-caps-imex-channels").mkdir(parents=True, exist_ok=True)
@@ -59,6 +60,16 @@ def _write_gpus(machine: "FakeMachine", sys: Path) -> None:
         dev = _pci_device(sys, bdf, _PCI_VENDOR[vendor], machine.gpu_numa(index), _DRIVER[vendor])
         _put(dev / "device", "0x0bd5" if vendor == Vendor.INTEL else "0x2330")
         _link(sys / "class/drm" / f"card{card}" / "device", dev)
+        _write_drm_minors(sys, dev, card)
+
+
+def _write_drm_minors(sys: Path, dev: Path, card: int) -> None:
+    """`<device>/drm/card<n>` and `renderD<128+n>` with their `dev` numbers (DRM major 226), and
+    the `class/drm/renderD<n>` entry, as the kernel registers a GPU's DRM minors."""
+    for name, minor in ((f"card{card}", card), (f"renderD{128 + card}", 128 + card)):
+        _put(dev / "drm" / name / "dev", f"226:{minor}")
+        _link(dev / "drm" / name / "device", dev)
+    _link(sys / "class/drm" / f"renderD{128 + card}" / "device", dev)
 
 
 def _write_port(machine: "FakeMachine", sys: Path, index: int) -> None:
@@ -104,8 +115,33 @@ def _write_roce_gids(ports: Path, port: FakePort, sys: Path, dev: Path, index: i
     _put(ports / "gids/1", f"0000:0000:0000:0000:0000:ffff:0a00:{index + 1:04x}")
     _put(ports / "gid_attrs/types/1", "RoCE v2")
     _put(ports / "gid_attrs/ndevs/1", netdev)
-    (dev / "net" / netdev).mkdir(parents=True, exist_ok=True)
-    _link(sys / "class/net" / netdev, dev / "net" / netdev)
+    gbps = int(float(port.rate.split()[0]))
+    _write_netdev(sys, dev, netdev, ifindex=index + 3, speed_mbps=gbps * 1000, state="up")
+
+
+def _write_ethernet(machine: "FakeMachine", sys: Path) -> None:
+    eth = machine.spec.ethernet
+    dev = _pci_device(sys, "0000:02:00.0", "0x8086", 0, "ice")
+    _write_netdev(sys, dev, eth.name, ifindex=2, speed_mbps=eth.speed_mbps, state=eth.state)
+
+
+def _write_netdev(
+    sys: Path, dev: Path, name: str, *, ifindex: int, speed_mbps: int, state: str
+) -> None:
+    """A netdev as the kernel shows it: class/net/<name> → the PCI device's net/<name>."""
+    net = dev / "net" / name
+    _put(net / "operstate", state)
+    _put(net / "speed", str(speed_mbps) if state == "up" else "-1")
+    _put(net / "mtu", "9000")
+    _put(net / "type", "1")
+    _put(net / "ifindex", str(ifindex))
+    _put(net / "address", fake_mac(ifindex))
+    _link(net / "device", dev)
+    _link(sys / "class/net" / name, net)
+
+
+def fake_mac(ifindex: int) -> str:
+    return f"0c:42:a1:00:00:{ifindex:02x}"
 
 
 def _write_proc(machine: "FakeMachine", proc: Path) -> None:

@@ -28,6 +28,8 @@ class HealthPolicy:
     ecc_corrected_per_window: int = 1
     nvlink_errors_per_window: int = 1
     nvlink_crc_per_window: int = 1
+    nvlink5_errors_per_window: int = 1
+    """NVLink5 (Blackwell) error counters summed; DCGM fails on any growth."""
     throttle_seconds_per_window: float = 0.0
     """Throttled longer than this within the window is at risk; DCGM warns on any."""
 
@@ -70,6 +72,9 @@ def counter_signals(sample: GpuSample, window: Window, policy: HealthPolicy) -> 
         grown = window.growth(key)
         if grown is not None and grown >= limit:
             found[key] = f"{label}: {grown:.0f} new in the last {span}"
+    nvlink5 = _nvlink5(window, policy)
+    if nvlink5:
+        found["nvlink5_errors"] = nvlink5
     for key, label in (("thermal_ns", "Thermal"), ("power_ns", "Power")):
         grown = window.growth(key)
         if grown is not None and grown / 1e9 > policy.throttle_seconds_per_window:
@@ -77,6 +82,43 @@ def counter_signals(sample: GpuSample, window: Window, policy: HealthPolicy) -> 
             found[kind] = f"{label} throttling: {_seconds(grown / 1e9)} of the last {span}"
             found[kind] += _now_active(sample.clock_event_reasons)
     return found
+
+
+def _nvlink5(window: Window, policy: HealthPolicy) -> str | None:
+    """`NVLink5 errors: 3 new in the last 60 s (symbol errors 2, rcv errors 1)`."""
+    grown = {
+        key.removeprefix("nvlink5_").replace("_", " "): window.growth(key) or 0.0
+        for key in sorted(window.last)
+        if key.startswith("nvlink5_")
+    }
+    total = sum(grown.values())
+    if total <= 0 or total < policy.nvlink5_errors_per_window:
+        return None
+    parts = ", ".join(f"{name} {n:.0f}" for name, n in grown.items() if n)
+    return f"NVLink5 errors: {total:.0f} new in the last {_seconds(window.seconds)} ({parts})"
+
+
+RECOVERY_ACTIONS = {
+    1: (True, "reset the GPU (stop its processes, then nvidia-smi -r)"),
+    2: (True, "reboot the node"),
+    3: (False, "drain peer-to-peer (NVLink) work from this GPU"),
+    4: (True, "drain peer-to-peer work, then reset the GPU"),
+    5: (False, "recover the IMEX domain"),
+    6: (True, "reset the GPU's PCIe bus"),
+    7: (True, "reboot the system"),
+}
+"""NVML's `NVML_GPU_RECOVERY_ACTION_*` → (faults the GPU, what to do). As DCGM: reset, reboot
+and drain-and-reset fail the GPU, drain-P2P warns; bus reset and system reboot (newer drivers)
+fault too; recovering the IMEX domain leaves the GPU usable on its own, so it is at risk."""
+
+
+def recovery_signal(action: int | None) -> tuple[bool, str] | None:
+    """(faults the GPU, message) for the driver's recovery action; None when it asks nothing."""
+    if not action:
+        return None
+    fatal, what = RECOVERY_ACTIONS.get(action, (False, "not known to this agent"))
+    label = f"GPU recovery action {action}" if action not in RECOVERY_ACTIONS else ""
+    return fatal, f"{label or 'GPU recovery action'}: {what}"
 
 
 def _now_active(reasons: int | None) -> str:
@@ -99,6 +141,9 @@ def state_signals(sample: GpuSample) -> dict[str, str]:
         found["nvlink_down"] = f"NVLink links down: {links}"
     if sample.fabric is not None and sample.fabric.problems:
         found["fabric_health"] = "; ".join(sample.fabric.problems)
+    recovery = recovery_signal(sample.recovery_action)
+    if recovery is not None and not recovery[0]:
+        found["recovery_action"] = recovery[1]
     return found
 
 
@@ -119,6 +164,9 @@ def fault_signals(sample: GpuSample) -> dict[str, str]:
         found["row_remap_failure"] = (
             "Row remapping failed: reset the GPU or reboot the node immediately"
         )
+    recovery = recovery_signal(sample.recovery_action)
+    if recovery is not None and recovery[0]:
+        found["recovery_action"] = recovery[1]
     return found
 
 

@@ -29,6 +29,9 @@ class _Gpu:
     at_risk: SignalBook = field(default_factory=SignalBook)
     xid_faults: dict[str, HealthSignal] = field(default_factory=dict)
     throttled_since: datetime | None = None
+    xids: dict[XidClass, int] = field(default_factory=dict)
+    """Xid events heard since the agent started, by class (for /metrics)."""
+    last_xid: int | None = None
 
 
 class HealthTracker:
@@ -41,6 +44,8 @@ class HealthTracker:
     def record_xid(self, event: XidEvent) -> None:
         """A fatal Xid faults the GPU; an application Xid is ignored; the rest put it at risk."""
         kind, gpu = classify_xid(event.xid), self._gpu(event.uuid)
+        gpu.xids[kind] = gpu.xids.get(kind, 0) + 1
+        gpu.last_xid = event.xid
         text = describe_xid(event.xid)
         if kind == XidClass.FATAL:
             message = f"{text}: reset the GPU or reboot the node"
@@ -79,6 +84,11 @@ class HealthTracker:
         if seconds < self.policy.window_seconds:
             return {}
         return {"throttle": f"Throttling: for {seconds:.0f} s without a break"}
+
+    def xid_counts(self, uuid: str) -> tuple[dict[XidClass, int], int | None]:
+        """Xid events heard on the GPU since the agent started, by class, and the last one."""
+        gpu = self._gpus.get(uuid)
+        return (dict(gpu.xids), gpu.last_xid) if gpu else ({}, None)
 
     def missing(self, uuid: str, where: str, now: datetime) -> GpuHealth:
         """A GPU that was there before and is no longer listed: faulted."""

@@ -35,6 +35,13 @@ FATAL_XIDS = frozenset(
 )
 """The catalogue's RESET_GPU/RESTART_BM Xids plus DCGM's always-fatal set."""
 
+NVLINK5_XIDS = frozenset(range(144, 151))
+"""NVLink5 (Blackwell) unit errors. The catalogue decodes each by the unit's error status, which
+only the kernel log carries (an NVML event gives the number alone): many are IGNORE, some are
+RESET_GPU. At risk here; when the decode calls for a reset, the driver also sets the GPU recovery
+action (Xid 154, NVML field 230), which the agent reads on the rescan the event triggers and which
+then faults the GPU."""
+
 APPLICATION_XIDS = frozenset({8, 13, 31, 32, 39, 40, 41, 43, 45, 60, 68, 69})
 """Errors of the application (its process is killed; the GPU is fine): the catalogue's
 RESTART_APP bucket. 13, 31, 43, 45 and 68 are also what NVIDIA's device plugin ignores."""
@@ -55,7 +62,22 @@ NAMES = {
     119: "GSP RPC timeout",
     120: "GSP error",
     121: "C2C link corrected error",
+    136: "NVLink training failed",
     140: "unrecoverable ECC error escape",
+    143: "GPU initialization error",
+    144: "NVLink5 SAW error",
+    145: "NVLink5 RLW error",
+    146: "NVLink5 TLW error",
+    147: "NVLink5 TREX error",
+    148: "NVLink5 NVLPW_CTRL error",
+    149: "NVLink5 NETIR error",
+    150: "NVLink5 MSE error",
+    151: "key rotation error",
+    154: "GPU recovery action changed",
+    155: "NVLink software-defined error",
+    156: "resource retirement event",
+    157: "resource retirement failure",
+    158: "GPU fatal timeout",
     999: "unknown Xid",
 }
 

@@ -1,9 +1,12 @@
-"""How a worker's shim is started: a transient systemd unit, or a child in its own session."""
+"""How a worker's shim is started: a transient systemd unit, or a child in its own session.
+
+The agent never signals a worker itself: it asks the shim, which passes SIGTERM on to every
+process the worker started, and kills them all on SIGUSR1 (the agent's SIGKILL).
+"""
 
 import contextlib
 import logging
 import os
-import re
 import resource
 import shutil
 import signal
@@ -16,12 +19,18 @@ from typing import Protocol
 
 from astraeus.shared import Assignment
 
+from ..environment import RDMA_CM, RDMA_DIR
 from .state import TaskRecord, worker_name
+from .users import has_capability
 
 log = logging.getLogger(__name__)
 
 SHIM = Path(__file__).with_name("shim.py")
 Which = Callable[[str], str | None]
+KILL_ALL = signal.SIGUSR1
+"""What the shim takes for "kill every process of the worker now" (see shim.py)."""
+RDMA_CLASSES = (f"{RDMA_CM} rw", "char-infiniband_verbs rw")
+"""`/dev/infiniband` as a whole, where the chosen devices' uverbs nodes are not known."""
 
 
 @dataclass(frozen=True)
@@ -34,27 +43,42 @@ class Launched:
 class Launcher(Protocol):
     name: str
 
-    def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched: ...
+    def start(
+        self, record: TaskRecord, spec: Path, log_path: Path, devices: tuple[str, ...] = ()
+    ) -> Launched: ...
 
     def signal(self, record: TaskRecord, sig: signal.Signals) -> None: ...
 
     def alive(self, record: TaskRecord) -> bool: ...
 
+    def reap(self) -> None: ...
+
 
 def shim_command(spec: Path) -> list[str]:
-    """The shim runs isolated from the user's site-packages and PYTHON* variables."""
+    """The shim runs isolated from the user's site-packages and PYTHON* variables. In a release
+    build (one frozen program, no interpreter) the program runs it as a module instead."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "-m", "astraeus.agent.runtime.shim", str(spec)]
     return [sys.executable, "-I", str(SHIM), str(spec)]
 
 
+def shim_signal(sig: signal.Signals) -> signal.Signals:
+    """The signal the shim gets for `sig`: SIGKILL would end the shim, not the worker's tree."""
+    return KILL_ALL if sig == signal.SIGKILL else sig
+
+
 class ProcessLauncher:
-    """Shims as child processes in their own session, so they outlive the agent."""
+    """Shims as child processes in their own session, so they outlive the agent. The devices
+    are not enforced in this mode (docs/security.md)."""
 
     name = "process"
 
     def __init__(self) -> None:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
-    def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched:
+    def start(
+        self, record: TaskRecord, spec: Path, log_path: Path, devices: tuple[str, ...] = ()
+    ) -> Launched:
         with open(log_path, "ab") as out:
             child = subprocess.Popen(  # noqa: S603 - our own shim
                 shim_command(spec),
@@ -71,7 +95,7 @@ class ProcessLauncher:
         if record.pid is None or not self.alive(record):
             return
         with contextlib.suppress(ProcessLookupError):  # it ended between check and signal
-            os.killpg(record.pid, sig)
+            os.kill(record.pid, shim_signal(sig))
 
     def alive(self, record: TaskRecord) -> bool:
         if record.pid is None:
@@ -84,15 +108,23 @@ class ProcessLauncher:
             return False
         return proc_alive(record.pid, record.pid_start)
 
+    def reap(self) -> None:
+        """Collect the exit of every shim that ended, so none stays a zombie of the agent."""
+        for pid, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[pid]
+
 
 class SystemdLauncher:
     """Shims in transient units, so the agent's own unit can restart without killing them."""
 
     name = "systemd"
 
-    def start(self, record: TaskRecord, spec: Path, log_path: Path) -> Launched:
+    def start(
+        self, record: TaskRecord, spec: Path, log_path: Path, devices: tuple[str, ...] = ()
+    ) -> Launched:
         unit = worker_name(record.assignment)
-        command = systemd_run_command(unit, record.assignment, shim_command(spec))
+        command = systemd_run_command(unit, record.assignment, shim_command(spec), devices)
         subprocess.run(command, check=True, capture_output=True, env=_shim_env())  # noqa: S603
         shown = subprocess.run(  # noqa: S603
             ["systemctl", "show", "--property=MainPID", "--value", unit],  # noqa: S607
@@ -106,7 +138,7 @@ class SystemdLauncher:
     def signal(self, record: TaskRecord, sig: signal.Signals) -> None:
         if record.unit:
             subprocess.run(  # noqa: S603 - best effort: the unit may be gone already
-                ["systemctl", "kill", f"--signal={sig.name}", record.unit],  # noqa: S607
+                systemctl_kill_command(record.unit, sig),
                 check=False,
                 capture_output=True,
             )
@@ -114,14 +146,28 @@ class SystemdLauncher:
     def alive(self, record: TaskRecord) -> bool:
         return record.pid is not None and proc_alive(record.pid, record.pid_start)
 
+    def reap(self) -> None:
+        """systemd is the shims' parent: nothing to collect here."""
 
-def systemd_run_command(unit: str, assignment: Assignment, command: list[str]) -> list[str]:
-    """`systemd-run` for one worker: its own unit, unlimited locked memory, the task's limits."""
-    properties = ["LimitMEMLOCK=infinity", "KillMode=control-group"]
+
+def systemctl_kill_command(unit: str, sig: signal.Signals) -> list[str]:
+    """To the unit's main process, the shim, which passes it on (`--kill-who`: systemd < 252
+    knows no `--kill-whom`, later ones keep the old name)."""
+    return ["systemctl", "kill", "--kill-who=main", f"--signal={shim_signal(sig).name}", unit]
+
+
+def systemd_run_command(
+    unit: str, assignment: Assignment, command: list[str], devices: tuple[str, ...] = ()
+) -> list[str]:
+    """`systemd-run` for one worker: its own unit and cgroup, unlimited locked memory, the
+    task's limits, a private /tmp, and no device but the pseudo-devices and its own."""
+    properties = ["LimitMEMLOCK=infinity", "KillMode=control-group", "PrivateTmp=yes"]
     if assignment.cpu_cores:
         properties.append(f"CPUQuota={round(assignment.cpu_cores * 100)}%")
     if assignment.memory_bytes:
         properties.append(f"MemoryMax={assignment.memory_bytes}")
+    properties.append("DevicePolicy=closed")
+    properties += [f"DeviceAllow={allowed}" for allowed in device_allow(devices)]
     return [
         "systemd-run",
         f"--unit={unit}",
@@ -132,6 +178,14 @@ def systemd_run_command(unit: str, assignment: Assignment, command: list[str]) -
         "--",
         *command,
     ]
+
+
+def device_allow(devices: tuple[str, ...]) -> list[str]:
+    """`DeviceAllow=` values: each device node read-write; `/dev/infiniband` by its classes."""
+    allowed: list[str] = []
+    for device in devices:
+        allowed += RDMA_CLASSES if device == RDMA_DIR else [f"{device} rw"]
+    return list(dict.fromkeys(allowed))
 
 
 def choose_launcher(*, pid1: str | None = None, which: Which = shutil.which) -> Launcher:
@@ -151,16 +205,11 @@ CAP_SYS_RESOURCE = 24
 def memlock(status: Path = Path("/proc/self/status")) -> str:
     """How far a worker's locked-memory limit can be raised from here, in words for the log."""
     _, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    if hard == resource.RLIM_INFINITY or _has_capability(status, CAP_SYS_RESOURCE):
+    if hard == resource.RLIM_INFINITY or has_capability(status, CAP_SYS_RESOURCE):
         return "locked memory: unlimited"
     return (
         f"locked memory: raised to the hard limit {hard} bytes (unlimited needs CAP_SYS_RESOURCE)"
     )
-
-
-def _has_capability(status: Path, bit: int) -> bool:
-    found = re.search(r"^CapEff:\s*([0-9a-fA-F]+)$", status.read_text(), re.M)
-    return found is not None and bool(int(found.group(1), 16) >> bit & 1)
 
 
 def proc_start_time(pid: int, proc: Path = Path("/proc")) -> int | None:

@@ -5,6 +5,7 @@ import importlib
 import logging
 import os
 import signal
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from astraeus.shared import MachineReport
+from astraeus.shared.tls import CaFileError, client_context
 
 from .client import CoordinatorClient
 from .container import container_runtime, runtime_capabilities
@@ -22,6 +24,7 @@ from .runner import Runner, RunnerConfig
 from .sdnotify import Notifier
 from .settings import Settings, SettingsError, load_settings, read_token
 from .state import Outbox, StateDir
+from .users import DYNAMIC, WorkerUserError, WorkerUsers, worker_users
 
 if TYPE_CHECKING:
     from astraeus.agent.service import ScanService
@@ -35,13 +38,17 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = load_settings(argv, os.environ)
         token = read_token(settings.token_file)
+        tls_context(settings)  # a bad CA file is a settings error now, not at the first report
+        settings_users(settings)  # workers as root without the operator's say-so: refused here
+        # Before the scanner opens its backend, so the log's first lines say which GPU backend
+        # was chosen and why the others were not (a machine joining with 0 GPUs says why).
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         scans = make_scan(settings)
     except SystemExit as done:  # argparse: --help, or a usage error it already printed
         return int(done.code or 0)
-    except SettingsError as error:
+    except (SettingsError, CaFileError, WorkerUserError) as error:
         print(f"astraeus-agent: {error}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     asyncio.run(serve_scanning(settings, token, scans))
     return 0
 
@@ -65,6 +72,7 @@ def make_scan(settings: Settings) -> "ScanService":
             proc_root=settings.proc_root,
             data_dir=settings.state_dir,
             labels=dict(settings.labels),
+            policy=settings.health,
         )
     except (TypeError, ValueError, OSError) as error:
         raise SettingsError(f"backend {settings.backend}: {error}") from None
@@ -87,16 +95,29 @@ async def serve_scanning(settings: Settings, token: str, scans: "ScanService") -
         await scans.stop()
 
 
+def settings_users(settings: Settings) -> WorkerUsers:
+    """Who workers run as; a WorkerUserError refuses root without the operator's say-so."""
+    return worker_users(
+        settings.worker_user, settings.worker_uids, root_allowed=settings.allow_root_workers
+    )
+
+
 async def serve(settings: Settings, token: str, scan: Scan) -> None:
     """The agent's whole life: workers outlive it, on purpose."""
     notifier = Notifier.from_environment()
     state = StateDir(settings.state_dir)
+    users = settings_users(settings)
+    log.log(logging.INFO if users.mode == DYNAMIC else logging.WARNING, "%s", users.describe())
     config = RunnerConfig(
         stop_grace_seconds=settings.stop_grace_seconds,
         container_runtime=container_runtime(),
         uverbs=lambda: uverbs_nodes(settings.sysfs_root),
+        users=users,
+        work_root=settings.work_root,
     )
     runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
+    if users.switches:
+        runner.work.warn_if_closed()
     stop, loop = asyncio.Event(), asyncio.get_running_loop()
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stopper(notifier, stop))
@@ -119,7 +140,8 @@ async def _run(
         report_interval_seconds=settings.report_interval_seconds,
         backoff_max_seconds=settings.backoff_max_seconds,
     )
-    async with aiohttp.ClientSession() as session:
+    connector = aiohttp.TCPConnector(ssl=tls_context(settings))
+    async with aiohttp.ClientSession(connector=connector) as session:
         client = CoordinatorClient(session, settings.coordinator, settings.name, token)
         agent = Agent(
             client,
@@ -131,6 +153,11 @@ async def _run(
         )
         log.info("reporting as %s to %s", settings.name, settings.coordinator)
         await agent.run(stop)
+
+
+def tls_context(settings: Settings) -> ssl.SSLContext:
+    """The coordinator's certificate is checked against `ca_file`, else the system's store."""
+    return client_context(settings.ca_file)
 
 
 def _stopper(notifier: Notifier, stop: asyncio.Event) -> Callable[[], None]:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from subprocess import SubprocessError
 from typing import Any
 
@@ -15,8 +16,10 @@ from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from .launch import Launched, Launcher
 from .logs import CHUNK_BYTES, next_chunk
-from .spec import CannotStartError, Files, shim_spec, worker_env
+from .spec import CannotStartError, Files, shim_spec
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
+from .users import WorkerUsers
+from .workdir import UID_CURSOR, WorkRoot, default_work_root
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,9 @@ class RunnerConfig:
     container_runtime: str | None = None
     uverbs: Callable[[], Mapping[str, str]] = dict
     agent_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    users: WorkerUsers = field(default_factory=WorkerUsers.agents_own)
+    work_root: Path | None = None
+    """Where the tasks' working directories go; None: beside the state directory."""
 
 
 class Runner:
@@ -55,6 +61,7 @@ class Runner:
         self.config, self.clock = config, clock
         self.records = {record.task: record for record in state.records()}
         self.shipped: dict[str, int] = {}
+        self.work = WorkRoot(config.work_root or default_work_root(state.root))
 
     def sync(self, assignments: Iterable[Assignment], report: MachineReport) -> None:
         """Start what is new, stop what is cancelled or no longer assigned."""
@@ -80,6 +87,7 @@ class Runner:
         for record in list(self.records.values()):
             if not record.state.ended:
                 changed |= self._watch(record)
+        self.launcher.reap()
         return changed
 
     def stop(self, record: TaskRecord, reason: str) -> None:
@@ -130,6 +138,7 @@ class Runner:
         for task, record in list(self.records.items()):
             done = record.state.ended and task not in keep and task not in unacked
             if done and self._logs_shipped(record):
+                self.work.remove(self._work_key(task))
                 self.state.remove(task)
                 del self.records[task]
 
@@ -161,10 +170,16 @@ class Runner:
             uverbs=self.config.uverbs(),
         )
         files = self._files(assignment.task)
-        env = worker_env(self.config.agent_env, assignment, worker)
-        spec = shim_spec(assignment, worker, env, files, runtime=self.config.container_runtime)
+        key, cursor = self._work_key(assignment.task), self.state.root / UID_CURSOR
+        where = self.work.prepare(key, self.config.users, worker.devices, cursor)
+        runtime, agent_env = self.config.container_runtime, self.config.agent_env
+        spec = shim_spec(assignment, worker, files, where, agent_env=agent_env, runtime=runtime)
         write_json(files.spec, spec)
-        return self.launcher.start(record, files.spec, files.log)
+        return self.launcher.start(record, files.spec, files.log, worker.devices)
+
+    def _work_key(self, task: str) -> str:
+        """The working directory's name: the task folder's, whatever keys it."""
+        return self.state.task_dir(task).name
 
     def _watch(self, record: TaskRecord) -> bool:
         files = self._files(record.task)

@@ -6,9 +6,11 @@ import re
 import socket
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from astraeus.agent.health.signals import HealthPolicy
 
 BACKEND = re.compile(r"^(auto|nvml|amdsmi|intel|none|fake:.+)$")
 
@@ -30,10 +32,22 @@ class Settings:
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
     backoff_max_seconds: float = 5.0
+    ca_file: Path | None = None
+    """The CA that signed the coordinator's certificate; None: the system's CA store."""
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    """The `[health]` table of the TOML file: GPU and port health thresholds."""
+    worker_user: str = "dynamic"
+    """`dynamic` (a uid of its own per task), or one user's name or uid for every worker."""
+    worker_uids: str = ""
+    """`FIRST-LAST`, the uids `dynamic` picks from; empty: 1879048192-1879113727."""
+    work_root: Path | None = None
+    """Where the tasks' working directories go; None: `<state_dir>-work`."""
+    allow_root_workers: bool = False
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
-PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root")
+PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "ca_file", "work_root")
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 KEYS = tuple(f.name for f in fields(Settings))
 
 
@@ -46,6 +60,11 @@ def parser() -> argparse.ArgumentParser:
     )
     cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
     cli.add_argument("--token-file", help="a file holding this machine's agent token")
+    cli.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed the coordinator's certificate "
+        "(default: the system's CA store)",
+    )
     cli.add_argument("--name", help="this machine's name (default: the host name)")
     cli.add_argument(
         "--backend", help="auto, nvml, amdsmi, intel, none or fake:FILE (default: auto)"
@@ -60,6 +79,17 @@ def parser() -> argparse.ArgumentParser:
         help="a label this machine reports, e.g. topology.astraeus.io/rack=r1 (repeatable)",
     )
     cli.add_argument("--state-dir", help="where the agent keeps its tasks and their logs")
+    cli.add_argument(
+        "--worker-user",
+        help="dynamic (default: a uid of its own per task), or a user name or uid for all",
+    )
+    cli.add_argument("--work-root", help="where the tasks' working directories go")
+    cli.add_argument(
+        "--allow-root-workers",
+        action="store_true",
+        default=None,
+        help="let workers run as root (where worker_user is root or the agent cannot switch)",
+    )
     cli.add_argument("--config", help="a TOML file of settings")
     return cli
 
@@ -104,13 +134,40 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
             f"backend: {merged['backend']!r}; use auto, nvml, amdsmi, intel, none or fake:FILE"
         )
     merged["labels"] = _labels(merged.get("labels") or ())
+    merged["health"] = health_policy(merged.get("health", {}))
     for key in NUMBERS:
         if key in merged:
             merged[key] = _positive(key, merged[key])
+    if "allow_root_workers" in merged:
+        merged["allow_root_workers"] = _flag("allow_root_workers", merged["allow_root_workers"])
+    for key in ("worker_user", "worker_uids"):
+        if key in merged:
+            merged[key] = str(merged[key])
     for key in PATHS:
         if key in merged:
             merged[key] = Path(merged[key])
     return Settings(**merged)
+
+
+def health_policy(table: Any) -> HealthPolicy:
+    """`[health]` → HealthPolicy; each key is a HealthPolicy field, each value a number ≥ 0 (a
+    whole one for counts, more than 0 for the window)."""
+    if not isinstance(table, dict):
+        raise SettingsError(f"health: {table!r} is not a table of thresholds")
+    known = {f.name: f for f in fields(HealthPolicy)}
+    values: dict[str, float | int] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise SettingsError(f"health.{key}: not a threshold; known: {', '.join(known)}")
+        whole = known[key].type in (int, "int")
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number_ok or value < 0 or (whole and value != int(value)):
+            kind = "a whole number ≥ 0" if whole else "a number ≥ 0"
+            raise SettingsError(f"health.{key}: {value!r} is not {kind}")
+        values[key] = int(value) if whole else float(value)
+    if values.get("window_seconds", 1) <= 0:
+        raise SettingsError("health.window_seconds: must be more than 0")
+    return HealthPolicy(**values)  # type: ignore[arg-type]
 
 
 def parse_label(pair: str) -> tuple[str, str]:
@@ -143,6 +200,14 @@ def _positive(key: str, value: Any) -> float:
     if isinstance(value, bool) or not number > 0:
         raise SettingsError(f"{key}: {value!r} is not a positive number of seconds")
     return number
+
+
+def _flag(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).strip().lower() in TRUE + FALSE:
+        return str(value).strip().lower() in TRUE
+    raise SettingsError(f"{key}: {value!r} is not true or false")
 
 
 def default_state_dir(environ: Mapping[str, str], *, root: bool | None = None) -> Path:

@@ -1,5 +1,6 @@
-"""What the shim is told to run for one assignment: the command and its whole environment."""
+"""What the shim is told to run for one assignment: the command, its environment and its user."""
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -8,8 +9,14 @@ from typing import Any
 from astraeus.shared import Assignment
 
 from ..environment import WorkerEnvironment
-from .container import container_command
+from .container import container_cleanup, container_command
 from .sdnotify import SYSTEMD_VARIABLES
+from .workdir import Worker
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+AGENT_ONLY = ("USER", "LOGNAME", "MAIL", "HOME", "TMPDIR")
+"""The agent's own identity and places: a worker gets its own HOME and TMPDIR instead."""
+CONTAINER_ENV = "container.env"
 
 
 class CannotStartError(Exception):
@@ -26,48 +33,93 @@ class Files:
     status: Path
 
 
-def worker_env(
-    agent_env: Mapping[str, str], assignment: Assignment, worker: WorkerEnvironment
-) -> dict[str, str]:
-    """The agent's environment without its own settings, then the user's, then the placement's.
-
-    The placement's variables win (they keep workers on their GPUs), except the NCCL tuning
-    knobs a user set on purpose.
-    """
-    base = {
+def agent_base_env(agent_env: Mapping[str, str]) -> dict[str, str]:
+    """The agent's environment without its own settings and systemd's variables."""
+    return {
         key: value
         for key, value in agent_env.items()
         if key not in SYSTEMD_VARIABLES and not key.startswith("ASTRAEUS_")
     }
+
+
+def placed_env(assignment: Assignment, worker: WorkerEnvironment) -> dict[str, str]:
+    """The user's variables, then the placement's, which win (they keep workers on their
+    GPUs), except the NCCL tuning knobs a user set on purpose."""
     placed = {
         key: value
         for key, value in worker.env.items()
         if not (key.startswith("NCCL_") and key in assignment.env)
     }
-    return {**base, **assignment.env, **placed}
+    return {**assignment.env, **placed}
+
+
+def worker_env(
+    agent_env: Mapping[str, str],
+    assignment: Assignment,
+    worker: WorkerEnvironment,
+    workdir: Path,
+) -> dict[str, str]:
+    """A plain worker's environment: the agent's base, HOME and TMPDIR in its working
+    directory, then the user's variables, then the placement's."""
+    base = {k: v for k, v in agent_base_env(agent_env).items() if k not in AGENT_ONLY}
+    places = {"HOME": str(workdir), "TMPDIR": str(workdir / "tmp")}
+    return {**base, **places, **placed_env(assignment, worker)}
 
 
 def shim_spec(
     assignment: Assignment,
     worker: WorkerEnvironment,
-    env: dict[str, str],
     files: Files,
+    where: Worker,
     *,
+    agent_env: Mapping[str, str],
     runtime: str | None,
 ) -> dict[str, Any]:
-    """The JSON the shim reads: command, environment, and where to write what."""
-    if assignment.image is None:
-        command = list(assignment.command)
-    elif runtime is None:
-        raise CannotStartError(f"image {assignment.image} needs podman or docker on this machine")
-    else:
-        command = container_command(runtime, assignment, worker)
-    return {
-        "command": command,
-        "env": env,
-        "cwd": str(files.spec.parent),
+    """The JSON the shim reads: command, environment, user, and where to write what."""
+    check_env(assignment.env, container=assignment.image is not None)
+    spec: dict[str, Any] = {
+        "cwd": str(where.workdir),
         "log": str(files.log),
         "started": str(files.started),
         "status": str(files.status),
         "memlock": worker.memlock_unlimited,
+        "env_file": None,
+        "cleanup": None,
     }
+    if assignment.image is None:
+        env = worker_env(agent_env, assignment, worker, where.workdir)
+        user = where.user.as_spec() if where.user else None
+        return {**spec, "command": list(assignment.command), "env": env, "user": user}
+    if runtime is None:
+        raise CannotStartError(f"image {assignment.image} needs podman or docker on this machine")
+    env_file = str(files.spec.with_name(CONTAINER_ENV))
+    try:
+        command = container_command(runtime, assignment, worker, env_file=env_file, user=where.user)
+    except ValueError as error:
+        raise CannotStartError(f"image: {error}") from None
+    # The runtime itself (root's podman or docker CLI) runs with the agent's environment only:
+    # a user's LD_PRELOAD or PATH must not reach it. The user's variables go to the container.
+    return {
+        **spec,
+        "command": command,
+        "env": agent_base_env(agent_env),
+        "user": None,
+        "env_file": {"path": env_file, "values": placed_env(assignment, worker)},
+        "cleanup": container_cleanup(runtime, assignment),
+    }
+
+
+def check_env(env: Mapping[str, str], *, container: bool) -> None:
+    """Names a process environment can hold and values without NUL; for a container, values
+    without line breaks too (its variables file holds one per line). The coordinator refuses
+    bad names already; the agent does not rely on it."""
+    for name, value in env.items():
+        if not ENV_NAME.match(name):
+            raise CannotStartError(f"env: {name[:100]!r} is not a variable name")
+        if "\0" in value:
+            raise CannotStartError(f"env.{name}: a value may not hold a NUL byte")
+        if container and ("\n" in value or "\r" in value):
+            raise CannotStartError(
+                f"env.{name}: a container's variable may not hold a line break "
+                "(podman and docker read them one per line)"
+            )

@@ -57,6 +57,7 @@ class StateDir:
         self.root = root
         # Specs hold the workers' environments, which may carry the users' secrets.
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(root, 0o700)  # also one made before, by hand or by an older agent
         (root / "tasks").mkdir(mode=0o700, exist_ok=True)
 
     def task_dir(self, task: str) -> Path:

@@ -10,6 +10,8 @@ from astraeus.shared import LinkLayer, RdmaPort
 
 log = logging.getLogger(__name__)
 
+OMNI_PATH_DRIVERS = ("hfi1",)
+
 # Every kernel form: "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)" and the old "10 Gb/sec (4X)".
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+Gb/sec(?:\s+\((\d+)X(?:\s+(\w+))?\))?")
 
@@ -101,6 +103,7 @@ def _read_port(device_dir: Path, port_dir: Path) -> RdmaPort | None:
         log.warning("%s: rate %r is not a form we know; reporting 0 Gb/s", port_dir, rate_text)
     prefix = subnet_prefix(_text(port_dir / "gids/0") or "")
     pci = _pci(device_dir)
+    opa = is_omni_path(device_dir)
     return RdmaPort(
         device=device_dir.name,
         port=int(port_dir.name),
@@ -109,11 +112,32 @@ def _read_port(device_dir: Path, port_dir: Path) -> RdmaPort | None:
         link_layer=layer,
         rate_gbps=rate or 0.0,
         subnet_prefix=prefix,
-        fabric=fabric_name(prefix) if prefix and layer == LinkLayer.INFINIBAND else None,
+        fabric=fabric_name(prefix)
+        if prefix and layer == LinkLayer.INFINIBAND and not opa
+        else None,
         numa_node=_numa(device_dir / "device/numa_node"),
         pci_device=pci,
         netdev=_netdev(port_dir) if layer == LinkLayer.ETHERNET else None,
+        omni_path=opa,
     )
+
+
+def is_omni_path(device_dir: Path) -> bool:
+    """An Intel/Cornelis Omni-Path HFI: its driver is hfi1, or, where the `device` link cannot be
+    followed, its name is the kernel's (`hfi1_0`) or rdma-core's persistent one (`opap…`), or its
+    board says so. It reports the InfiniBand link layer, but it is a fabric of its own."""
+    driver = _driver(device_dir / "device/driver")
+    if driver is not None:
+        return driver in OMNI_PATH_DRIVERS
+    board = _text(device_dir / "board_id") or ""
+    return device_dir.name.startswith(("hfi1_", "opa")) or "Omni-Path" in board
+
+
+def _driver(path: Path) -> str | None:
+    try:
+        return Path(os.readlink(path)).name
+    except OSError:
+        return None
 
 
 def _optional_state(path: Path) -> str | None:

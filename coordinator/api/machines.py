@@ -101,8 +101,18 @@ def _summary(report: MachineReport | None, held: Usage) -> dict[str, object]:
         "gpu_health": dict(health),
         "conditions": [c.value for c in report.conditions],
         "rdma_fabrics": sorted({p.fabric for p in ports if p.fabric}),
-        "rdma_link_layers": sorted({p.link_layer.value for p in ports if p.state == "ACTIVE"}),
+        "rdma_link_layers": sorted(
+            {p.link_layer.value for p in ports if p.state == "ACTIVE" and not p.omni_path}
+        ),
         "nvlink_domains": sorted({g.nvlink_domain for g in report.gpus if g.nvlink_domain}),
+        "ethernet_mbps": max(
+            (
+                i.speed_mbps
+                for i in report.network_interfaces
+                if i.up and i.kind == "ethernet" and i.speed_mbps
+            ),
+            default=None,
+        ),
     }
 
 

@@ -70,6 +70,9 @@ class MachineView(WireModel):
     nvlink_domains: list[str] = Field(
         default_factory=list, description="NVLink domains the GPUs belong to"
     )
+    ethernet_mbps: int | None = Field(
+        default=None, description="speed of the machine's fastest Ethernet interface that is up"
+    )
 
 
 class MachineDetail(MachineView):

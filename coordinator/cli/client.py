@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+from astraeus.shared.tls import CaFileError, client_context
 
 from .config import Target
 from .errors import CliError, Exit
@@ -26,6 +29,18 @@ class Api:
     def __init__(self, target: Target, timeout: float = TIMEOUT_SECONDS) -> None:
         self.target = target
         self.timeout = timeout
+        self._context: ssl.SSLContext | None = None
+
+    def context(self) -> ssl.SSLContext | None:
+        """For https: the CA file's or the system's trust, built once."""
+        if not self.target.api.startswith("https://"):
+            return None
+        if self._context is None:
+            try:
+                self._context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
+            except CaFileError as exc:
+                raise CliError(str(exc), Exit.USAGE) from None
+        return self._context
 
     def url(self, path: str, query: dict[str, str] | None = None) -> str:
         tail = f"?{urllib.parse.urlencode(query)}" if query else ""
@@ -69,13 +84,22 @@ class Api:
                 "Accept": "application/json",
             },
         )
+        context = self.context()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(  # noqa: S310
+                request, timeout=self.timeout, context=context
+            ) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             raise self._refused(exc) from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise CliError(
+                    f"the coordinator at {self.target.api} has a certificate this machine does "
+                    f"not trust ({reason.verify_message}); name its CA with --ca-file or ASTRA_CA",
+                    Exit.UNREACHABLE,
+                ) from None
             if isinstance(reason, socket.timeout | TimeoutError):
                 reason = f"no answer within {self.timeout:g} s"
             elif isinstance(reason, OSError) and reason.strerror:

@@ -11,7 +11,8 @@ from pathlib import Path
 from .errors import CliError, Exit
 
 DEFAULT_API = "http://127.0.0.1:8470"
-KEYS = ("api", "token", "workspace")
+API_PATH = "/api/v1"
+KEYS = ("api", "token", "workspace", "ca_file")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class Target:
     token: str | None
     workspace: str | None
     config: Path
+    ca_file: Path | None = None
+    """The CA that signed the coordinator's certificate; None: the system's CA store."""
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
@@ -58,21 +61,28 @@ def resolve(
     api: str | None,
     token: str | None,
     workspace: str | None,
+    ca_file: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Target:
-    """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`, which win over the file."""
+    """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`/`ASTRA_CA`, which win over
+    the file. The URL may end in `/api/v1` (as the demo prints it) or not."""
     env = os.environ if environ is None else environ
     path = config_path(env)
     file = read_config(path)
 
-    def pick(flag: str | None, key: str) -> str | None:
-        return flag or env.get(f"ASTRA_{key.upper()}") or file.get(key) or None
+    def pick(flag: str | None, key: str, variable: str | None = None) -> str | None:
+        return flag or env.get(variable or f"ASTRA_{key.upper()}") or file.get(key) or None
 
-    url = (pick(api, "api") or DEFAULT_API).rstrip("/")
+    url = (pick(api, "api") or DEFAULT_API).rstrip("/").removesuffix(API_PATH).rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise CliError(
             f"api: {url!r} is not an http(s) URL, e.g. http://coordinator:8470", Exit.USAGE
         )
+    ca = pick(ca_file, "ca_file", "ASTRA_CA")
     return Target(
-        api=url, token=pick(token, "token"), workspace=pick(workspace, "workspace"), config=path
+        api=url,
+        token=pick(token, "token"),
+        workspace=pick(workspace, "workspace"),
+        config=path,
+        ca_file=Path(ca) if ca else None,
     )

@@ -45,8 +45,15 @@ def fabric_text(machine: MachineView) -> str:
     return "RoCE" if machine.rdma_link_layers else "Ethernet"
 
 
+def speed_text(mbps: int | None) -> str:
+    """`100 Gb/s`, `2.5 Gb/s`, `100 Mb/s`; `-` when unknown."""
+    if mbps is None:
+        return "-"
+    return f"{mbps / 1000:g} Gb/s" if mbps >= 1000 else f"{mbps} Mb/s"
+
+
 def machine_rows(machines: list[MachineView]) -> list[str]:
-    rows = [["NAME", "STATE", "GPUS FREE/TOTAL", "HEALTH", "FABRIC", "RACK", "SITE"]]
+    rows = [["NAME", "STATE", "GPUS FREE/TOTAL", "HEALTH", "FABRIC", "ETHERNET", "RACK", "SITE"]]
     for m in machines:
         rows.append(
             [
@@ -55,6 +62,7 @@ def machine_rows(machines: list[MachineView]) -> list[str]:
                 gpus_text(m),
                 health_text(m),
                 fabric_text(m),
+                speed_text(m.ethernet_mbps),
                 m.rack or "-",
                 m.labels.get(SITE) or m.site or "-",
             ]
@@ -72,6 +80,7 @@ def machine_page(m: MachineDetail) -> list[str]:
         " allocated",
         f"  GPUs        {gpus_text(m)} free ({health_text(m)})",
         f"  fabric      {fabric_text(m)}",
+        f"  ethernet    {speed_text(m.ethernet_mbps)}",
         f"  runs        {', '.join(m.runs) or '-'}",
     ]
     lines += [f"  label       {key}={value}" for key, value in sorted(m.labels.items())]
@@ -83,7 +92,8 @@ def machine_page(m: MachineDetail) -> list[str]:
     lines += table(rows, indent="  ")
     for port in m.report.rdma_ports if m.report else []:
         lines.append(
-            f"  port {port.device}/{port.port}  {port.link_layer.value}  {port.state}"
+            f"  port {port.device}/{port.port}  "
+            f"{'Omni-Path' if port.omni_path else port.link_layer.value}  {port.state}"
             f"  {port.rate_gbps:g} Gb/s" + ("  at risk" if port.at_risk else "")
         )
     for r in m.reservations:

@@ -12,7 +12,7 @@ from .client import Api
 from .config import resolve
 from .context import Context
 from .errors import CliError, Exit
-from .parser import PRODUCTS, VERBS, build
+from .parser import PRODUCTS, VERBS, build, unknown_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,8 +23,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list, command = args_list[:cut], args_list[cut + 1 :]
     if args_list and not args_list[0].startswith("-") and args_list[0] not in PRODUCTS:
         if args_list[0] not in VERBS:
-            print(f"astra: unknown command {args_list[0]!r}\n", file=sys.stderr)
-            build().print_usage(sys.stderr)
+            print(unknown_command(args_list[0]), file=sys.stderr)
             return Exit.USAGE
         args_list = ["astraeus", *args_list]  # `astra status x` is `astra astraeus status x`
     parser = build()
@@ -65,6 +64,6 @@ def _dispatch(parser: ArgumentParser, args: Namespace) -> int:
     if args.command_line and args.verb != "run":
         raise CliError("only `run` takes a command after --", Exit.USAGE)
     args.command = args.command_line if args.verb == "run" else None
-    target = resolve(api=args.api, token=args.token, workspace=args.workspace)
+    target = resolve(api=args.api, token=args.token, workspace=args.workspace, ca_file=args.ca_file)
     ctx = Context(api=Api(target), json=args.output == "json")
     return int(args.func(ctx, args))

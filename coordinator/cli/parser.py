@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import NoReturn
 
 from . import admin, machines, runs
 from .context import Context
@@ -22,15 +23,36 @@ Submit GPU runs to an Astraeus cluster and see where they run, or why they wait.
 
 The coordinator is found from --api, then ASTRA_API, then `api` in the config file
 (ASTRA_CONFIG, default ~/.config/astra/config.toml), else http://127.0.0.1:8470; the token
-likewise from --token, ASTRA_TOKEN or `token`. Exit codes: 0 done, 1 refused, 2 bad input,
-3 coordinator unreachable, 4 token missing or not allowed, 5 no such run, task or machine."""
+likewise from --token, ASTRA_TOKEN or `token`, and the CA that signed an https coordinator's
+certificate from --ca-file, ASTRA_CA or `ca_file` (else the system's CA store). Exit codes:
+0 done, 1 refused, 2 bad input, 3 coordinator unreachable, 4 token missing or not allowed,
+5 no such run, task or machine."""
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line and a hint, not the whole usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"astra: {message}\n{hint(self.prog)}\n")
+
+
+def hint(prog: str) -> str:
+    return f"Run '{prog} --help' to see what it takes."
+
+
+def unknown_command(name: str) -> str:
+    """What `astra frobnicate` says, on two lines."""
+    return f"astra: unknown command {name!r}\n{hint('astra')}"
+
+
+def _common() -> Parser:
+    common = Parser(add_help=False)
     common.add_argument("-o", "--output", choices=["text", "json"], default="text")
     common.add_argument("--api", help="the coordinator's URL (ASTRA_API)")
     common.add_argument("--token", help="an API token (ASTRA_TOKEN)")
+    common.add_argument(
+        "--ca-file", help="the CA of the coordinator's certificate (ASTRA_CA; default: system's)"
+    )
     common.add_argument(
         "--workspace", help="the workspace to act in; admins must name it (ASTRA_WORKSPACE)"
     )
@@ -38,11 +60,11 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _add(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    sub: argparse._SubParsersAction[Parser],
     name: str,
     command: Command,
     help_text: str,
-    common: argparse.ArgumentParser,
+    common: Parser,
 ) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
     parser.set_defaults(func=command)
@@ -50,7 +72,7 @@ def _add(
 
 
 def build() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = Parser(
         prog="astra", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     products = top.add_subparsers(dest="product", metavar="{astraeus,demo,validate}")
@@ -71,7 +93,7 @@ def build() -> argparse.ArgumentParser:
     return top
 
 
-def _astraeus(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
     common = _common()
     add_run_flags(_add(sub, "run", runs.run, "submit a run (or --dry-run it)", common))
     status = _add(sub, "status", runs.status, "a run's state and its tasks", common)
@@ -111,9 +133,7 @@ def _astraeus(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _token(sub, common)
 
 
-def _workspace(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
+def _workspace(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     _add(sub, "workspaces", admin.workspaces, "list workspaces (admin)", common)
     parent = sub.add_parser("workspace", help="show or set a workspace (admin)")
     actions = parent.add_subparsers(dest="action", metavar="{show,set}", required=True)
@@ -125,9 +145,7 @@ def _workspace(
     put.add_argument("--max-priority", type=int, default=0, help="the highest priority allowed")
 
 
-def _token(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
-) -> None:
+def _token(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     parent = sub.add_parser("token", help="list, create or revoke API tokens (admin)")
     actions = parent.add_subparsers(dest="action", metavar="{list,create,revoke}", required=True)
     _add(actions, "list", admin.tokens, "every token (never the secrets)", common)

@@ -7,6 +7,11 @@ from collections.abc import Sequence
 from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 machine`, `3 machines`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     """Columns two spaces apart, each as wide as its widest cell; no trailing spaces."""
     if not rows:
@@ -63,7 +68,7 @@ def why_lines(explanation: PendingExplanation) -> list[str]:
     """Every machine and what keeps it out: the closest first, then machines up, then down."""
     closest = explanation.closest
     head = (
-        f"Why it is not running yet: {explanation.checked_nodes} machines checked, "
+        f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
         f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
     )
     head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
@@ -72,7 +77,23 @@ def why_lines(explanation: PendingExplanation) -> list[str]:
         key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
     )
     rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
-    return [head, *table(rows, indent="  ")]
+    return [head, *table(rows, indent="  "), *hint_lines(explanation)]
+
+
+NO_CONTAINER = "machine lacks capability container"
+CONTAINER_HINT = [
+    "Runs with --image need a container runtime: an agent reports the capability `container`",
+    "when podman or docker is on its PATH (install one on the GPU machines, e.g. `apt-get",
+    "install podman`, and restart the agent). The demo's machines have none: leave out --image",
+    "to run the command directly on them.",
+]
+
+
+def hint_lines(explanation: PendingExplanation) -> list[str]:
+    """A sentence for a reason that needs more than its words: today, no container runtime."""
+    if any(NO_CONTAINER in reason for node in explanation.nodes for reason in node.reasons):
+        return CONTAINER_HINT
+    return []
 
 
 def run_rows(runs: Sequence[Run]) -> list[str]:

@@ -78,6 +78,11 @@ def list_runs(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cancel(ctx: Context, args: argparse.Namespace) -> int:
+    """Cancel a run; one that had already ended is left as it is, and says so (exit 0)."""
+    before = _get_run(ctx, args.name)
+    if before.state.ended:
+        ctx.emit(before, [f"{before.name} had already finished: {before.state.value}"])
+        return Exit.OK
     done = Run.model_validate(ctx.api.post(f"/runs/{args.name}/cancel"))
     ctx.emit(done, [f"{done.name}: {done.state.value}"])
     return Exit.OK
@@ -103,12 +108,17 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _tasks_of(ctx: Context, name: str) -> list[str]:
+    """A run's tasks, or the one task of that name; neither: `no run named 'x'`."""
     try:
         return [task.name for task in _get_run(ctx, name).tasks]
     except CliError as exc:
         if exc.code != Exit.NOT_FOUND:
             raise
-    ctx.api.get(f"/tasks/{name}")  # a task's name, or a 404 naming the task
+        missing = exc
+    try:
+        ctx.api.get(f"/tasks/{name}")
+    except CliError as exc:
+        raise missing if exc.code == Exit.NOT_FOUND else exc from None
     return [name]
 
 

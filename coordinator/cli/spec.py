@@ -192,7 +192,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--pool", help="only machines with pool=POOL")
     add("--gpu-model", action="append", default=[], metavar="MODEL", help="H100,H200: any of")
     add("--gpu-memory", type=number, metavar="GB", help="at least this much memory per GPU")
-    add("--vendor", choices=["nvidia", "amd", "intel"])
+    add("--vendor", type=str.lower, choices=["nvidia", "amd", "intel"], help="any case")
     add("--healthy-only", action="store_true", help="never take a GPU at risk; wait instead")
     add("--machines", type=int, metavar="N", help="exactly N machines, GPUs split evenly")
     add("--min-machines", type=int, metavar="N", help="topology.min_nodes")

@@ -22,6 +22,6 @@ def validate(path: str) -> int:
         spec = RunSpec.model_validate_json(text)
     except ValidationError as exc:
         print(f"astra: {path} is not a valid run:\n{describe(RunSpec, exc)}", file=sys.stderr)
-        return Exit.FAILED
+        return Exit.USAGE  # as `run -f` says of the same file
     print(f"{spec.name}: valid")
     return Exit.OK

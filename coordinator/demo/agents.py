@@ -17,6 +17,7 @@ from astraeus.agent.runtime import Agent, LoopConfig, Outbox, Runner, RunnerConf
 from astraeus.agent.runtime.client import CoordinatorClient
 from astraeus.agent.runtime.launch import ProcessLauncher
 from astraeus.agent.runtime.main import uverbs_nodes
+from astraeus.agent.runtime.users import WorkerUsers
 
 MACHINES = "astraeus.coordinator.demo.machines"
 STOP_GRACE_SECONDS = 2.0
@@ -46,6 +47,9 @@ class FakeAgent:
         config = RunnerConfig(
             stop_grace_seconds=STOP_GRACE_SECONDS,
             uverbs=lambda: uverbs_nodes(scanner.sysfs_root),
+            # A single-user demo: its workers run as whoever runs it, root included, so they
+            # can use this Python wherever it is installed (docs/security.md).
+            users=WorkerUsers.agents_own(root_allowed=True),
         )
         # Plain child processes: a demo must not leave systemd units behind.
         runner = Runner(StateDir(root), Outbox(root / "outbox.json"), ProcessLauncher(), config)

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import errno
 import logging
+import os
+import shlex
 import shutil
 import signal
 import sys
@@ -53,8 +55,9 @@ async def _demo(root: Path, port: int, seconds: float | None) -> None:
     print(
         f"and {len(cluster.agents)} fake machines with real agents; workers are real processes.",
         file=out,
-        flush=True,
     )
+    print(FOLLOW_ALONG, file=out)
+    print(f"  {follow_along(cluster)}", file=out, flush=True)
     config = root / "no-config.toml"
     story = Story(
         member=Api(Target(cluster.url, cluster.member_token, None, config)),
@@ -79,6 +82,22 @@ async def _demo(root: Path, port: int, seconds: float | None) -> None:
     print("Demo stopped.", file=out, flush=True)
 
 
+FOLLOW_ALONG = "To follow along in another shell, paste this line there first:"
+
+
+def astra_dir() -> Path:
+    """The folder of the `astra` that started the demo (the venv's bin, or a release's)."""
+    called = sys.argv[0]
+    found = called if os.sep in called else shutil.which(called)
+    return Path(os.path.abspath(found)).parent if found else Path(sys.executable).parent
+
+
+def follow_along(cluster: DemoCluster) -> str:
+    """One line that makes `astra` (and the demo's worker command) work in another shell."""
+    path = shlex.quote(str(astra_dir()))
+    return f'export PATH={path}:"$PATH" ASTRA_API={cluster.url} ASTRA_TOKEN={cluster.member_token}'
+
+
 def _banner(cluster: DemoCluster, seconds: float | None) -> None:
     console = f"{cluster.url}/console/"
     lines = [
@@ -88,10 +107,16 @@ def _banner(cluster: DemoCluster, seconds: float | None) -> None:
         f"  console   {console}",
         f"  token     {cluster.member_token}  (workspace {WORKSPACE})",
         f"  admin     {cluster.admin_token}",
-        "Try:",
-        f"  export ASTRA_API={cluster.url} ASTRA_TOKEN={cluster.member_token}",
+        "Try, in another shell:",
+        f"  {follow_along(cluster)}",
         "  astra astraeus machines",
         "  astra astraeus status careful --why",
+        "  astra astraeus logs pretrain",
+        "The guide's first example waits here, for a container runtime the demo's machines lack",
+        "(`status finetune --why` says `machine lacks capability container` and how to get one):",
+        "  astra astraeus run --name finetune --image nvcr.io/nvidia/pytorch:24.08-py3 "
+        "--gpus 8 --cpus 12 --mem 120G -- python finetune.py",
+        "  astra astraeus status finetune --why",
         f"Stopping in {seconds:g} s." if seconds is not None else "Press Ctrl-C to stop.",
     ]
     print("\n".join(lines), flush=True)

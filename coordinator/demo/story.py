@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 import time
@@ -13,7 +14,7 @@ from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, 
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
-from astraeus.coordinator.cli.render import placement_of, status_lines, why_lines
+from astraeus.coordinator.cli.render import placement_of, plural, status_lines, why_lines
 from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
@@ -24,6 +25,12 @@ WAIT_SECONDS = 90.0
 POLL_SECONDS = 0.25
 PRETRAIN = 15.0
 """Seconds pretrain's workers work: long enough for the chapters before it ends."""
+
+
+def worker_command(seconds: float) -> list[str]:
+    """The demo worker, run by this interpreter (in a release build: this program, which takes
+    `-m MODULE` too)."""
+    return [sys.executable, "-m", WORKER, f"{seconds:g}"]
 
 
 class StoryStoppedError(Exception):
@@ -53,12 +60,13 @@ class Story:
         print(f"\n== {title}", file=self.out, flush=True)
 
     def submit(self, flags: list[str], seconds: float) -> str:
-        """Submit as `astra astraeus run FLAGS -- python -m WORKER SECONDS` would, and echo it."""
+        """Submit as `astra astraeus run FLAGS -- PYTHON -m WORKER SECONDS` would, and echo that
+        command exactly, so it runs as printed (PYTHON: this interpreter, by its full path)."""
         args = build().parse_args(["astraeus", "run", *flags])
-        args.command = [sys.executable, "-m", WORKER, f"{seconds:g}"]
+        args.command = worker_command(seconds)
         spec = build_spec(args, None)
-        shown = " ".join(flags)
-        print(f"$ astra astraeus run {shown} -- python -m {WORKER} {seconds:g}", file=self.out)
+        shown = shlex.join(["astra", "astraeus", "run", *flags, "--", *args.command])
+        print(f"$ {shown}", file=self.out)
         self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
         print(submitted_line(self.member, spec.name), file=self.out, flush=True)
         return spec.name
@@ -113,7 +121,8 @@ def cluster_up(story: Story) -> None:
         if sum(m.state == "Up" and m.gpus_total > 0 for m in listed) >= story.machines:
             break
         story.pause()
-    story.say(f"{len(listed)} machines report to the coordinator")
+    verb = "reports" if len(listed) == 1 else "report"
+    story.say(f"{plural(len(listed), 'machine')} {verb} to the coordinator")
     story.lines(machine_rows(listed))
 
 

@@ -29,11 +29,16 @@ class NetworkPlace:
 
 
 def counted_ports(report: MachineReport | None, min_gbps: float | None) -> list[RdmaPort]:
-    """Ports that are up and, when the run asks for a speed, at least that fast."""
+    """Ports that are up and, when the run asks for a speed, at least that fast. Omni-Path
+    ports never count: workers are not given them (docs/decisions.md, "Omni-Path")."""
     if report is None:
         return []
     floor = min_gbps or 0
-    return [port for port in report.rdma_ports if port.up and port.rate_gbps >= floor]
+    return [
+        port
+        for port in report.rdma_ports
+        if port.up and not port.omni_path and port.rate_gbps >= floor
+    ]
 
 
 def network_place(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -42,7 +43,9 @@ _OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
 def start_worker(parent: int) -> None:
     """Run in the worker at start: a lower CPU priority, so on a busy machine the service's
     event loop (reports, API) gets a core first and passes take what is left; and watch the
-    parent."""
+    parent. Ctrl-C reaches the whole foreground process group: the service decides when the
+    worker stops, so the worker ignores SIGINT (no KeyboardInterrupt traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
     watch_parent(parent)

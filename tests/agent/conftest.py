@@ -1,5 +1,6 @@
 """Shared fixtures for the agent's tests: a fake clock and fake machines on disk."""
 
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -38,3 +39,34 @@ def machine_factory(tmp_path: Path, clock: FakeClock):  # type: ignore[no-untype
         return machine
 
     return make
+
+
+CAPTURE = Path("shared/realdata/procfs-capture")
+"""A real machine's /proc and /sys (Prometheus procfs fixtures), beside the repository in
+`../shared`: CI clones the repository with shared/ beside it; a worktree finds it a level up."""
+NO_CAPTURE = (
+    "the real-machine capture is not here: expected ../shared/realdata/procfs-capture beside "
+    "the repository (or a folder named by ASTRAEUS_REALDATA)"
+)
+
+
+def find_capture(environ: dict[str, str] | None = None) -> Path | None:
+    """The capture, read in place: ASTRAEUS_REALDATA, else `shared/` beside the repository or
+    beside a folder above it."""
+    env = (os.environ if environ is None else environ).get("ASTRAEUS_REALDATA")
+    if env:
+        return Path(env) if Path(env).is_dir() else None
+    repo = Path(__file__).resolve().parents[2]
+    return next((p / CAPTURE for p in repo.parents if (p / CAPTURE).is_dir()), None)
+
+
+def require_capture(environ: dict[str, str] | None = None) -> Path:
+    found = find_capture(environ)
+    if found is None:
+        pytest.skip(NO_CAPTURE)
+    return found
+
+
+@pytest.fixture
+def capture() -> Path:
+    return require_capture()

@@ -87,7 +87,7 @@ def test_intel_cards_from_drm(tmp_path: Path) -> None:
     _card(tmp_path, "card1", "0x10de", "nvidia", "0000:18:00.0")
     _card(tmp_path, "card2", "0x8086", "i915", "0000:83:00.0")
     _card(tmp_path, "card0-DP-1", "0x8086", "xe", "0000:04:00.0")
-    assert [n for n, _ in intel_cards(tmp_path)] == [0, 2]
+    assert [c.card for c in intel_cards(tmp_path)] == [0, 2]
     samples = IntelBackend(tmp_path).sample()
     assert [(s.uuid, s.model, s.numa_node) for s in samples] == [
         ("intel-0000:03:00.0", "Intel GPU 0x0bd5", 1),

@@ -104,3 +104,46 @@ async def test_before_the_first_scan(
     response = await client.get("/v1/machine")
     assert response.status == 503
     assert await response.json() == {"error": "the first scan has not finished yet"}
+
+
+async def test_metrics_parse_as_prometheus_text(client: Client, service: ScanService) -> None:
+    """/metrics is Prometheus text the real parser reads: dcgm-exporter's GPU series with its
+    labels, health by state, signals, Xid counts by class, RDMA ports and host pressure."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = await client.get("/metrics")
+    assert response.status == 200
+    assert response.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    families = {f.name: f for f in text_string_to_metric_families(await response.text())}
+    gpu5 = service.scanner.scan().gpus[5]
+    temp = families["DCGM_FI_DEV_GPU_TEMP"]
+    assert (temp.type, len(temp.samples)) == ("gauge", 8)
+    assert temp.samples[5].labels == {
+        "gpu": "5", "UUID": gpu5.uuid, "pci_bus_id": "0000:ab:00.0",
+        "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "h100-at-risk",
+    }  # fmt: skip
+    assert temp.samples[5].value == 40.0
+
+    def value(name: str, **labels: str) -> float:
+        found = [s.value for s in families[name].samples if labels.items() <= s.labels.items()]
+        assert len(found) == 1, (name, labels)
+        return found[0]
+
+    assert value("DCGM_FI_DEV_POWER_USAGE", gpu="0") == 350.0
+    assert value("DCGM_FI_DEV_FB_TOTAL", gpu="0") == 80 * 1024
+    assert value("DCGM_FI_DEV_FB_FREE", gpu="0") == 80 * 1024
+    assert value("DCGM_FI_DEV_XID_ERRORS", gpu="5") == 79
+    assert value("astraeus_gpu_xid_events", gpu="5", **{"class": "fatal"}) == 1
+    assert value("astraeus_gpu_health", gpu="5", state="faulted") == 1
+    assert value("astraeus_gpu_health", gpu="5", state="healthy") == 0
+    assert value("astraeus_gpu_signal", gpu="1", kind="row_remap_pending") == 1
+    assert value("DCGM_FI_DEV_ROW_REMAP_PENDING", gpu="1") == 1
+    assert value("DCGM_FI_DEV_ROW_REMAP_PENDING", gpu="0") == 0
+    assert families["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"].type == "counter"
+    assert value("astraeus_rdma_port_up", device="mlx5_2", port="1") == 0
+    assert value("astraeus_rdma_port_rate_gbps", device="mlx5_3") == 10
+    assert value("astraeus_rdma_port_rate_gbps", device="mlx5_0") == 400
+    assert value("astraeus_rdma_port_errors", device="mlx5_0", counter="symbol_error") == 0
+    assert value("astraeus_host_condition", condition="MemoryPressure") == 0
+    assert value("astraeus_host_pressure_avg10_percent", resource="cpu", kind="some") == 0.5
+    assert value("astraeus_agent_scans") == 1

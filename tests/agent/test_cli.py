@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from astraeus.agent.cli import main
+from astraeus.agent.cli import main, workers_line
 
 
 def test_inspect_json_of_a_fake_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,6 +29,7 @@ def test_inspect_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "      - Xid 79 (GPU has fallen off the bus): reset the GPU or reboot the node\n" in out
     assert "  mlx5_2:1  DOWN    Polling   InfiniBand  400 Gb/s" in out
     assert "IMEX: not available (no nvidia-caps-imex-channels in /proc/devices)\n" in out
+    assert f"\nWorkers: {workers_line().removeprefix('workers ')}\n" in out
 
 
 def test_inspect_without_gpus_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

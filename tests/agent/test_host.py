@@ -89,10 +89,13 @@ def test_conditions_use_kubelet_thresholds(state: HostState, expected: list[str]
 
 
 def test_garbled_files_cost_one_figure(tmp_path: Path) -> None:
-    """A garbled CPU list or PSI line is reported as a problem, not raised."""
+    """A garbled CPU list or PSI line is reported as a problem, not raised; the cores then come
+    from /proc/stat, never from the inspecting host."""
     _put(tmp_path / "sys/devices/system/cpu/online", "zero-three\n")
     _put(tmp_path / "proc/pressure/cpu", "some avg10=x avg60=0.00\nfull avg10=0.00 total=0\n")
+    _put(tmp_path / "proc/stat", "cpu  1 2 3\ncpu0 1 2 3\ncpu1 1 2 3\nintr 5\n")
     host = read_host(tmp_path / "proc", tmp_path / "sys", tmp_path, lambda _p: ROOMY_DISK)
-    assert host.problems[0] == "cannot parse the online CPU list 'zero-three'; using os.cpu_count()"
+    assert host.problems[0] == "cannot parse the cpu/online CPU list: 'zero-three'"
+    assert (host.cores, host.cpu.source) == (2.0, "stat")
     assert host.psi["cpu"] == {"full": {"avg10": 0.0, "total": 0.0}}
     assert host.cpu_pressure is False

@@ -82,10 +82,11 @@ def test_cancel_reports_the_new_state(astra: Astra, running: str) -> None:
 
 
 def test_machines_table_has_gpus_by_model_health_and_topology(astra: Astra, running: str) -> None:
-    """`machines` shows state, free/total GPUs by model, health, fabric, rack and site."""
+    """`machines` shows state, free/total GPUs by model, health, fabric, Ethernet speed, rack
+    and site."""
     assert astra("astraeus", "machines", token=running).out.splitlines() == [
-        "NAME    STATE  GPUS FREE/TOTAL            HEALTH     FABRIC  RACK  SITE",
-        "gpu-01  Up     4/8 NVIDIA H100 80GB HBM3  8 healthy  ib-a    r1    fra-1",
+        "NAME    STATE  GPUS FREE/TOTAL            HEALTH     FABRIC  ETHERNET  RACK  SITE",
+        "gpu-01  Up     4/8 NVIDIA H100 80GB HBM3  8 healthy  ib-a    -         r1    fra-1",
     ]
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from astraeus.agent.runtime import StateDir
 from astraeus.agent.runtime.launch import proc_alive
+from astraeus.coordinator.cli.render import CONTAINER_HINT
+from astraeus.coordinator.demo.main import FOLLOW_ALONG
 
 ASTRA = Path(sys.executable).parent / "astra"
 STORY_LIMIT_SECONDS = 240
@@ -18,6 +20,7 @@ STORY_LIMIT_SECONDS = 240
 
 
 def _demo(*argv: str) -> subprocess.Popen[str]:
+    """The demo in its own process group, as a terminal runs it (Ctrl-C reaches the group)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASTRA_")}
     return subprocess.Popen(
         [ASTRA, "demo", *argv],
@@ -25,6 +28,20 @@ def _demo(*argv: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        start_new_session=True,
+    )
+
+
+def _fresh_shell(lines: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+    """Run pasted lines in a new shell that has nothing of this one: no venv, no ASTRA_*."""
+    return subprocess.run(
+        ["/bin/sh", "-c", "\n".join(lines)],
+        env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=home,
+        timeout=60,
     )
 
 
@@ -48,11 +65,11 @@ def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
     expected = [
         "[",  # machines report
         "    eth-2   Up, cordoned        2/2 NVIDIA A10             2 healthy             "
-        "Ethernet           rack-e1  lab",
+        "Ethernet           100 Gb/s  rack-e1  lab",
         "    ib-b1   Up                  8/8 NVIDIA H100 80GB HBM3  6 healthy, 2 at risk  "
-        "ib-b               rack-b1  lab",
+        "ib-b               100 Gb/s  rack-b1  lab",
         "    ib-b2   Up, MemoryPressure  8/8 NVIDIA H100 80GB HBM3  8 healthy             "
-        "ib-b               rack-b2  lab",
+        "ib-b               100 Gb/s  rack-b2  lab",
         "pretrain submitted to demo: http://127.0.0.1:",
         "    pretrain: Running — 2 machines × 8 GPUs on InfiniBand fabric ib-a in rack rack-a1",
         "    careful: Pending — No machine fits: 10 of 10 machines ready",
@@ -92,13 +109,14 @@ def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
 
 
 def test_demo_stops_cleanly_on_sigint_mid_story(tmp_path: Path) -> None:
-    """Ctrl-C while the story runs stops workers, agents and coordinator, exit 0, no traceback."""
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) while the story runs
+    stops workers, agents and coordinator, exit 0, no traceback from any process."""
     demo = _demo("--state-dir", str(tmp_path))
     assert demo.stdout is not None
     for line in demo.stdout:
         if line.startswith("    pretrain: Running"):
             break
-    demo.send_signal(signal.SIGINT)
+    os.killpg(demo.pid, signal.SIGINT)
     out, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
     assert demo.returncode == 0, err
     assert "Traceback" not in err
@@ -116,3 +134,47 @@ def test_demo_on_a_busy_port_says_so(tmp_path: Path) -> None:
         _, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
     assert demo.returncode == 1
     assert err == f"astra: the demo cannot start on 127.0.0.1:{port}: the port is in use\n"
+
+
+def test_every_line_the_demo_prints_runs_as_printed_in_another_shell(tmp_path: Path) -> None:
+    """The follow-along line, each `$` command of the story and each `Try` line run as printed
+    in a fresh shell; the guide's first example waits for a container runtime, and says how to
+    get one; then Ctrl-C stops the demo without a traceback."""
+    demo = _demo("--state-dir", str(tmp_path / "state"))
+    assert demo.stdout is not None
+    printed = []
+    for line in demo.stdout:
+        printed.append(line.rstrip("\n"))
+        if line.startswith("Press Ctrl-C to stop."):
+            break
+    home = tmp_path / "home"
+    home.mkdir()
+    try:
+        export = printed[printed.index(FOLLOW_ALONG) + 1]
+        assert export.startswith("  export PATH=")
+        story = [line[2:] for line in printed if line.startswith("$ astra astraeus run ")]
+        assert len(story) == 6
+        for command in story:  # already submitted by the demo: refused only for the name
+            done = _fresh_shell([export, command], home)
+            name = command.split("--name ")[1].split()[0]
+            assert (done.returncode, done.stderr) == (
+                1,
+                f"astra: a run named {name!r} already exists in workspace demo\n"
+                "  name: is already used in this workspace; pick another name or cancel that run\n",
+            ), command
+        tries = printed[printed.index("Try, in another shell:") + 1 : -1]
+        tries = [line for line in tries if line.startswith("  ")]
+        assert tries[0] == export
+        for command in tries[1:]:
+            done = _fresh_shell([export, command], home)
+            assert done.returncode == 0, (command, done.stderr)
+        why = done.stdout.splitlines()
+        assert why[0] == "finetune: Pending — No machine fits: 10 of 10 machines ready"
+        assert "  ib-a1   Up  machine lacks capability container" in why
+        assert why[-4:] == CONTAINER_HINT
+    finally:
+        os.killpg(demo.pid, signal.SIGINT)
+        out, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
+    assert demo.returncode == 0, err
+    assert "Traceback" not in err
+    assert out.rstrip().endswith("Demo stopped.")

@@ -52,9 +52,11 @@ def report(
     labels: dict[str, str] | None = None,
     cpu_cores: float = 96,
     memory_bytes: int = 1024**4,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """A machine report as an agent sends it, with `gpus` healthy GPUs."""
+    """A machine report as an agent sends it, with `gpus` healthy GPUs; `extra` fields added."""
     return {
+        **extra,
         "schema_version": SCHEMA_VERSION,
         "name": name,
         "labels": labels or {},

@@ -100,3 +100,23 @@ async def test_metrics_count_runs_machines_and_gpus(fake_cluster: Cluster) -> No
         "astraeus_placement_latency_seconds_count 1",
     ):
         assert expected in lines
+
+
+async def test_ethernet_speed_is_the_fastest_ethernet_interface_up(fake_cluster: Cluster) -> None:
+    """The machines view's ethernet_mbps: the fastest Ethernet interface that is up; IPoIB and
+    interfaces that are down do not count."""
+    c = fake_cluster
+    interfaces = [
+        {"name": "eth0", "kind": "ethernet", "state": "up", "speed_mbps": 25000},
+        {"name": "eth1", "kind": "ethernet", "state": "down", "speed_mbps": 100000},
+        {"name": "ib0", "kind": "infiniband", "state": "up", "speed_mbps": 400000},
+        {"name": "docker0", "kind": "ethernet", "state": "up"},
+    ]
+    await c.report("gpu-01", network_interfaces=interfaces)
+    await c.report("gpu-02")
+    status, listed = await c.call("GET", "/api/v1/machines")
+    assert status == 200
+    assert {m["name"]: m["ethernet_mbps"] for m in listed["machines"]} == {
+        "gpu-01": 25000,
+        "gpu-02": None,
+    }

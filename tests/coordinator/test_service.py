@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from astraeus.coordinator.service import first_admin_token, main
+from astraeus.coordinator.service import main
 from astraeus.coordinator.settings import SettingsError, load
+from astraeus.coordinator.startup import first_admin_token
 from astraeus.coordinator.store import Store
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"
@@ -18,7 +19,9 @@ BIN = Path(sys.executable).parent / "astraeus-coordinator"
 def test_later_sources_win(tmp_path: Path) -> None:
     """Defaults, then the TOML file, then ASTRAEUS_* variables, then flags."""
     config = tmp_path / "coordinator.toml"
-    config.write_text('listen = "10.0.0.5:9000"\ndown_after_seconds = 10\ndb = "/a.db"\n')
+    config.write_text(
+        'listen = "10.0.0.5:9000"\nallow_plain_http = true\ndown_after_seconds = 10\ndb = "/a.db"\n'
+    )
     settings = load(
         config=config,
         env={"ASTRAEUS_DOWN_AFTER_SECONDS": "20", "ASTRAEUS_GPU_COUNT": "8", "HOME": "/x"},
@@ -43,12 +46,20 @@ def test_later_sources_win(tmp_path: Path) -> None:
         ),
         ("", {"ASTRAEUS_LISTEN": "8470"}, "listen: '8470' is not HOST:PORT, e.g. 0.0.0.0:8470"),
         (
+            'listen = "0.0.0.0:8470"\n',
+            {},
+            "listen: 0.0.0.0:8470 is reachable from other machines and would serve plain HTTP; "
+            "give tls_cert and tls_key (--tls-cert, --tls-key), or set allow_plain_http = true "
+            "(--allow-plain-http) to send tokens in clear text",
+        ),
+        ('tls_cert = "/c.pem"\n', {}, "tls_cert and tls_key: give both, or neither"),
+        (
             "",
             {"ASTRAEUS_LOST_AFTER_SECONDS": "-1"},
             "ASTRAEUS_LOST_AFTER_SECONDS: must be at least 0, got '-1'",
         ),
     ],
-    ids=["unknown-key", "not-a-number", "listen-without-port", "negative"],
+    ids=["unknown-key", "not-a-number", "listen-without-port", "negative", "plain", "half-tls"],
 )
 def test_bad_settings_name_the_setting(
     tmp_path: Path, toml: str, env: dict[str, str], message: str
@@ -112,4 +123,86 @@ def test_bad_flag_value_is_a_usage_error(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert out.stderr == (
         "astraeus-coordinator: listen: 'nowhere' is not HOST:PORT, e.g. 0.0.0.0:8470\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "state_dir"),
+    [
+        ({"STATE_DIRECTORY": "/var/lib/astraeus", "HOME": "/home/x"}, "/var/lib/astraeus"),
+        ({"XDG_DATA_HOME": "/data", "HOME": "/home/x"}, "/data/astraeus"),
+        ({"HOME": "/home/x"}, "/home/x/.local/share/astraeus"),
+    ],
+    ids=["systemd", "xdg", "home"],
+)
+def test_state_and_database_default_to_the_service_directory(
+    env: dict[str, str], state_dir: str
+) -> None:
+    """With no db or state_dir given, both live in $STATE_DIRECTORY, else the XDG data
+    directory; never in the working directory."""
+    settings = load(env=env)
+    assert settings.state_dir == Path(state_dir)
+    assert settings.db == Path(state_dir) / "astraeus.db"
+
+
+def test_a_given_state_dir_carries_the_database(tmp_path: Path) -> None:
+    """`--state-dir` alone moves the database with it; `--db` still wins."""
+    moved = load(env={"HOME": "/h"}, overrides={"state_dir": tmp_path})
+    assert moved.db == tmp_path / "astraeus.db"
+    pinned = load(env={"HOME": "/h"}, overrides={"state_dir": tmp_path, "db": Path("/x.db")})
+    assert pinned.db == Path("/x.db")
+
+
+def test_state_directory_is_private(tmp_path: Path) -> None:
+    """The state directory the coordinator creates is 0700, the admin token in it 0600."""
+    store = Store.open(tmp_path / "a.db")
+    path = first_admin_token(store, tmp_path / "new" / "state")
+    store.close()
+    assert path is not None
+    assert (tmp_path / "new" / "state").stat().st_mode & 0o777 == 0o700
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_plain_http_off_loopback_warns_at_every_start(tmp_path: Path) -> None:
+    """With allow_plain_http, a non-loopback listen starts and logs a warning about clear-text
+    tokens; then SIGTERM stops it."""
+    process = subprocess.Popen(
+        [BIN, "--listen", "0.0.0.0:0", "--allow-plain-http", "--state-dir", tmp_path],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:
+        seen.append(line)
+        if "astraeus-coordinator: listening on" in line:
+            break
+    process.terminate()
+    process.communicate(timeout=30)
+    warning = [line for line in seen if "WARNING" in line and "plain HTTP" in line]
+    assert warning, seen
+    assert (
+        warning[0]
+        .split(": ", 1)[1]
+        .startswith(
+            "serving plain HTTP on 0.0.0.0:0 (allow_plain_http): tokens cross the network in clear "
+            "text; give tls_cert and tls_key"
+        )
+    )
+
+
+def test_unusable_certificate_is_a_usage_error(tmp_path: Path) -> None:
+    """A certificate file that is not PEM stops the start with exit 2 and names the files."""
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    cert.write_text("not a certificate\n")
+    key.write_text("not a key\n")
+    out = subprocess.run(
+        [BIN, "--tls-cert", cert, "--tls-key", key, "--state-dir", tmp_path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2
+    assert out.stderr.startswith(
+        f"astraeus-coordinator: tls_cert {cert}, tls_key {key}: cannot be used together: "
     )

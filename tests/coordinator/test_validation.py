@@ -37,8 +37,14 @@ from .conftest import Cluster
             "requested_resources",
             "Cannot plan workers: cannot evenly distribute 12 gpus across 5 machines",
         ),
+        (
+            {"name": "a", "image": "--privileged", "command": ["--volume=/:/host", "alpine"]},
+            "image",
+            "'--privileged' is not an OCI image reference: use [registry/]name[:tag][@digest], "
+            "e.g. nvcr.io/nvidia/pytorch:24.08-py3",
+        ),
     ],
-    ids=["name", "missing-command", "negative-count", "typo", "uneven"],
+    ids=["name", "missing-command", "negative-count", "typo", "uneven", "image-as-a-flag"],
 )
 async def test_bad_run_specs_name_field_and_problem(
     fake_cluster: Cluster, spec: dict[str, Any], field: str, problem: str

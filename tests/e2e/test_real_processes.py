@@ -33,6 +33,9 @@ appears (at most 120 s: `iter(f, True)` calls f until it answers True) and exits
 
 FAST = {"ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.5", "ASTRAEUS_PASS_INTERVAL_SECONDS": "0.5"}
 """Agents report, and passes run, twice a second, so the test spends little time waiting."""
+AS_THIS_USER = {"ASTRAEUS_WORKER_USER": "root", "ASTRAEUS_ALLOW_ROOT_WORKERS": "true"}
+"""The workers run this test's Python and write into its private folder, so they run as the
+test's own user: root where the test is root (a uid of their own is tested in tests/runtime)."""
 
 
 def _free_port() -> int:
@@ -178,6 +181,7 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
             name,
             "astraeus-agent", "run", "--coordinator", cluster.url, "--token-file", str(token_file),
             "--name", name, "--backend", "fake:h100-sxm", "--state-dir", str(tmp_path / name),
+            env=AS_THIS_USER,
         )  # fmt: skip
     _until("both agents to report their GPUs", lambda: _gpus_up(cluster, member) == 16)
 

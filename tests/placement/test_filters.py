@@ -89,6 +89,12 @@ ROWS = [
         ports=[rdma_port(roce=True)],
     ),
     row(
+        "5-omni-path-is-not-rdma-for-nccl",
+        "no RDMA port up",
+        ask={"network": {"interconnect": "rdma"}},
+        ports=[rdma_port(device="hfi1_0", gbps=100).model_copy(update={"omni_path": True})],
+    ),
+    row(
         "6-spread",
         "a worker of this run is already on this machine",
         workers=["run"],

@@ -26,6 +26,7 @@ from astraeus.agent.runtime import (
 )
 from astraeus.agent.runtime.client import CoordinatorClient
 from astraeus.agent.runtime.launch import ProcessLauncher
+from astraeus.agent.runtime.users import WorkerUsers
 from astraeus.shared import (
     SCHEMA_VERSION,
     AgentReport,
@@ -53,9 +54,10 @@ def machine_report() -> MachineReport:
     ]
     ports[0]["rate_gbps"], ports[1]["rate_gbps"] = 400, 100
     gpus = [
-        {"index": i, "uuid": uuid(i), "vendor": "nvidia", "model": "H100", "memory_bytes": 1}
+        {"index": i, "uuid": uuid(i), "vendor": "nvidia", "model": "H100", "memory_bytes": 1,
+         "device_node": f"/dev/nvidia{i}"}
         for i in range(2)
-    ]
+    ]  # fmt: skip
     return MachineReport.model_validate(
         {
             "schema_version": SCHEMA_VERSION,
@@ -193,11 +195,22 @@ class Harness:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     launchers: list[ProcessLauncher] = field(default_factory=list)
 
+    users: WorkerUsers = field(default_factory=lambda: WorkerUsers.agents_own(root_allowed=True))
+    """Workers as the test's own user, root included, unless a test asks for isolation."""
+    work_root: Path | None = None
+    container_runtime: str | None = None
+
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
         self.launchers.append(launcher)
         state = StateDir(self.state_dir)
-        config = RunnerConfig(stop_grace_seconds=0.5, agent_env=AGENT_ENV)
+        config = RunnerConfig(
+            stop_grace_seconds=0.5,
+            agent_env=AGENT_ENV,
+            users=self.users,
+            work_root=self.work_root,
+            container_runtime=self.container_runtime,
+        )
         runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)
         client = CoordinatorClient(self.session, self.coordinator.url, "gpu-01", TOKEN)
         loop = LoopConfig(

@@ -23,7 +23,13 @@ WAIT_FOR_GO = (
 async def _agent(tmp_path: Path, coordinator: Coordinator) -> asyncio.subprocess.Process:
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
-    env = {**os.environ, "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1"}
+    # The worker reads a file in this test's private folder: it runs as the test's own user.
+    env = {
+        **os.environ,
+        "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1",
+        "ASTRAEUS_WORKER_USER": "root",
+        "ASTRAEUS_ALLOW_ROOT_WORKERS": "true",
+    }
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "astraeus.agent.cli", "run", "--backend", "fake:h100-sxm",
         "--coordinator", coordinator.url, "--token-file", str(token), "--name", "gpu-01",

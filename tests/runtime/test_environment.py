@@ -8,6 +8,7 @@ from astraeus.agent.environment import (
     DEFAULT_SHM_BYTES,
     GPU_SHM_MIN_BYTES,
     IMEX_CHANNEL0,
+    NVIDIA_CONTROL,
     WorkerEnvironmentError,
     worker_environment,
 )
@@ -20,25 +21,33 @@ def _uuid(i: int) -> str:
     return f"GPU-{i:08x}-0000-4000-8000-000000000000"
 
 
-def _gpu(i: int, vendor: str = "nvidia") -> dict[str, Any]:
-    return {"index": i, "uuid": _uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB}
+def _gpu(i: int, vendor: str = "nvidia", node: str | None = None) -> dict[str, Any]:
+    node = node or (f"/dev/nvidia{i}" if vendor == "nvidia" else f"/dev/dri/renderD{128 + i}")
+    return {
+        "index": i, "uuid": _uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB,
+        "device_node": node,
+    }  # fmt: skip
 
 
 def _port(device: str, rate: float, *, state: str = "ACTIVE", layer: str = "InfiniBand") -> dict:
     return {"device": device, "port": 1, "state": state, "link_layer": layer, "rate_gbps": rate}
 
 
-def _machine(gpus: int = 8, vendor: str = "nvidia", **extra: Any) -> MachineReport:
+def _machine(count: int = 8, vendor: str = "nvidia", **extra: Any) -> MachineReport:
     return MachineReport.model_validate(
         {
             "schema_version": SCHEMA_VERSION,
             "name": "gpu-01",
             "cpu_cores": 96,
             "memory_bytes": 1024 * GIB,
-            "gpus": [_gpu(i, vendor) for i in range(gpus)],
+            "gpus": [_gpu(i, vendor) for i in range(count)],
             **extra,
         }
     )
+
+
+def _with_gpus(*gpus: dict[str, Any]) -> MachineReport:
+    return _machine(0, gpus=list(gpus))
 
 
 def _assignment(**extra: Any) -> Assignment:
@@ -185,11 +194,13 @@ def test_infiniband_run_gets_rdma_devices_ipc_lock_and_memlock() -> None:
     uverbs = {"mlx5_0": "/dev/infiniband/uverbs0", "ibp12s0": "/dev/infiniband/uverbs3"}
     got = worker_environment(assignment, report, uverbs=uverbs)
     assert got.devices == (
-        f"nvidia.com/gpu={_uuid(0)}",
+        "/dev/nvidia0",
+        *NVIDIA_CONTROL,
         "/dev/infiniband/rdma_cm",
         "/dev/infiniband/uverbs0",
         "/dev/infiniband/uverbs3",
     )
+    assert got.cdi_devices == (f"nvidia.com/gpu={_uuid(0)}",)
     assert got.capabilities == ("IPC_LOCK",)
     assert got.memlock_unlimited
 
@@ -207,14 +218,28 @@ def test_nvlink_domain_gets_imex_channel_zero() -> None:
     report = _machine(4, imex={"available": True})
     assignment = _assignment(assigned_gpu_ids=[_uuid(0)], network="nvlink", nvlink_domain="c1/0")
     got = worker_environment(assignment, report)
-    assert got.devices == (f"nvidia.com/gpu={_uuid(0)}", IMEX_CHANNEL0)
+    assert got.devices == ("/dev/nvidia0", *NVIDIA_CONTROL, IMEX_CHANNEL0)
     assert got.capabilities == ()
 
 
-def test_amd_devices_are_listed_once() -> None:
-    """AMD workers get /dev/kfd and /dev/dri once, however many GPUs they have."""
-    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(0), _uuid(1)]), _machine(2, "amd"))
-    assert got.devices == ("/dev/kfd", "/dev/dri")
+def test_amd_workers_get_their_render_nodes_and_kfd_once() -> None:
+    """AMD workers get the render node of each of their GPUs, and /dev/kfd once."""
+    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(1), _uuid(0)]), _machine(2, "amd"))
+    assert got.devices == ("/dev/dri/renderD129", "/dev/dri/renderD128", "/dev/kfd")
+    assert got.cdi_devices == ()
+
+
+def test_gpu_nodes_come_from_the_reported_minor_numbers_not_the_index() -> None:
+    """A GPU's node is the one discovery reported: NVML's index 2 may be /dev/nvidia3."""
+    report = _with_gpus(_gpu(2, node="/dev/nvidia3"))
+    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(2)]), report)
+    assert got.devices == ("/dev/nvidia3", *NVIDIA_CONTROL)
+
+
+def test_cpu_worker_gets_no_device() -> None:
+    """A worker without GPUs or RDMA gets no device node at all, not even the control nodes."""
+    got = worker_environment(_assignment(), _machine())
+    assert (got.devices, got.cdi_devices) == ((), ())
 
 
 @pytest.mark.parametrize(
@@ -244,6 +269,13 @@ def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) 
             id="unknown-gpu",
         ),
         pytest.param(
+            _with_gpus({**_gpu(0), "device_node": None}),
+            _assignment(assigned_gpu_ids=[_uuid(0)]),
+            f"assigned_gpu_ids: the device node of {_uuid(0)} is not known (no NVML minor "
+            "number or DRM render node), so it cannot be given to a worker alone",
+            id="no-device-node",
+        ),
+        pytest.param(
             _machine(rdma_ports=IB_PORTS),
             _assignment(network="infiniband", min_gbps=800),
             "no InfiniBand port is up at 800 Gb/s or more on machine gpu-01",
@@ -254,6 +286,12 @@ def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) 
             _assignment(network="rdma"),
             "no RDMA port is up on machine gpu-01",
             id="all-ports-down",
+        ),
+        pytest.param(
+            _machine(rdma_ports=[{**_port("hfi1_0", 100), "omni_path": True}]),
+            _assignment(network="infiniband"),
+            "no InfiniBand port is up on machine gpu-01",
+            id="omni-path-only",
         ),
         pytest.param(
             _machine(imex={"available": False, "detail": "no nvidia-caps-imex-channels major"}),
@@ -268,3 +306,10 @@ def test_refusals(report: MachineReport, assignment: Assignment, message: str) -
     with pytest.raises(WorkerEnvironmentError) as caught:
         worker_environment(assignment, report)
     assert str(caught.value) == message
+
+
+def test_omni_path_ports_never_join_nccl_ib_hca() -> None:
+    """An up Omni-Path port beside InfiniBand ones is left out of NCCL_IB_HCA."""
+    ports = [{**_port("hfi1_0", 100), "omni_path": True}, _port("mlx5_0", 400)]
+    env = worker_environment(_assignment(network="rdma"), _machine(rdma_ports=ports)).env
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1"

@@ -1,32 +1,28 @@
 """Choosing how workers are started, and the exact systemd-run and container command lines."""
 
 import resource
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from runtime_rig import assignment, uuid
+from runtime_rig import assignment
 
-from astraeus.agent.environment import worker_environment
-from astraeus.agent.runtime import (
-    choose_launcher,
-    container_command,
-    container_runtime,
-    runtime_capabilities,
-)
+from astraeus.agent.runtime import choose_launcher, container_runtime, runtime_capabilities
 from astraeus.agent.runtime.launch import (
     ProcessLauncher,
     SystemdLauncher,
+    device_allow,
     memlock,
     proc_alive,
     proc_start_time,
+    systemctl_kill_command,
     systemd_run_command,
 )
 from astraeus.agent.runtime.main import uverbs_nodes
 from astraeus.agent.runtime.state import worker_name
-from astraeus.shared import SCHEMA_VERSION, MachineReport
 
 
 def _which(*present: str) -> Callable[[str], str | None]:
@@ -57,10 +53,12 @@ def test_launcher_choice_is_logged(caplog: pytest.LogCaptureFixture) -> None:
 
 
 def test_systemd_run_command() -> None:
-    """A worker's unit: unlimited memlock, its CPU and memory, collected when it ends."""
+    """A worker's unit: unlimited memlock, its CPU and memory, a private /tmp, collected when
+    it ends, and no device but the pseudo-devices and its own (DevicePolicy=closed)."""
     task = assignment("train-3", ["python"], cpu_cores=12.5, memory_bytes=64 * 1024**3)
     unit = worker_name(task)
-    assert systemd_run_command(unit, task, ["shim", "spec.json"]) == [
+    devices = ("/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+    assert systemd_run_command(unit, task, ["shim", "spec.json"], devices) == [
         "systemd-run",
         "--unit=astraeus-vision-train-3",
         "--description=Astraeus task train-3",
@@ -68,90 +66,50 @@ def test_systemd_run_command() -> None:
         "--quiet",
         "--property=LimitMEMLOCK=infinity",
         "--property=KillMode=control-group",
+        "--property=PrivateTmp=yes",
         "--property=CPUQuota=1250%",
         "--property=MemoryMax=68719476736",
+        "--property=DevicePolicy=closed",
+        "--property=DeviceAllow=/dev/nvidia3 rw",
+        "--property=DeviceAllow=/dev/nvidiactl rw",
+        "--property=DeviceAllow=/dev/nvidia-uvm rw",
+        "--property=DeviceAllow=/dev/nvidia-uvm-tools rw",
         "--",
         "shim",
         "spec.json",
     ]
 
 
-def _report() -> MachineReport:
-    return MachineReport.model_validate(
-        {
-            "schema_version": SCHEMA_VERSION,
-            "name": "gpu-01",
-            "cpu_cores": 8,
-            "memory_bytes": 1,
-            "gpus": [
-                {"index": i, "uuid": uuid(i), "vendor": "nvidia", "model": "m", "memory_bytes": 1}
-                for i in range(2)
-            ],
-            "rdma_ports": [
-                {"device": "mlx5_0", "port": 1, "state": "ACTIVE", "link_layer": "InfiniBand",
-                 "rate_gbps": 400}
-            ],
-        }
-    )  # fmt: skip
+def test_cpu_worker_unit_allows_no_device() -> None:
+    """A worker without GPUs gets DevicePolicy=closed and not one DeviceAllow=."""
+    task = assignment("cpu-0", ["python"])
+    command = systemd_run_command(worker_name(task), task, ["shim"], ())
+    assert "--property=DevicePolicy=closed" in command
+    assert [arg for arg in command if "DeviceAllow" in arg] == []
 
 
-RUN = assignment(
-    "t-0",
-    ["python", "train.py"],
-    image="nvcr.io/nvidia/pytorch:24.05-py3",
-    env={"EPOCHS": "3"},
-    assigned_gpu_ids=[uuid(0), uuid(1)],
-    network="infiniband",
-    cpu_cores=16,
-    memory_bytes=2 * 1024**3,
-)
-SHARED = [
-    "run",
-    "--rm",
-    "--name",
-    "astraeus-vision-t-0",
-    "--network=host",
-    "--shm-size=1073741824",
-    "--ulimit",
-    "memlock=-1:-1",
-    "--cap-add=IPC_LOCK",
-]
-TAIL = ["--cpus=16", "--memory=2147483648"]
+def test_device_allow_for_the_whole_infiniband_directory() -> None:
+    """`/dev/infiniband` (uverbs nodes unknown) becomes rdma_cm and the verbs device class."""
+    assert device_allow(("/dev/nvidia0", "/dev/infiniband")) == [
+        "/dev/nvidia0 rw",
+        "/dev/infiniband/rdma_cm rw",
+        "char-infiniband_verbs rw",
+    ]
 
 
 @pytest.mark.parametrize(
-    ("runtime", "devices"),
+    ("sig", "expected"),
     [
-        pytest.param(
-            "/usr/bin/podman",
-            [
-                f"--device=nvidia.com/gpu={uuid(0)}",
-                f"--device=nvidia.com/gpu={uuid(1)}",
-                "--device=/dev/infiniband",
-            ],
-            id="podman-cdi",
-        ),
-        pytest.param(
-            "/usr/bin/docker",
-            [f'--gpus="device={uuid(0)},{uuid(1)}"', "--device=/dev/infiniband"],
-            id="docker-gpus",
-        ),
+        pytest.param(signal.SIGTERM, "--signal=SIGTERM", id="term-passed-on"),
+        pytest.param(signal.SIGKILL, "--signal=SIGUSR1", id="kill-asks-the-shim"),
     ],
 )
-def test_container_command(runtime: str, devices: list[str]) -> None:
-    """The container gets its GPUs, RDMA devices, shm, memlock, IPC_LOCK and variable names."""
-    worker = worker_environment(RUN, _report())
-    names = [arg for name in sorted({"EPOCHS", *worker.env}) for arg in ("--env", name)]
-    assert container_command(runtime, RUN, worker) == [
-        runtime,
-        *SHARED,
-        *devices,
-        *TAIL,
-        *names,
-        "nvcr.io/nvidia/pytorch:24.05-py3",
-        "python",
-        "train.py",
-    ]
+def test_systemctl_kill_goes_to_the_shim(sig: signal.Signals, expected: str) -> None:
+    """Stops go to the unit's main process, the shim, which passes SIGTERM on and turns the
+    agent's SIGKILL (SIGUSR1) into SIGKILL for every process of the worker."""
+    assert systemctl_kill_command("astraeus-vision-t-0", sig) == [
+        "systemctl", "kill", "--kill-who=main", expected, "astraeus-vision-t-0"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -177,3 +177,122 @@ def test_labels_from_every_source(
         config.write_text(toml)
         base += ["--config", str(config)]
     assert _load(base + argv, env).labels == expected
+
+
+def test_worker_settings_from_every_source(tmp_path: Path) -> None:
+    """worker_user, worker_uids, work_root and allow_root_workers come from flags, variables
+    (yes/no/true/false/1/0) or TOML (a boolean)."""
+    base = ["--coordinator", "http://c", "--token-file", "/t"]
+    config = tmp_path / "agent.toml"
+    config.write_text('worker_uids = "70000-70999"\nallow_root_workers = true\n')
+    from_toml = _load([*base, "--config", str(config)])
+    assert (from_toml.worker_user, from_toml.worker_uids, from_toml.allow_root_workers) == (
+        "dynamic",
+        "70000-70999",
+        True,
+    )
+    env = {"ASTRAEUS_WORKER_USER": "gpuwork", "ASTRAEUS_ALLOW_ROOT_WORKERS": "no"}
+    from_env = _load([*base, "--work-root", "/srv/work"], env)
+    assert (from_env.worker_user, from_env.work_root, from_env.allow_root_workers) == (
+        "gpuwork",
+        Path("/srv/work"),
+        False,
+    )
+    assert _load([*base, "--allow-root-workers"]).allow_root_workers is True
+
+
+def test_allow_root_workers_must_be_a_boolean() -> None:
+    """A value that is neither true nor false is refused, naming the setting."""
+    with pytest.raises(SettingsError) as caught:
+        _load(["--coordinator", "http://c", "--token-file", "/t"],
+              {"ASTRAEUS_ALLOW_ROOT_WORKERS": "maybe"})  # fmt: skip
+    assert str(caught.value) == "allow_root_workers: 'maybe' is not true or false"
+
+
+def test_health_thresholds_from_the_toml_file(tmp_path: Path) -> None:
+    """A `[health]` table sets HealthPolicy's thresholds; the rest keep their defaults."""
+    from astraeus.agent.health import HealthPolicy
+
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        'coordinator = "http://c:1"\ntoken_file = "/t"\nname = "n"\n\n[health]\n'
+        "quiet_seconds = 1200\necc_corrected_per_window = 5\nthrottle_seconds_per_window = 2.5\n"
+    )
+    assert _load(["--config", str(config)]).health == HealthPolicy(
+        quiet_seconds=1200.0, ecc_corrected_per_window=5, throttle_seconds_per_window=2.5
+    )
+    assert _load(["--coordinator", "http://c", "--token-file", "/t"]).health == HealthPolicy()
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        pytest.param(
+            "typo_seconds = 1",
+            "health.typo_seconds: not a threshold; known: window_seconds, quiet_seconds, "
+            "ecc_corrected_per_window, nvlink_errors_per_window, nvlink_crc_per_window, "
+            "nvlink5_errors_per_window, throttle_seconds_per_window",
+            id="unknown",
+        ),
+        pytest.param(
+            "ecc_corrected_per_window = 1.5",
+            "health.ecc_corrected_per_window: 1.5 is not a whole number ≥ 0",
+            id="not-whole",
+        ),
+        pytest.param(
+            'quiet_seconds = "ten"', "health.quiet_seconds: 'ten' is not a number ≥ 0", id="text"
+        ),
+        pytest.param(
+            "quiet_seconds = -1", "health.quiet_seconds: -1 is not a number ≥ 0", id="negative"
+        ),
+        pytest.param(
+            "window_seconds = 0", "health.window_seconds: must be more than 0", id="no-window"
+        ),
+    ],
+)
+def test_bad_health_thresholds_are_refused(tmp_path: Path, table: str, message: str) -> None:
+    """A wrong `[health]` key or value names the key and what is expected."""
+    config = tmp_path / "agent.toml"
+    config.write_text(f'coordinator = "http://c:1"\ntoken_file = "/t"\n\n[health]\n{table}\n')
+    with pytest.raises(SettingsError) as raised:
+        _load(["--config", str(config)])
+    assert str(raised.value) == message
+
+
+def test_the_scanner_gets_the_health_thresholds(tmp_path: Path) -> None:
+    """The report loop's scanner classifies GPUs and ports with the `[health]` thresholds."""
+    from astraeus.agent.runtime.main import make_scan
+
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        f'coordinator = "http://c:1"\ntoken_file = "/t"\nbackend = "none"\n'
+        f'state_dir = "{tmp_path / "state"}"\n\n[health]\nquiet_seconds = 30\n'
+    )
+    settings = _load(["--config", str(config)])
+    scanner = make_scan(settings).scanner
+    assert scanner.tracker.policy.quiet_seconds == scanner.ports.policy.quiet_seconds == 30.0
+
+
+def test_ca_file_from_flag_variable_or_toml(tmp_path: Path) -> None:
+    """The CA that signed the coordinator's certificate: --ca-file, ASTRAEUS_CA_FILE or TOML."""
+    config = tmp_path / "agent.toml"
+    config.write_text('coordinator = "https://c:8470"\ntoken_file = "/t"\nca_file = "/toml.pem"\n')
+    assert _load(["--config", str(config)]).ca_file == Path("/toml.pem")
+    env = {"ASTRAEUS_CA_FILE": "/env.pem"}
+    assert _load(["--config", str(config)], env).ca_file == Path("/env.pem")
+    assert _load(["--config", str(config), "--ca-file", "/f.pem"], env).ca_file == Path("/f.pem")
+    assert _load(["--coordinator", "https://c", "--token-file", "/t"]).ca_file is None
+
+
+def test_unreadable_ca_file_is_a_settings_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CA file that does not exist stops the agent at start (exit 2), naming the setting."""
+    token = tmp_path / "token"
+    token.write_text("astr_x\n")
+    argv = ["--coordinator", "https://c:8470", "--token-file", str(token)]
+    code = main([*argv, "--ca-file", str(tmp_path / "ca.pem"), "--backend", "none"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"astraeus-agent: ca_file: {tmp_path / 'ca.pem'} does not exist\n"
+    )

@@ -247,15 +247,17 @@ async def test_unplaceable_assignment_fails_with_the_reason(
 async def test_finished_task_is_forgotten_once_the_coordinator_has_it_all(
     harness: Harness, coordinator: Coordinator
 ) -> None:
-    """After its end is acknowledged and its log shipped, a task leaves the state directory,
-    with what its worker left in its working directory."""
-    leave_litter = "import os; os.makedirs('scratch/deep'); print('bye')"
+    """After its end is acknowledged and its log shipped, a task leaves the state directory, and
+    its working directory (beside the state directory) goes with what its worker left in it."""
+    leave_litter = "import os; os.makedirs('scratch/deep'); print('bye', os.getcwd())"
     coordinator.assignments["t-0"] = assignment("t-0", python(leave_litter))
     agent = await harness.start()
     await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
     await until(lambda: "t-0" not in agent.runner.records, "t-0 to be forgotten")
-    assert coordinator.log("t-0") == "bye\n"
+    work = harness.state_dir.with_name("state-work")
+    assert coordinator.log("t-0") == f"bye {work / 't-0'}\n"
     assert list((harness.state_dir / "tasks").iterdir()) == []
+    assert list(work.iterdir()) == []
 
 
 async def test_a_failing_scan_does_not_stop_the_agent(

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Build every release artifact into one folder (default `dist/`):
+
+- the wheel and the sdist (`python -m build`);
+- `astraeus-VERSION-linux-ARCH.tar.gz`: one self-contained executable (PyInstaller, with its own
+  Python inside) in `bin/`, answering as `astra`, `astraeus-coordinator` and `astraeus-agent`
+  through symbolic links of those names, the systemd units in `lib/systemd/system/`, and the
+  documentation in `share/doc/astraeus/`; unpacked into /opt/astraeus it is what the units run;
+- `SHA256SUMS`.
+
+Run it from the development environment (`pip install -e '.[dev]'` brings PyInstaller and build):
+`.venv/bin/python scripts/release.py`. It prints each step's seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = "astraeus"
+TOOLS = ("astra", "astraeus-coordinator", "astraeus-agent")
+HIDDEN = ("astraeus.agent.runtime.shim", "astraeus.coordinator.demo.worker")
+"""Modules run by name (`astraeus -m MODULE`), never imported, so PyInstaller must be told."""
+DOCS = ("README.md", "docs", "systemd/README.md")
+
+
+def version() -> str:
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+@contextmanager
+def step(what: str) -> Iterator[None]:
+    started = time.monotonic()
+    print(f"release: {what} ...", flush=True)
+    yield
+    print(f"release: {what}: {time.monotonic() - started:.1f} s", flush=True)
+
+
+def run(*command: str | Path) -> None:
+    subprocess.run([str(part) for part in command], check=True, cwd=ROOT)  # noqa: S603
+
+
+def python_packages(out: Path) -> None:
+    run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out, ROOT)
+
+
+def executable(work: Path) -> Path:
+    """One onefile program from scripts/multicall.py, with the packages' data files."""
+    hidden = [arg for module in HIDDEN for arg in ("--hidden-import", module)]
+    run(
+        sys.executable, "-m", "PyInstaller", "--onefile", "--noconfirm",
+        "--log-level", "WARN", "--name", PROGRAM, "--collect-data", "astraeus",
+        *hidden, "--distpath", work / "dist", "--workpath", work / "build",
+        "--specpath", work, ROOT / "scripts" / "multicall.py",
+    )  # fmt: skip
+    return work / "dist" / PROGRAM
+
+
+def tree(program: Path, top: Path) -> None:
+    """bin/ (the program and its names), lib/systemd/system/, share/doc/astraeus/."""
+    bin_dir = top / "bin"
+    bin_dir.mkdir(parents=True)
+    shutil.copy2(program, bin_dir / PROGRAM)
+    for tool in TOOLS:
+        (bin_dir / tool).symlink_to(PROGRAM)
+    units = top / "lib" / "systemd" / "system"
+    units.mkdir(parents=True)
+    for unit in sorted((ROOT / "systemd").glob("*.service")):
+        shutil.copy2(unit, units / unit.name)
+    doc = top / "share" / "doc" / "astraeus"
+    for item in DOCS:
+        source, target = ROOT / item, doc / item
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target)
+        else:
+            shutil.copy2(source, target)
+
+
+def tarball(top: Path, out: Path) -> Path:
+    path = out / f"{top.name}.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        archive.add(top, arcname=top.name)
+    return path
+
+
+def checksums(out: Path) -> None:
+    lines = []
+    for path in sorted(p for p in out.iterdir() if p.is_file() and p.name != "SHA256SUMS"):
+        lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n")
+    (out / "SHA256SUMS").write_text("".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/release.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "dist", help="default: dist/")
+    out = parser.parse_args(argv).out.resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    work = out / ".work"
+    name = f"{PROGRAM}-{version()}-linux-{platform.machine()}"
+    started = time.monotonic()
+    with step("wheel and sdist"):
+        python_packages(out)
+    with step("single-file executable (PyInstaller)"):
+        program = executable(work)
+    with step(f"{name}.tar.gz"):
+        tree(program, work / name)
+        tarball(work / name, out)
+    shutil.rmtree(work)
+    checksums(out)
+    print(f"release: done in {time.monotonic() - started:.1f} s:", flush=True)
+    for path in sorted(out.iterdir()):
+        print(f"  {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
+    return 0
+
+
+if __name__ == "__main__":
+    os.umask(0o022)  # artifacts readable by everyone, whatever the caller's umask
+    sys.exit(main())

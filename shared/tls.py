@@ -1,0 +1,45 @@
+"""How agents and `astra` check the coordinator's certificate: against the system's CA store, or
+a CA file the operator names (a private CA)."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+SYSTEM_BUNDLES = (
+    "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu
+    "/etc/pki/tls/certs/ca-bundle.crt",  # RHEL, Rocky, Fedora
+    "/etc/ssl/ca-bundle.pem",  # SUSE
+    "/etc/ssl/cert.pem",  # Alpine, Arch
+)
+"""Where distributions keep their CA bundle: a single-file build carries an OpenSSL whose
+compiled-in default path may not be this distribution's."""
+
+
+class CaFileError(ValueError):
+    """The CA file cannot be read; the text names the setting, the file and why."""
+
+
+def client_context(ca_file: Path | None, setting: str = "ca_file") -> ssl.SSLContext:
+    """Verify the server's certificate and host name against `ca_file`, else the system store."""
+    if ca_file is not None:
+        try:
+            return ssl.create_default_context(cafile=str(ca_file))
+        except FileNotFoundError:
+            raise CaFileError(f"{setting}: {ca_file} does not exist") from None
+        except (ssl.SSLError, OSError) as exc:
+            why = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+            message = f"{setting}: {ca_file} holds no usable PEM certificate: {why}"
+            raise CaFileError(message) from None
+    context = ssl.create_default_context()
+    if not context.get_ca_certs() and not _default_paths_exist():
+        for bundle in SYSTEM_BUNDLES:
+            if Path(bundle).is_file():
+                context.load_verify_locations(cafile=bundle)
+                break
+    return context
+
+
+def _default_paths_exist() -> bool:
+    paths = ssl.get_default_verify_paths()
+    return any(p and Path(p).exists() for p in (paths.cafile, paths.capath))

@@ -1,0 +1,142 @@
+"""NVML field values (GPU recovery action, NVLink5 counters), telemetry, and the health signals
+they drive, through the fake pynvml that mirrors nvidia-ml-py."""
+
+from collections.abc import Callable
+
+import pynvml
+import pytest
+
+from astraeus.agent.backends import GpuSample, XidEvent
+from astraeus.agent.backends.nvml import NvmlBackend
+from astraeus.agent.fake import FakeMachine
+from astraeus.agent.fake.nvml import FakeNvml
+from astraeus.agent.health import HealthTracker
+from astraeus.agent.health.xid import XidClass
+from astraeus.shared import GpuHealthState, Vendor
+
+from .conftest import START, FakeClock
+
+Factory = Callable[[str], FakeMachine]
+
+
+def test_fake_field_values_have_the_real_shape(machine_factory: Factory) -> None:
+    """An array of the real c_nvmlFieldValue_t, one per id (int or (id, scope)), each with its
+    own return code: NOT_SUPPORTED for fields the GPU lacks, never an exception."""
+    lib = FakeNvml(machine_factory("h100-sxm"))
+    lib.nvmlInit()
+    h = lib.nvmlDeviceGetHandleByIndex(0)
+    values = lib.nvmlDeviceGetFieldValues(
+        h,
+        [
+            pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION,
+            (pynvml.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS, 3),
+        ],
+    )
+    assert isinstance(values[0], pynvml.c_nvmlFieldValue_t)
+    assert (values[0].nvmlReturn, values[0].valueType, values[0].value.uiVal) == (
+        pynvml.NVML_SUCCESS, pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, 0,
+    )  # fmt: skip
+    assert (values[1].fieldId, values[1].scopeId) == (
+        pynvml.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS, 3,
+    )  # fmt: skip
+    assert values[1].nvmlReturn == pynvml.NVML_ERROR_NOT_SUPPORTED  # H100 is not NVLink5
+    assert lib.nvmlDeviceGetPowerUsage(h) == 350_000  # milliwatts
+    assert lib.nvmlDeviceGetUtilizationRates(h).gpu == 0
+    with pytest.raises(pynvml.NVMLError_InvalidArgument):
+        lib.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU_MAX)
+
+
+def test_samples_carry_telemetry(machine_factory: Factory, clock: FakeClock) -> None:
+    """Temperature, power in watts, utilisation and memory used come through NVML."""
+    machine = machine_factory("h100-sxm")
+    machine.spec.gpu[2] = {"temperature_c": 71, "utilization_percent": 93, "memory_used_gb": 60}
+    sample = NvmlBackend(FakeNvml(machine), clock=clock).sample()[2]
+    assert (sample.temperature_c, sample.power_watts, sample.utilization_percent) == (
+        71.0, 350.0, 93.0,
+    )  # fmt: skip
+    assert sample.memory_used_bytes == 60 * 1024**3
+    assert sample.unavailable == []
+
+
+def test_nvlink5_counter_growth_is_at_risk(machine_factory: Factory, clock: FakeClock) -> None:
+    """On Blackwell the NVLink5 counters (field values per link) are read; growth in the window
+    puts the GPU at risk naming the counters."""
+    machine = machine_factory("gb200-nvl72-tray")
+    machine.spec.gpu[1] = {"nvlink5_errors_per_min": 6}
+    backend, tracker = NvmlBackend(FakeNvml(machine), clock=clock), HealthTracker()
+    first = backend.sample()[1]
+    assert first.counters["nvlink5_symbol_errors"] == 0
+    assert first.counters["nvlink5_rcv_errors"] == 0
+    tracker.update(first, clock())
+    clock.advance(30)
+    health = tracker.update(backend.sample()[1], clock())
+    assert health.state is GpuHealthState.AT_RISK
+    assert [(s.kind, s.message) for s in health.signals] == [
+        ("nvlink5_errors", "NVLink5 errors: 3 new in the last 30 s (symbol errors 3)")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("action", "state", "message"),
+    [
+        (1, GpuHealthState.FAULTED,
+         "GPU recovery action: reset the GPU (stop its processes, then nvidia-smi -r)"),
+        (2, GpuHealthState.FAULTED, "GPU recovery action: reboot the node"),
+        (3, GpuHealthState.AT_RISK,
+         "GPU recovery action: drain peer-to-peer (NVLink) work from this GPU"),
+        (4, GpuHealthState.FAULTED,
+         "GPU recovery action: drain peer-to-peer work, then reset the GPU"),
+        (5, GpuHealthState.AT_RISK, "GPU recovery action: recover the IMEX domain"),
+        (6, GpuHealthState.FAULTED, "GPU recovery action: reset the GPU's PCIe bus"),
+        (7, GpuHealthState.FAULTED, "GPU recovery action: reboot the system"),
+        (9, GpuHealthState.AT_RISK, "GPU recovery action 9: not known to this agent"),
+    ],
+    ids=["reset", "reboot", "drain-p2p", "drain-and-reset", "imex", "bus-reset",
+         "system-reboot", "unknown"],
+)  # fmt: skip
+def test_recovery_action_is_a_health_signal(
+    machine_factory: Factory, clock: FakeClock, action: int, state: GpuHealthState, message: str
+) -> None:
+    """The driver's recovery action (field 230) becomes a fault or an at-risk signal saying what
+    to do; NONE is healthy."""
+    machine = machine_factory("h100-sxm")
+    machine.spec.gpu[0] = {"recovery_action": action}
+    samples = NvmlBackend(FakeNvml(machine), clock=clock).sample()
+    assert (samples[0].recovery_action, samples[1].recovery_action) == (action, 0)
+    health = HealthTracker().update(samples[0], clock())
+    assert (health.state, [s.message for s in health.signals]) == (state, [message])
+    assert HealthTracker().update(samples[1], clock()).state is GpuHealthState.HEALTHY
+
+
+def test_driver_without_field_values_warns_once(machine_factory: Factory, clock: FakeClock) -> None:
+    """A driver that lacks nvmlDeviceGetFieldValues loses the recovery action, nothing else."""
+    machine = machine_factory("h100-sxm")
+    machine.spec.gpus.unsupported = ["nvmlDeviceGetFieldValues"]
+    sample = NvmlBackend(FakeNvml(machine), clock=clock).sample()[0]
+    assert (sample.recovery_action, sample.unavailable) == (
+        None, ["nvmlDeviceGetFieldValues: Function Not Found"],
+    )  # fmt: skip
+
+
+def test_xids_are_counted_by_class() -> None:
+    """Every Xid heard is counted by its class, and the last one is kept (for /metrics)."""
+    tracker = HealthTracker()
+    for xid in (13, 92, 145, 79):
+        tracker.record_xid(XidEvent("GPU-a", xid, START))
+    counts, last = tracker.xid_counts("GPU-a")
+    assert counts == {XidClass.APPLICATION: 1, XidClass.AT_RISK: 2, XidClass.FATAL: 1}
+    assert last == 79
+    assert tracker.xid_counts("GPU-b") == ({}, None)
+
+
+def test_nvlink5_xid_is_at_risk_until_the_recovery_action_says_more() -> None:
+    """Xid 145 alone puts the GPU at risk; the reset the driver then asks for faults it."""
+    tracker = HealthTracker()
+    tracker.record_xid(XidEvent("GPU-a", 145, START))
+    sample = GpuSample(index=0, uuid="GPU-a", vendor=Vendor.NVIDIA)
+    health = tracker.update(sample, START)
+    assert (health.state, [s.message for s in health.signals]) == (
+        GpuHealthState.AT_RISK, ["Xid 145 (NVLink5 RLW error)"],
+    )  # fmt: skip
+    sample.recovery_action = pynvml.NVML_GPU_RECOVERY_ACTION_GPU_RESET
+    assert tracker.update(sample, START).state is GpuHealthState.FAULTED

@@ -1,0 +1,179 @@
+"""The install guide, tested: build the release, unpack it into an empty folder, and run a TLS
+cluster of the single-file coordinator, two single-file agents and the single-file `astra`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .rig import OPENSSL, Astra, clean, make_ca, make_server_cert, read_until
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+pytestmark = pytest.mark.skipif(
+    OPENSSL is None, reason="the openssl command is not installed (apt-get install openssl)"
+)
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`scripts/release.py` once for this module: its output folder."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, ROOT / "scripts" / "release.py", "--out", out],
+        check=True,
+        capture_output=True,
+        timeout=540,
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tarball unpacked into an empty folder, as the guide does into /opt/astraeus."""
+    (tarball,) = release.glob("astraeus-*-linux-*.tar.gz")
+    prefix = tmp_path_factory.mktemp("opt-astraeus")
+    with tarfile.open(tarball) as archive:
+        top = archive.getnames()[0].split("/")[0]
+        archive.extractall(prefix.parent / "unpack", filter="tar")
+    (prefix.parent / "unpack" / top).rename(prefix / "release")
+    return prefix / "release"
+
+
+def test_release_holds_every_artifact(release: Path, installed: Path) -> None:
+    """One command makes the wheel, the sdist, the tarball and its checksums; the tarball holds
+    one program under the three names, the units and the documentation they point at."""
+    names = sorted(p.name for p in release.iterdir())
+    assert names == [
+        "SHA256SUMS",
+        f"astraeus-0.1.0-linux-{os.uname().machine}.tar.gz",
+        "astraeus-0.1.0-py3-none-any.whl",
+        "astraeus-0.1.0.tar.gz",
+    ]
+    bin_dir = installed / "bin"
+    assert sorted(p.name for p in bin_dir.iterdir()) == [
+        "astra",
+        "astraeus",
+        "astraeus-agent",
+        "astraeus-coordinator",
+    ]
+    assert all(os.readlink(bin_dir / n) == "astraeus" for n in ("astra", "astraeus-agent"))
+    for unit in ("astraeus-agent.service", "astraeus-coordinator.service"):
+        text = (installed / "lib" / "systemd" / "system" / unit).read_text()
+        assert "Documentation=file:///opt/astraeus/share/doc/astraeus/systemd/README.md" in text
+    assert (installed / "share" / "doc" / "astraeus" / "systemd" / "README.md").is_file()
+    assert (installed / "share" / "doc" / "astraeus" / "docs" / "operator.md").is_file()
+
+
+@dataclass
+class Cluster:
+    astra: Astra
+    coordinator: subprocess.Popen[str]
+    pki: Path
+    api: str
+
+
+@pytest.fixture
+def cluster(installed: Path, tmp_path: Path) -> Iterator[Cluster]:
+    """A coordinator over TLS with a private CA, and two agents on fake H100 machines."""
+    bin_dir = installed / "bin"
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    ca = make_ca(pki)
+    cert, key = make_server_cert(pki, "coordinator")
+    state = tmp_path / "coordinator-state"
+    config = tmp_path / "coordinator.toml"
+    config.write_text(
+        f'listen = "127.0.0.1:0"\ntls_cert = "{cert}"\ntls_key = "{key}"\n'
+        f'state_dir = "{state}"\nreport_interval_seconds = 1\npass_interval_seconds = 1\n'
+    )
+    processes: list[subprocess.Popen[str]] = []
+    logs: list[Path] = []
+    try:
+        coordinator = subprocess.Popen(
+            clean(bin_dir / "astraeus-coordinator", "serve", "--config", config),
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        processes.append(coordinator)
+        line = read_until(coordinator, "astraeus-coordinator: listening on https://")
+        api = line.rsplit(" ", 1)[1].strip()
+        admin = (state / "admin.token").read_text().strip()
+        astra = Astra(bin_dir / "astra", api, ca, admin, tmp_path / "no-astra-config.toml")
+        for machine in ("gpu-1", "gpu-2"):
+            token = pki / f"{machine}.token"
+            token.write_text(astra.ok("token", "create", "--role", "agent", "--machine", machine))
+            logs.append(tmp_path / f"{machine}.log")
+            agent = subprocess.Popen(
+                clean(
+                    bin_dir / "astraeus-agent", "--coordinator", api, "--ca-file", ca,
+                    "--token-file", token, "--name", machine, "--backend", "fake:h100-sxm",
+                    "--state-dir", tmp_path / machine,
+                ),
+                stderr=logs[-1].open("w"),
+                text=True,
+            )  # fmt: skip
+            processes.append(agent)
+        yield Cluster(astra, coordinator, pki, api)
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            _, err = process.communicate(timeout=30)
+            assert "Traceback" not in (err or ""), err
+        for log in logs:
+            assert "Traceback" not in log.read_text(), log.read_text()
+
+
+def _served_certificate(api: str, ca: Path) -> bytes:
+    host, port = api.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=str(ca))
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as tls,
+    ):
+        served = tls.getpeercert(binary_form=True)
+    assert served is not None
+    return served
+
+
+def _der(pem: Path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem.read_text())
+
+
+def test_tls_cluster_from_the_release_runs_a_run(cluster: Cluster) -> None:
+    """Single-file programs in a clean environment, over TLS with a CA made here: a member's
+    run on both machines succeeds; after the certificate is renewed and SIGHUP reloads it, the
+    same agents (never restarted) run the next run."""
+    astra = cluster.astra
+    astra.ok("workspace", "set", "team")
+    member = astra.ok("token", "create", "--role", "member", "--for-workspace", "team").strip()
+    command = ["--", "/bin/sh", "-c", "echo hello from rank $RANK of $WORLD_SIZE"]
+    submitted = astra.ok("run", "--name", "hello", "--gpus", "16", *command, token=member)
+    assert submitted.startswith(f"hello submitted to {socket.gethostname().split('.')[0]}: ")
+    run = astra.wait_run("hello", member, "Succeeded")
+    assert sorted(task["machine"] for task in run["tasks"]) == ["gpu-1", "gpu-2"]
+    logs = astra.ok("logs", "hello", token=member)
+    assert "hello-0: hello from rank 0 of 2\n" in logs
+    assert "hello-1: hello from rank 1 of 2\n" in logs
+
+    pki, coordinator, api = cluster.pki, cluster.coordinator, cluster.api
+    old = _served_certificate(api, pki / "ca.pem")
+    assert old == _der(pki / "coordinator.pem")
+    renewed, renewed_key = make_server_cert(pki, "renewed")
+    (pki / "coordinator.key").write_bytes(renewed_key.read_bytes())
+    (pki / "coordinator.pem").write_bytes(renewed.read_bytes())
+    coordinator.send_signal(signal.SIGHUP)
+    read_until(coordinator, "TLS certificate reloaded")
+    assert _served_certificate(api, pki / "ca.pem") == _der(renewed) != old
+    astra.ok("run", "--name", "again", "--gpus", "16", *command, token=member)
+    astra.wait_run("again", member, "Succeeded")
