@@ -45,7 +45,14 @@ FAST = {
 PATIENT = {"ASTRAEUS_DOWN_AFTER_SECONDS": "3600", "ASTRAEUS_LOST_AFTER_SECONDS": "7200"}
 """For tests whose machines are reports sent once by the test, not agents: never Down."""
 
-AGENT_ENV = {"ASTRAEUS_BACKOFF_MAX_SECONDS": "0.4", "ASTRAEUS_STOP_GRACE_SECONDS": "10"}
+AGENT_ENV = {
+    "ASTRAEUS_BACKOFF_MAX_SECONDS": "0.4",
+    "ASTRAEUS_STOP_GRACE_SECONDS": "10",
+    # The workers write into this test's private folder, so they run as the test's own user
+    # (a uid of their own per task is tested in tests/runtime).
+    "ASTRAEUS_WORKER_USER": str(os.getuid()),
+    "ASTRAEUS_ALLOW_ROOT_WORKERS": "true",
+}
 
 WORKER = """
 import json, os, pathlib, signal, sys, time
