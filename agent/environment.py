@@ -4,6 +4,7 @@ The runner calls `worker_environment` once per task, just before it starts the w
 `WorkerEnvironmentError` fails the task with its message instead of starting it.
 """
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,8 @@ class WorkerEnvironment:
     capabilities: tuple[str, ...]
     memlock_unlimited: bool
     shm_size_bytes: int
+    mounts: tuple[tuple[str, str], ...] = ()
+    """(path on this machine, path in the container) of each drive, for containers."""
 
 
 def worker_environment(
@@ -65,11 +68,13 @@ def worker_environment(
     """
     gpus = assigned_gpus(assignment, report)
     ports = nccl_ports(assignment, report)
+    mounts = drive_mounts(assignment, report)
     env = {
         **_task_variables(assignment),
         **_gpu_variables(gpus, report),
         **_rendezvous_variables(assignment),
         **_network_variables(assignment, ports),
+        **_drive_variables(assignment, mounts),
     }
     devices = [*_gpu_devices(gpus), *_rdma_devices(ports, uverbs or {})]
     if assignment.network is NetworkKind.NVLINK:
@@ -82,6 +87,7 @@ def worker_environment(
         capabilities=("IPC_LOCK",) if rdma else (),
         memlock_unlimited=bool(gpus) or rdma,
         shm_size_bytes=_shm_size(assignment, gpus),
+        mounts=tuple(mounts),
     )
 
 
@@ -116,6 +122,40 @@ def nccl_ports(assignment: Assignment, report: MachineReport) -> list[RdmaPort]:
     speed = f" at {assignment.min_gbps:g} Gb/s or more" if assignment.min_gbps else ""
     kind = "InfiniBand" if assignment.network is NetworkKind.INFINIBAND else "RDMA"
     raise WorkerEnvironmentError(f"no {kind} port is up{speed} on machine {report.name}")
+
+
+def drive_variable(name: str) -> str:
+    """`ASTRAEUS_DRIVE_<NAME>`: the drive's name in capitals, other characters as `_`."""
+    return "ASTRAEUS_DRIVE_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def drive_mounts(assignment: Assignment, report: MachineReport) -> list[tuple[str, str]]:
+    """(path here, path in the container) of each drive the run mounts: the drive must be one
+    this machine's agent is configured with, and reachable at its last scan."""
+    by_name = {drive.name: drive for drive in report.drives}
+    mounts = []
+    for mount in assignment.drives:
+        drive = by_name.get(mount.name)
+        if drive is None or drive.path is None:
+            raise WorkerEnvironmentError(f"drive {mount.name} is not on machine {report.name}")
+        if not drive.reachable:
+            raise WorkerEnvironmentError(
+                f"drive {mount.name} is not reachable on machine {report.name} ({drive.path})"
+            )
+        for path in (drive.path, mount.mount_path):
+            # A comma would let a path add options to the runtime's `--mount` list.
+            if "," in path or not path.startswith("/"):
+                raise WorkerEnvironmentError(f"drive {mount.name}: {path!r} cannot be mounted")
+        mounts.append((drive.path, mount.mount_path))
+    return mounts
+
+
+def _drive_variables(assignment: Assignment, mounts: list[tuple[str, str]]) -> dict[str, str]:
+    """Each drive's path as the worker sees it: in its container, or on the machine."""
+    return {
+        drive_variable(mount.name): inside if assignment.image else here
+        for mount, (here, inside) in zip(assignment.drives, mounts, strict=True)
+    }
 
 
 def _task_variables(assignment: Assignment) -> dict[str, str]:
@@ -155,6 +195,7 @@ def _rendezvous_variables(assignment: Assignment) -> dict[str, str]:
         "WORLD_SIZE": str(rdv.world_size),
         "RANK": str(rdv.rank),
         "NODE_RANK": str(rdv.node_rank),
+        "LOCAL_RANK": str(rdv.local_rank),
         "LOCAL_WORLD_SIZE": str(rdv.local_world_size),
     }
 

@@ -5,7 +5,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +14,7 @@ from astraeus.shared import SCHEMA_VERSION, BackendStatus, GpuInfo, MachineRepor
 
 from .backends import GpuBackend, GpuSample
 from .backends.select import open_backend, open_fake_backend
+from .drives import DriveConfig, DriveReader
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
 from .health.ports import PortHealthTracker
@@ -63,7 +64,8 @@ class Scanner:
     `FakeMachine`. An empty `name` means the fake machine's name, else the hostname; a name given
     with `fake:` renames the fake machine (its GPU UUIDs derive from the name). A fake
     machine writes its own sysfs/proc/dev tree under `data_dir` (unless it has one already) and
-    that tree replaces the given roots."""
+    that tree replaces the given roots. `drives` are the configured drives, read at each scan;
+    a fake machine adds its own."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class Scanner:
         labels: dict[str, str] | None = None,
         clock: Callable[[], datetime] = utc_now,
         policy: HealthPolicy | None = None,
+        drives: Sequence[DriveConfig] = (),
         addresses: AddressReader = live_addresses,
     ) -> None:
         data_dir = data_dir or default_data_dir()
@@ -103,6 +106,10 @@ class Scanner:
         else:
             self.backend = open_backend(str(backend), sysfs_root=sysfs_root, clock=clock)
         self.sysfs_root, self.proc_root, self.dev_root = sysfs_root, proc_root, dev_root
+        self.drives = [DriveReader(drives)]
+        if self.machine is not None and self.machine.spec.drives:
+            fake = DriveReader(self.machine.drive_configs(), stat=self.machine.drive_stats)
+            self.drives.append(fake)
         self.tracker = HealthTracker(policy, state_file=data_dir / FAULTS_FILE)
         self.known = KnownGpus(data_dir / KNOWN_FILE)
         self.ports = PortHealthTracker(policy)
@@ -116,7 +123,9 @@ class Scanner:
         gpus, warnings, samples = self._gpus(now)
         interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
         counters = read_counters(self.sysfs_root)
-        self.warnings = host.problems + net_problems + warnings
+        drives = [drive for reader in self.drives for drive in reader.read()]
+        problems = [problem for reader in self.drives for problem in reader.problems]
+        self.warnings = host.problems + net_problems + warnings + problems
         self.telemetry = Telemetry({s.uuid: s for s in samples}, counters, host)
         return MachineReport(
             schema_version=SCHEMA_VERSION,
@@ -130,6 +139,7 @@ class Scanner:
             free_memory_bytes=host.memory_available_bytes,
             conditions=host.conditions,
             cpu_pressure=host.cpu_pressure,
+            drives=drives,
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),

@@ -3,7 +3,7 @@
 from enum import StrEnum
 from typing import Annotated, Self
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from .base import UserModel
 from .reasons import cannot_distribute
@@ -139,12 +139,28 @@ class NodeSelection(UserModel):
         return self
 
 
+MOUNT_PATH = r"^(/[A-Za-z0-9._@+-]+)+$"
+"""An absolute path of plain parts: no comma or colon (they would add options to a container
+runtime's mount), not `/` itself; `.` and `..` parts are refused by `_plain_parts`."""
+
+
+def _plain_parts(path: str) -> str:
+    if any(part in (".", "..") for part in path.split("/")):
+        raise ValueError(f"{path!r} has a '.' or '..' part; write the path without them")
+    return path
+
+
 class DriveMount(UserModel):
     """A drive the run's workers mount; placement prefers machines that hold or are near it."""
 
-    name: NonEmpty
-    mount_path: Annotated[str, StringConstraints(pattern=r"^/")] = Field(
-        description="absolute path inside the worker"
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")] = Field(
+        description="the drive's name, as machines' agents are configured with it"
+    )
+    mount_path: Annotated[
+        str, StringConstraints(pattern=MOUNT_PATH, max_length=4096), AfterValidator(_plain_parts)
+    ] = Field(
+        description="absolute path inside the worker's container: letters, digits and . _ - @ +"
+        " between slashes, no `.` or `..` part"
     )
     size_bytes: int = Field(
         default=0, ge=0, description="room the drive needs at the machine's data location"
@@ -205,7 +221,26 @@ class RequestedResources(UserModel):
             raise ValueError(
                 "per_gpu needs GPUs: set gpu_requests.count, or use cpu_cores and memory_bytes"
             )
+        self._one_worker_per_element()
         names = {drive.name for drive in self.drives}
         if len(names) != len(self.drives):
             raise ValueError("drives lists a drive more than once; mount each drive once")
         return self
+
+    def _one_worker_per_element(self) -> None:
+        """Each array element is one worker with the run's per-worker ask: a worker count
+        contradicts it."""
+        if self.array is None:
+            return
+        topology, selection = self.topology or Topology(), self.node_selection or NodeSelection()
+        for name, value in (
+            ("machines", self.machines),
+            ("node_selection.count", selection.count),
+            ("topology.min_nodes", topology.min_nodes),
+            ("topology.max_nodes", topology.max_nodes),
+        ):
+            if value is not None:
+                raise ValueError(
+                    f"{name} does not apply to an array run: each element is one worker; "
+                    f"drop {name}, or drop array for one run of several workers"
+                )

@@ -37,6 +37,16 @@ class Rendezvous(WireModel):
     rank: int = Field(ge=0, description="this worker's index")
     node_rank: int = Field(ge=0, description="index of this worker's machine among the run's")
     local_world_size: int = Field(ge=1, description="workers of this run on this machine")
+    local_rank: int = Field(
+        default=0, ge=0, description="this worker's index among the run's workers on this machine"
+    )
+
+
+class Mount(WireModel):
+    """A drive the worker mounts: the agent finds it on its machine by name."""
+
+    name: str
+    mount_path: str = Field(description="absolute path inside the worker's container")
 
 
 class Assignment(WireModel):
@@ -56,6 +66,7 @@ class Assignment(WireModel):
     min_gbps: float | None = None
     nvlink_domain: str | None = None
     rendezvous: Rendezvous
+    drives: list[Mount] = Field(default_factory=list, description="the run's drives")
     time_limit_seconds: int | None = None
     cancel: bool = Field(default=False, description="stop it: SIGTERM, a grace period, SIGKILL")
 

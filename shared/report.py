@@ -102,12 +102,16 @@ class PressureCondition(StrEnum):
 
 
 class DriveInfo(WireModel):
-    """A drive the machine holds, or reaches over the network."""
+    """A drive the machine holds, or reaches over the network, as its agent is configured."""
 
     name: str
+    path: str | None = Field(default=None, description="where the drive is on this machine")
     capacity_bytes: int = Field(default=0, ge=0)
     free_bytes: int = Field(default=0, ge=0)
     local: bool = Field(default=True, description="on this machine (true) or reached remotely")
+    reachable: bool = Field(
+        default=True, description="the agent could read it at its last scan (statvfs answered)"
+    )
 
 
 class BackendStatus(WireModel):

@@ -154,8 +154,18 @@ RULES = [
     ),
     pytest.param(
         {"drives": [{"name": "ckpt", "mount_path": "ckpt"}]},
-        "drives[0].mount_path: 'ckpt' does not match ^/",
+        "drives[0].mount_path: 'ckpt' does not match ^(/[A-Za-z0-9._@+-]+)+$",
         id="relative-mount",
+    ),
+    pytest.param(
+        {"drives": [{"name": "ckpt", "mount_path": "/data,source=/etc"}]},
+        "drives[0].mount_path: '/data,source=/etc' does not match ^(/[A-Za-z0-9._@+-]+)+$",
+        id="mount-path-adding-a-runtime-option",
+    ),
+    pytest.param(
+        {"drives": [{"name": "ckpt", "mount_path": "/data/../etc"}]},
+        "drives[0].mount_path: '/data/../etc' has a '.' or '..' part; write the path without them",
+        id="mount-path-climbing-out",
     ),
     pytest.param(
         {"drives": [{"name": "d", "mount_path": "/a"}, {"name": "d", "mount_path": "/b"}]},

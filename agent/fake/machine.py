@@ -6,6 +6,7 @@ for all, overrides per index). The same files drive `astraeus-agent inspect --ba
 the tests and the demo cluster.
 """
 
+import re
 import tomllib
 import uuid
 from importlib import resources
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from astraeus.shared import Vendor
 from astraeus.shared.validation import describe
 
+DRIVE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 FabricState = Literal["not_supported", "not_started", "in_progress", "completed"]
 FabricHealth = Literal["healthy", "degraded", "limited", "unhealthy"]
 
@@ -127,6 +129,22 @@ class FakePressure(_Strict):
     pid_max: int = Field(default=4_194_304, ge=1)
 
 
+class FakeDrive(_Strict):
+    """A drive the machine holds (or reaches over the network): a folder in its tree, with the
+    capacity and free space `statvfs` answers for it."""
+
+    capacity_gb: float = Field(default=1000, gt=0)
+    free_gb: float = Field(default=500, ge=0)
+    network: bool = Field(default=False, description="reached over the network, not held here")
+    reachable: bool = Field(default=True, description="false: statvfs fails, as on a lost mount")
+
+    @model_validator(mode="after")
+    def _free_within_capacity(self) -> Self:
+        if self.free_gb > self.capacity_gb:
+            raise ValueError(f"free_gb ({self.free_gb}) is more than capacity_gb")
+        return self
+
+
 class FakeMachineSpec(_Strict):
     """The file's contents, validated."""
 
@@ -142,6 +160,7 @@ class FakeMachineSpec(_Strict):
     gpu: dict[int, dict[str, object]] = Field(default_factory=dict)
     rdma: FakeRdma = Field(default_factory=FakeRdma)
     port: dict[int, dict[str, object]] = Field(default_factory=dict)
+    drives: dict[str, FakeDrive] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _overrides_in_range(self) -> Self:
@@ -151,6 +170,9 @@ class FakeMachineSpec(_Strict):
         for index in self.port:
             if not 0 <= index < self.rdma.count:
                 raise ValueError(f"port.{index} overrides a port the machine lacks")
+        for name in self.drives:
+            if not DRIVE_NAME.fullmatch(name):
+                raise ValueError(f"drives.{name}: use letters, digits, '.', '_' and '-' only")
         return self
 
     def gpu_at(self, index: int) -> FakeGpu:

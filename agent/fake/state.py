@@ -1,11 +1,14 @@
 """A fake machine while it runs: its description plus what happened to it since (lost GPUs,
 Xids, ports going down). Counters grow with the clock it is given."""
 
+import errno
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
+from astraeus.agent.drives import DriveConfig
 from astraeus.agent.host import DiskStats
 from astraeus.agent.topology.ifaddrs import AddressBook, Addresses
 
@@ -36,6 +39,7 @@ class FakeMachine:
         self.on_xid: Callable[[int, int], None] | None = None
         self._removed: set[int] = set()
         self._lost: set[int] = set()
+        self._unreachable: set[str] = set()
         self._gpu = cache(self._build_gpu)
 
     @property
@@ -82,12 +86,40 @@ class FakeMachine:
             free_inodes=int(files * p.inodes_free_percent / 100),
         )
 
+    def drive_configs(self) -> list[DriveConfig]:
+        """The machine's drives as an agent would be configured: folders under its tree."""
+        if self.root is None:
+            raise RuntimeError("write_tree() first: drives are folders in the tree")
+        found = []
+        for name, drive in sorted(self.spec.drives.items()):
+            folder = self.root / "drives" / name
+            folder.mkdir(parents=True, exist_ok=True)  # a tree written before drives were added
+            found.append(DriveConfig(name, folder, local=not drive.network))
+        return found
+
+    def drive_stats(self, path: Path) -> DiskStats:
+        """What `statvfs` says about a drive's folder; OSError when it is unreachable."""
+        drive = self.spec.drives[path.name]
+        if path.name in self._unreachable or not drive.reachable:
+            raise OSError(errno.ENOTCONN, os.strerror(errno.ENOTCONN), str(path))
+        files = 64_000_000
+        return DiskStats(
+            total_bytes=int(drive.capacity_gb * 1024**3),
+            free_bytes=int(drive.free_gb * 1024**3),
+            total_inodes=files,
+            free_inodes=files // 2,
+        )
+
     def addresses(self) -> AddressBook:
         """What getifaddrs would say: the management interface's configured addresses."""
         eth = self.spec.ethernet
         return {eth.name: Addresses(2, fake_mac(2), list(eth.ipv4), list(eth.ipv6))}
 
     # --- what tests and the demo do to it
+    def lose_drive(self, name: str) -> None:
+        """Drive `name` stops answering, as a network mount does when its server goes."""
+        self._unreachable.add(name)
+
     def write_tree(self, root: Path) -> Path:
         """Write the machine's /sys, /proc and /dev under `root`; return `root`."""
         write_tree(self, root)

@@ -39,6 +39,8 @@ def write_tree(machine: "FakeMachine", root: Path) -> None:
     _write_proc(machine, root / "proc")
     if machine.spec.imex:
         (root / "dev/nvidia-caps-imex-channels").mkdir(parents=True, exist_ok=True)
+    for name in machine.spec.drives:
+        (root / "drives" / name).mkdir(parents=True, exist_ok=True)
 
 
 def _pci_device(sys: Path, bdf: str, vendor: str, numa: int, driver: str) -> Path:

@@ -68,6 +68,8 @@ def container_command(
         args.append(f"--cpus={assignment.cpu_cores:g}")
     if assignment.memory_bytes:
         args.append(f"--memory={assignment.memory_bytes}")
+    # Drives as bind mounts at the run's `mount_path` (paths checked to hold no comma).
+    args += [f"--mount=type=bind,source={here},target={inside}" for here, inside in worker.mounts]
     args.append(f"--env-file={env_file}")
     return [*args, "--", image, *assignment.command]
 

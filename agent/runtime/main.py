@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from astraeus.agent.drives import DriveConfig
 from astraeus.shared import MachineReport
 from astraeus.shared.tls import CaFileError, client_context
 
@@ -72,12 +73,20 @@ def make_scan(settings: Settings) -> "ScanService":
             proc_root=settings.proc_root,
             data_dir=settings.state_dir,
             labels=dict(settings.labels),
+            drives=drive_configs(settings),
             policy=settings.health,
         )
     except (TypeError, ValueError, OSError) as error:
         raise SettingsError(f"backend {settings.backend}: {error}") from None
     scans: ScanService = service.ScanService(scanner)
     return scans
+
+
+def drive_configs(settings: Settings) -> list[DriveConfig]:
+    """The configured drives, local first, for the scanner to read at each scan."""
+    local = [DriveConfig(name, Path(path)) for name, path in settings.drives]
+    remote = [DriveConfig(name, Path(path), local=False) for name, path in settings.network_drives]
+    return local + remote
 
 
 async def serve_scanning(settings: Settings, token: str, scans: "ScanService") -> None:

@@ -29,6 +29,10 @@ class Settings:
     sysfs_root: Path = Path("/sys")
     proc_root: Path = Path("/proc")
     labels: tuple[tuple[str, str], ...] = ()
+    drives: tuple[tuple[str, str], ...] = ()
+    """Drives on this machine: (name, path)."""
+    network_drives: tuple[tuple[str, str], ...] = ()
+    """Network drives this machine reaches: (name, path where it is mounted)."""
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
     backoff_max_seconds: float = 5.0
@@ -77,6 +81,21 @@ def parser() -> argparse.ArgumentParser:
         dest="labels",
         metavar="KEY=VALUE",
         help="a label this machine reports, e.g. topology.astraeus.io/rack=r1 (repeatable)",
+    )
+    cli.add_argument(
+        "--drive",
+        action="append",
+        dest="drives",
+        metavar="NAME=PATH",
+        help="a drive on this machine that runs may mount, e.g. datasets=/mnt/datasets "
+        "(repeatable)",
+    )
+    cli.add_argument(
+        "--network-drive",
+        action="append",
+        dest="network_drives",
+        metavar="NAME=PATH",
+        help="a network drive mounted here, e.g. shared=/mnt/nfs/shared (repeatable)",
     )
     cli.add_argument("--state-dir", help="where the agent keeps its tasks and their logs")
     cli.add_argument(
@@ -134,6 +153,9 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
             f"backend: {merged['backend']!r}; use auto, nvml, amdsmi, intel, none or fake:FILE"
         )
     merged["labels"] = _labels(merged.get("labels") or ())
+    for key in ("drives", "network_drives"):
+        merged[key] = _drives(key, merged.get(key) or ())
+    _unique_drives(merged["drives"] + merged["network_drives"])
     merged["health"] = health_policy(merged.get("health", {}))
     for key in NUMBERS:
         if key in merged:
@@ -190,6 +212,48 @@ def _labels(value: Any) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(parse_label(str(item)) for item in value))
     except ValueError as error:
         raise SettingsError(str(error)) from None
+
+
+DRIVE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+
+
+def _drives(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """Drives from `--drive NAME=PATH` (a list), `ASTRAEUS_DRIVES=a=/x,b=/y` or a TOML table;
+    each name a drive name, each path absolute."""
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, dict):
+        pairs = [(str(name), str(path)) for name, path in value.items()]
+    elif isinstance(value, list | tuple):
+        pairs = []
+        for item in value:
+            name, sep, path = str(item).partition("=")
+            if not sep:
+                raise SettingsError(f"{key}: {item!r} is not NAME=PATH")
+            pairs.append((name.strip(), path.strip()))
+    else:
+        raise SettingsError(f"{key}: {value!r} is not a table of NAME = PATH")
+    for name, path in pairs:
+        if not DRIVE_NAME.match(name):
+            raise SettingsError(
+                f"{key}: drive name {name!r}: use letters, digits, '.', '_' and '-', at most 63"
+            )
+        if not path.startswith("/"):
+            raise SettingsError(f"{key}: drive {name}: path {path!r} is not absolute")
+        if "," in path:
+            # A container runtime's --mount reads commas as the start of its next option.
+            raise SettingsError(
+                f"{key}: drive {name}: path {path!r} has a comma; mount it elsewhere"
+            )
+    return tuple(sorted(pairs))
+
+
+def _unique_drives(pairs: tuple[tuple[str, str], ...]) -> None:
+    seen: set[str] = set()
+    for name, _path in pairs:
+        if name in seen:
+            raise SettingsError(f"drives: {name} is configured more than once; name it once")
+        seen.add(name)
 
 
 def _positive(key: str, value: Any) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
+from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState, reasons
 
 
 def plural(count: int, noun: str) -> str:
@@ -58,20 +58,30 @@ def status_lines(run: Run) -> list[str]:
 
 def placement_of(run: Run) -> PendingExplanation | None:
     """The explanation of the run's first waiting task."""
+    task = explained_task(run)
+    return task.placement if task is not None else None
+
+
+def explained_task(run: Run) -> Task | None:
+    """The run's first waiting task with an explanation."""
     for task in run.tasks:
         if task.placement is not None and task.state == TaskState.PENDING:
-            return task.placement
+            return task
     return None
 
 
-def why_lines(explanation: PendingExplanation) -> list[str]:
-    """Every machine and what keeps it out: the closest first, then machines up, then down."""
+def why_lines(explanation: PendingExplanation, reason: str | None = None) -> list[str]:
+    """Every machine and what keeps it out: the closest first, then machines up, then down.
+    Under a queue reason (`reason`) the run fits, and the queue holds it back: so it says."""
     closest = explanation.closest
     head = (
         f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
         f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
     )
-    head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
+    if reason is not None and held_by_queue(reason):
+        head += "; the run fits, and the queue holds it back"
+    else:
+        head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
     nodes = sorted(
         explanation.nodes,
         key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
@@ -94,6 +104,12 @@ def hint_lines(explanation: PendingExplanation) -> list[str]:
     if any(NO_CONTAINER in reason for node in explanation.nodes for reason in node.reasons):
         return CONTAINER_HINT
     return []
+
+
+def held_by_queue(reason: str) -> bool:
+    """A queue reason for a run that fits: not the head's `Next to run`, which waits for room
+    held for it."""
+    return reasons.is_queue_reason(reason) and not reason.startswith("Next to run")
 
 
 def run_rows(runs: Sequence[Run]) -> list[str]:

@@ -13,7 +13,7 @@ from astraeus.shared import Run, RunSpec, Task
 from .client import Api
 from .context import Context
 from .errors import CliError, Exit
-from .render import placement_of, run_rows, status_lines, table, why_lines
+from .render import explained_task, run_rows, status_lines, table, why_lines
 from .spec import build_spec
 
 GIB = 1024**3
@@ -64,9 +64,9 @@ def _get_run(ctx: Context, name: str) -> Run:
 def status(ctx: Context, args: argparse.Namespace) -> int:
     found = _get_run(ctx, args.name)
     lines = status_lines(found)
-    explanation = placement_of(found)
-    if args.why and explanation is not None:
-        lines += why_lines(explanation)
+    task = explained_task(found)
+    if args.why and task is not None and task.placement is not None:
+        lines += why_lines(task.placement, found.reason or task.reason)
     ctx.emit(found, lines)
     return Exit.OK
 

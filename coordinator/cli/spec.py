@@ -127,6 +127,9 @@ def _resources(args: argparse.Namespace, ask: dict[str, Any]) -> None:
             ask["memory_bytes"] = memory
     if args.machines is not None:
         ask["machines"] = args.machines
+    if args.drive:
+        mounts = parse_pairs(args.drive, "--drive")
+        ask["drives"] = [{"name": name, "mount_path": path} for name, path in mounts.items()]
     _network_and_topology(args, ask)
     _selection(args, ask)
 
@@ -194,7 +197,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--gpu-memory", type=number, metavar="GB", help="at least this much memory per GPU")
     add("--vendor", type=str.lower, choices=["nvidia", "amd", "intel"], help="any case")
     add("--healthy-only", action="store_true", help="never take a GPU at risk; wait instead")
-    add("--machines", type=int, metavar="N", help="exactly N machines, GPUs split evenly")
+    add(
+        "--machines",
+        type=int,
+        metavar="N",
+        help="exactly N machines (N workers, which may share machines with --mode Any), "
+        "GPUs split evenly",
+    )
     add("--min-machines", type=int, metavar="N", help="topology.min_nodes")
     add("--max-machines", type=int, metavar="N", help="topology.max_nodes")
     add("--gpus-per-machine", type=int, metavar="N", help="never fewer than N GPUs on a machine")
@@ -210,4 +219,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--priority", type=int)
     add("--time-limit", metavar="DURATION", help="stop the run after this long (2h)")
     add("--env", action="append", default=[], metavar="KEY=VALUE", help="worker environment")
+    add(
+        "--drive",
+        action="append",
+        default=[],
+        metavar="NAME=MOUNT_PATH",
+        help="mount a drive (datasets=/data); runs go where it is, or near",
+    )
     add("--dry-run", action="store_true", help="say where it would go now; submit nothing")

@@ -39,8 +39,10 @@ export function gib(bytes) {
   return `${Number.isInteger(value) ? value : value.toFixed(1)} GiB`;
 }
 
+/** GPU memory in the unit `min_memory_gb` compares (GiB, written GB as the guide does: an
+ * 80 GB H100 reports 79.6 GB), rounded down so that asking for what is shown always matches. */
 export function gb(bytes) {
-  return `${Math.round(bytes / 1e9)} GB`;
+  return `${Math.floor((bytes / GIB) * 10) / 10} GB`;
 }
 
 export function when(iso) {

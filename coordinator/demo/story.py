@@ -14,7 +14,13 @@ from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, 
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
-from astraeus.coordinator.cli.render import placement_of, plural, status_lines, why_lines
+from astraeus.coordinator.cli.render import (
+    explained_task,
+    placement_of,
+    plural,
+    status_lines,
+    why_lines,
+)
 from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
@@ -94,10 +100,21 @@ class Story:
     def status(self, name: str, why: bool = False) -> Run:
         run = self.run(name)
         self.lines(status_lines(run))
-        explanation = placement_of(run)
-        if why and explanation is not None:
-            self.lines(why_lines(explanation))
+        task = explained_task(run)
+        if why and task is not None and task.placement is not None:
+            self.lines(why_lines(task.placement, run.reason or task.reason))
         return run
+
+    def log(self, task: str) -> list[str]:
+        """What a task's worker printed (`astra astraeus logs TASK`)."""
+        return LogView.model_validate(self.member.get(f"/tasks/{task}/logs")).data.splitlines()
+
+    def first_words(self, task: str) -> list[str]:
+        """The task's log once its worker has printed something (it says what it was given)."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not (printed := self.log(task)) and time.monotonic() < deadline:
+            self.pause()
+        return printed
 
     def machine_list(self) -> list[MachineView]:
         return MachineList.model_validate(self.member.get("/machines")).machines
@@ -184,7 +201,44 @@ def starts_when_another_ends(story: Story) -> None:
     story.lines(log.data.splitlines())
 
 
-CHAPTERS = (cluster_up, shapes, healthy_only, ladder, at_risk_fallback, starts_when_another_ends)
+def ended(run: Run) -> bool:
+    return run.state.ended
+
+
+def workers_share_a_machine(story: Story) -> None:
+    story.chapter("mode: Any — workers may share a machine")
+    story.wait("notebook", ended, "finished")
+    flags = ["--name", "shards", "--gpus", "2", "--machines", "2", "--mode", "Any"]
+    story.submit([*flags, "--names", "eth-1"], 3)
+    story.wait("shards", running, "running")
+    story.say("shards runs two workers on eth-1, each with its own GPU and LOCAL_RANK:")
+    story.status("shards")
+    story.lines(story.first_words("shards-1"))
+
+
+def next_to_its_drive(story: Story) -> None:
+    story.chapter("Drives: a run goes where its data is")
+    story.wait("allreduce", ended, "finished")
+    story.submit(["--name", "prep", "--gpus", "1", "--drive", "datasets=/data"], 3)
+    story.wait("prep", running, "running")
+    story.say(
+        "prep runs on roce-2, which holds datasets (+40); roce-1 and eth-1 reach it over the "
+        "network, and roce-1 is its neighbour in rack-r1 (+15):"
+    )
+    story.status("prep")
+    story.lines(story.first_words("prep-0"))
+
+
+CHAPTERS = (
+    cluster_up,
+    shapes,
+    healthy_only,
+    ladder,
+    at_risk_fallback,
+    starts_when_another_ends,
+    workers_share_a_machine,
+    next_to_its_drive,
+)
 
 
 def tell(story: Story) -> None:

@@ -9,12 +9,22 @@ import os
 import sys
 import time
 
-SHOWN = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "NCCL_IB_HCA", "NCCL_IB_DISABLE")
+SHOWN = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "NCCL_IB_HCA",
+    "NCCL_IB_DISABLE",
+)
+DRIVE_PREFIX = "ASTRAEUS_DRIVE_"
 
 
 def main(argv: list[str]) -> int:
     seconds = float(argv[0]) if argv else 5.0
-    given = ", ".join(f"{key}={os.environ[key]}" for key in SHOWN if key in os.environ)
+    drives = sorted(key for key in os.environ if key.startswith(DRIVE_PREFIX))
+    given = ", ".join(f"{key}={os.environ[key]}" for key in (*SHOWN, *drives) if key in os.environ)
     task, gpus = os.environ.get("ASTRAEUS_TASK", "?"), os.environ.get("ASTRAEUS_GPU_COUNT", "0")
     print(f"{task} started with {gpus} GPUs: {given}", flush=True)
     time.sleep(seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
@@ -50,7 +51,9 @@ class Decision:
         self._supply: dict[int, gpu_match.Supply] = {}
         self._caps: dict[int, int] = {}
         self._scores: dict[tuple[int, int, bool], int] = {}
-        if self.needs.mode is SelectionMode.ALL and not self.needs.gpus:
+        self._slots: dict[tuple[int, ShapeOption], int] = {}
+        every = self.needs.mode is SelectionMode.ALL and not self.needs.array_element
+        if every and not self.needs.gpus:
             self.options = (ShapeOption(self._every_machine(), 0),)
 
     def rejection(self, i: int) -> Rejection | None:
@@ -119,8 +122,11 @@ class Decision:
         shape that enough machines could hold if idle. When none could, and sizes are what
         stops it, that of the fewest-machines shape, so machines tell how short they fall;
         when no machine takes even the smallest worker, the smallest, so they tell why."""
-        for option in sorted(self.options, key=lambda option: option.gpus_each):
-            holders = sum(self.cap(i) >= option.gpus_each for i in self.eligible)
+        # Workers that stack: the fewest-workers shape, so a machine that could hold the whole
+        # run alone tells how short it falls of all of it.
+        order = self.options if self.needs.stacks else sorted(self.options, key=_each)
+        for option in order:
+            holders = sum(self.slots(i, option) for i in self.eligible)
             if holders >= option.tasks:
                 return option.gpus_each
         if not self.options or not self.eligible:
@@ -141,6 +147,35 @@ class Decision:
             return needs.gpus
         usable = self.supply(i).free(needs.gpu_requests.healthy_only)
         return needs.most_gpus(usable, free.cpu_cores, free.memory_bytes)
+
+    def slots(self, i: int, option: ShapeOption) -> int:
+        """How many workers of `option` machine `i` can take now (call for machines that pass):
+        one at most unless workers stack, else as many as its free GPUs, cores and memory hold,
+        up to the run's workers."""
+        key = (i, option)
+        if key not in self._slots:
+            self._slots[key] = self._slots_now(i, option)
+        return self._slots[key]
+
+    def _slots_now(self, i: int, option: ShapeOption) -> int:
+        each, needs = option.gpus_each, self.needs
+        if self.cap(i) < max(each, 1 if needs.gpus == 0 else 0):
+            return 0
+        if not needs.stacks:
+            return 1
+        free, worker = self.free[i], needs.worker(each)
+        most = option.tasks
+        if each:
+            most = min(most, self.supply(i).free(needs.gpu_requests.healthy_only) // each)
+        if worker.cpu_cores:
+            most = min(most, math.floor(free.cpu_cores / worker.cpu_cores))
+        if worker.memory_bytes:
+            most = min(most, free.memory_bytes // worker.memory_bytes)
+        # Settled by the same sums the machine's ledger will make, so both always agree.
+        cores, memory = worker.cpu_cores, worker.memory_bytes
+        while most > 1 and (most * cores > free.cpu_cores or most * memory > free.memory_bytes):
+            most -= 1
+        return max(most, 1)
 
     def room_free(self, i: int) -> float:
         """What a group's machine has free, in the run's unit: usable GPUs, or cores."""
@@ -183,3 +218,7 @@ class Decision:
         if key not in self._scores:
             self._scores[key] = scores.total(self.score_input(i, gpus, rdma_work))
         return self._scores[key]
+
+
+def _each(option: ShapeOption) -> int:
+    return option.gpus_each

@@ -25,7 +25,10 @@ class MachineFacts:
     gpu_by_id: dict[str, GpuInfo]
     """Each GPU under its UUID and under its index as a string, for pinned `ids`."""
     local_drives: frozenset[str]
+    """Drives held here that the agent could read at its last scan."""
     reachable_drives: frozenset[str]
+    reported_drives: frozenset[str]
+    """Every drive the agent is configured with, reachable or not: such a drive exists."""
 
     @property
     def name(self) -> str:
@@ -56,8 +59,9 @@ def machine_facts(view: MachineView) -> MachineFacts:
         nvlink_domain=fabrics.nvlink_domain(report),
         gpus=gpus,
         gpu_by_id=by_id,
-        local_drives=frozenset(drive.name for drive in drives if drive.local),
-        reachable_drives=frozenset(drive.name for drive in drives),
+        local_drives=frozenset(d.name for d in drives if d.local and d.reachable),
+        reachable_drives=frozenset(d.name for d in drives if d.reachable),
+        reported_drives=frozenset(d.name for d in drives),
     )
 
 

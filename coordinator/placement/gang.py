@@ -1,6 +1,10 @@
 """Placing the whole run on the ladder: the first rung where it fits; on that rung the group that
 leaves the least room free, then the best score, then the group's name. A single worker goes to
-the highest score."""
+the highest score.
+
+Workers that may share a machine (`mode: Any`) stack: the one-machine rung holds every shape
+whose workers fit on one machine together, and in a group the best machines by score each take
+as many workers as they have room for."""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from .shape import ShapeOption
 
 @dataclass(frozen=True)
 class Choice:
-    """Where the run goes: a rung, a shape, and the machines of one group, one worker each."""
+    """Where the run goes: a rung, a shape, and the machine of each worker, in name order (a
+    machine appears once per worker it takes)."""
 
     rung: Rung
     option: ShapeOption
@@ -33,13 +38,16 @@ def search(
 ) -> Choice | None:
     """The first rung, tightest first, where some group holds one of the shapes. With `index`
     (current free capacity) a single worker is found without checking every machine."""
+    stacks = decision.needs.stacks
     for rung in rungs:
         for option in decision.options:
-            if rung.single != (option.tasks == 1):
+            if rung.single != (option.tasks == 1) and not (rung.single and stacks):
                 continue
             if option.gpus_each > decision.cluster.most_gpus:
                 continue
-            if rung.single:
+            if rung.single and option.tasks > 1:
+                best = _stacked_single(decision, option)
+            elif rung.single:
                 best = _single(decision, option, index)
             else:
                 groups = decision.cluster.groups(rung, decision.needs)
@@ -59,6 +67,19 @@ def _single(decision: Decision, option: ShapeOption, index: FreeIndex | None) ->
     return Choice(RUNGS[0], option, (i,), (decision.cluster.facts[i].name,))
 
 
+def _stacked_single(decision: Decision, option: ShapeOption) -> Choice | None:
+    """Every worker on one machine: the highest score among machines with room for them all."""
+    found: tuple[int, int] | None = None
+    for i in decision.eligible:
+        if decision.slots(i, option) >= option.tasks:
+            rank = (decision.score(i, option.gpus_each, False), -i)
+            found = rank if found is None or rank > found else found
+    if found is None:
+        return None
+    i = -found[1]
+    return Choice(RUNGS[0], option, (i,) * option.tasks, (decision.cluster.facts[i].name,))
+
+
 def _scan_single(decision: Decision, gpus: int) -> int | None:
     found: tuple[int, int] | None = None
     for i in decision.eligible:
@@ -75,15 +96,17 @@ def _best_group(
     each, tasks = option.gpus_each, option.tasks
     sized: list[tuple[float, Key, list[int]]] = []
     free_gpus = decision.free_gpus
+    stacks = decision.needs.stacks
     for key, members in groups.items():
-        if len(members) < tasks:
+        if len(members) < tasks and not stacks:
             continue
         # Counting free GPUs is cheap; checking machines is not: check only groups that could.
         roomy = [i for i in members if free_gpus[i] >= each]
-        if len(roomy) < tasks:
+        if _workers_bound(free_gpus, roomy, option, stacks) < tasks:
             continue
         fits = [i for i in roomy if decision.passes(i) and decision.cap(i) >= each]
-        if len(fits) >= tasks and _spread_ok(decision, fits, tasks):
+        held = sum(decision.slots(i, option) for i in fits) if stacks else len(fits)
+        if held >= tasks and _spread_ok(decision, fits, tasks):
             room = sum(decision.room_free(i) for i in fits) - _used(decision, option)
             sized.append((room, key, fits))
     if not sized:
@@ -98,6 +121,17 @@ def _best_group(
             ranked.append((-score, key, picked))
     _score, key, picked = min(ranked)
     return Choice(rung, option, picked, key)
+
+
+def _workers_bound(
+    free_gpus: Sequence[int], roomy: list[int], option: ShapeOption, stacks: bool
+) -> int:
+    """At most how many workers the machines could take, from their free GPUs alone."""
+    if not stacks:
+        return len(roomy)
+    if not option.gpus_each:
+        return option.tasks if roomy else 0
+    return sum(free_gpus[i] // option.gpus_each for i in roomy)
 
 
 def _used(decision: Decision, option: ShapeOption) -> float:
@@ -116,8 +150,11 @@ def _spread_ok(decision: Decision, fits: list[int], tasks: int) -> bool:
 
 
 def _pick(decision: Decision, fits: list[int], option: ShapeOption, rdma: bool) -> tuple[int, ...]:
-    """The group's best `tasks` machines by score, one per rack or fabric when spread says so."""
+    """The group's best `tasks` machines by score, one per rack or fabric when spread says so;
+    when workers stack, each of the best takes as many workers as it has room for."""
     ranked = sorted(fits, key=lambda i: (-decision.score(i, option.gpus_each, rdma), i))
+    if decision.needs.stacks:
+        return _stack(decision, ranked, option)
     spread = decision.needs.spread
     picked: list[int] = []
     seen: set[str | None] = set()
@@ -128,6 +165,16 @@ def _pick(decision: Decision, fits: list[int], option: ShapeOption, rdma: bool) 
                 continue
             seen.add(domain)
         picked.append(i)
+        if len(picked) == option.tasks:
+            break
+    return tuple(sorted(picked))
+
+
+def _stack(decision: Decision, ranked: list[int], option: ShapeOption) -> tuple[int, ...]:
+    picked: list[int] = []
+    for i in ranked:
+        take = min(decision.slots(i, option), option.tasks - len(picked))
+        picked.extend([i] * take)
         if len(picked) == option.tasks:
             break
     return tuple(sorted(picked))

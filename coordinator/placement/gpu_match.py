@@ -8,23 +8,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
+from functools import cache
 from typing import NamedTuple
 
 from astraeus.shared import GpuHealthState, GpuInfo, GpuRequests
 
 GIB = 1024**3
-MEMORY_SLACK_GB = 0.5
-"""An 80 GB H100 reports 79.6 GB: memory asks get this much slack."""
+MEMORY_SLACK_GB = Decimal("0.5")
+"""An 80 GB H100 reports 79.6 GB: memory asks get this much slack. GB here are GiB, the unit
+cards report in (an H100 80GB has 81559 MiB)."""
+
+
+@cache
+def least_memory_bytes(min_memory_gb: float) -> int:
+    """The least memory a GPU may report for `min_memory_gb`, in whole bytes, compared exactly:
+    the ask as written (80.1 is 80.1, not the float nearest it) less the slack, rounded up."""
+    exact = (Decimal(repr(min_memory_gb)) - MEMORY_SLACK_GB) * GIB
+    return max(int(exact.to_integral_value(rounding=ROUND_CEILING)), 0)
 
 
 def matches(ask: GpuRequests, gpu: GpuInfo) -> bool:
     """The GPU is of a model, vendor and memory size the run asks for (health aside)."""
     if ask.vendor is not None and gpu.vendor is not ask.vendor:
         return False
-    if (
-        ask.min_memory_gb is not None
-        and gpu.memory_bytes / GIB < ask.min_memory_gb - MEMORY_SLACK_GB
-    ):
+    if ask.min_memory_gb is not None and gpu.memory_bytes < least_memory_bytes(ask.min_memory_gb):
         return False
     if ask.models:
         model = gpu.model.casefold()

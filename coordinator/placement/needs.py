@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from astraeus.shared import (
+    GpuPolicy,
     GpuRequests,
     Interconnect,
     KeepWithin,
@@ -78,6 +79,28 @@ class Needs:
     def mode(self) -> SelectionMode:
         selection = self.ask.node_selection
         return selection.mode if selection else SelectionMode.EXACT
+
+    @cached_property
+    def array_element(self) -> bool:
+        """One element of an array run: an independent task with the run's per-worker ask."""
+        return self.run.array_index is not None
+
+    @cached_property
+    def stacks(self) -> bool:
+        """Workers of this run may share a machine (`mode: Any`), unless a rule puts one worker
+        per machine (`topology.spread`, `policy: PerNode`). An array element is one worker."""
+        return (
+            self.mode is SelectionMode.ANY
+            and self.spread is None
+            and self.gpu_requests.policy is not GpuPolicy.PER_NODE
+            and not self.array_element
+        )
+
+    @cached_property
+    def must_not_share(self) -> bool:
+        """Filter 6 applies: no two workers of this run on one machine. Each array element is
+        its own task, so the spread rule applies per element (one worker: never)."""
+        return not self.stacks and not self.array_element
 
     @cached_property
     def names(self) -> frozenset[str]:

@@ -53,7 +53,8 @@ class PlacementSession:
         if choice is not None:
             waiting = self._patient(current, choice, rungs, now)
             return waiting or result.placement(current, choice)
-        idle, could = self._idle_view(prepared, rungs)
+        # Held machines come free for this run once the run ahead has started: like room.
+        idle, could = self._idle_view(self._prepare(needs, now, frozenset()), rungs)
         if idle.smallest.gpus != current.smallest.gpus:
             current = Decision(prepared, self._free, self._free_index.free_gpus, idle.smallest.gpus)
         survivor = survivors.gang_rejection(current, could_fit=could is not None)
@@ -62,11 +63,11 @@ class PlacementSession:
     def _idle_view(
         self, prepared: Prepared, rungs: tuple[ladder.Rung, ...]
     ) -> tuple[Decision, gang.Choice | None]:
-        """The run against an idle cluster: where it could go, checked at the worker its
-        explanation uses. Idle capacity never changes in a pass, so runs with the same ask
-        share it."""
+        """The run against an idle cluster, where no machine is held for a run ahead: where it
+        could go, checked at the worker its explanation uses. Idle capacity never changes in a
+        pass, so runs with the same ask share it."""
         needs = prepared.needs
-        key = (needs.static_key, needs.ask.model_dump_json(), prepared.now, prepared.held)
+        key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, prepared.now)
         if key not in self._idle_views:
             idle = Decision(prepared, self._idle, self._idle_gpus, idle=True)
             could = gang.search(idle, rungs)
@@ -132,7 +133,7 @@ class PlacementSession:
             ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain)
             for f, p in zip(self._facts, places, strict=True)
         ]
-        known = frozenset().union(*(facts.reachable_drives for facts in self._facts))
+        known = frozenset().union(*(facts.reported_drives for facts in self._facts))
         homes = _drive_homes(self._facts, places)
         reserved = any(r.labels for facts in self._facts for r in facts.view.reservations)
         most = max((len(facts.gpus) for facts in self._facts), default=0)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from astraeus.shared import Interconnect, reasons
+from astraeus.shared import Interconnect, Spread, reasons
 
 from .decision import Decision
 from .explain import Survivor
 from .filters import topology
 from .rejection import Rejection
+from .shape import ShapeOption
 
 
 def gang_rejection(decision: Decision, could_fit: bool) -> Survivor:
@@ -38,18 +39,66 @@ def _text(decision: Decision) -> tuple[str, float]:
 
 
 def _room_text(decision: Decision, need: int) -> str:
-    by_site: dict[str, int] = defaultdict(int)
+    """What the machines that pass every filter lack together: GPUs, then machines (workers
+    when they may share one), each first checked against one site."""
+    option = _explained(decision)
+    gpus: dict[str, int] = defaultdict(int)
+    workers: dict[str, int] = defaultdict(int)
     for i in decision.eligible:
-        by_site[decision.cluster.facts[i].site] += decision.cap(i) if decision.needs.gpus else 1
-    total = sum(by_site.values())
-    unit = "GPUs" if decision.needs.gpus else "workers"
+        site = decision.cluster.facts[i].site
+        gpus[site] += decision.cap(i) if decision.needs.gpus else 0
+        workers[site] += decision.slots(i, option)
+    if decision.needs.gpus:
+        text = _short_of(gpus, need, "GPUs")
+        if text is not None:
+            return text
+        if sum(gpus.values()) < need:
+            return topology.no_room(need, sum(gpus.values()), len(decision.eligible))
+    unit = "workers" if decision.needs.stacks else "machines"
+    text = _short_of(workers, option.tasks, unit)
+    if text is not None:
+        return text
+    if sum(workers.values()) < option.tasks:
+        return _few_workers(decision, option, sum(workers.values()))
+    return _few_domains(decision, option)
+
+
+def _explained(decision: Decision) -> ShapeOption:
+    """The shape the explanation's worker belongs to: the fewest workers of that size."""
+    each = decision.smallest.gpus
+    sized = [option for option in decision.options if option.gpus_each == each]
+    return (sized or list(decision.options) or [ShapeOption(1, each)])[0]
+
+
+def _short_of(by_site: dict[str, int], need: int, unit: str) -> str | None:
+    """`no single site can hold the whole run; …` when only several sites together could."""
     largest = max(by_site.items(), key=lambda item: (item[1], item[0]), default=("", 0))
-    if len(by_site) > 1 and largest[1] < need <= total:
+    if len(by_site) > 1 and largest[1] < need <= sum(by_site.values()):
         detail = (
             f"the largest, {largest[0] or 'unnamed'}, has room for {largest[1]} of {need} {unit}"
         )
         return reasons.spans_sites(_sites_needed(by_site, need), detail)
-    return topology.no_room(need, total, len(decision.eligible), unit)
+    return None
+
+
+def _few_workers(decision: Decision, option: ShapeOption, held: int) -> str:
+    machines = len([i for i in decision.eligible if decision.slots(i, option)])
+    if decision.needs.stacks:
+        return topology.too_few_workers(option.tasks, option.gpus_each, held, machines)
+    return topology.too_few_machines(option.tasks, option.gpus_each, machines)
+
+
+def _few_domains(decision: Decision, option: ShapeOption) -> str:
+    """Enough machines, but `topology.spread` wants one worker per rack or fabric and too few
+    of them have a machine with room."""
+    spread = decision.needs.spread or Spread.NODE
+    members = decision.cluster.members
+    domains = {
+        members[i].rack if spread is Spread.RACK else members[i].fabric
+        for i in decision.eligible
+        if decision.slots(i, option)
+    }
+    return topology.too_few_domains(spread, option.tasks, option.gpus_each, len(domains))
 
 
 def _sites_needed(by_site: dict[str, int], need: int) -> int:

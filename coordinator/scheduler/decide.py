@@ -176,7 +176,8 @@ class _Walk:
             self.session.take(result)
             self.out.placed.append(Placed(item, result))
             self.held[item.workspace] = self.held.get(item.workspace, 0) + item.ask.gpu_count
-            self.live[item.seq] = self.live.get(item.seq, 0) + len(result.workers)
+            # `concurrency` counts live elements: each element is one task.
+            self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
         self.evaluated += 1  # placements are never limited, explanations are
         if self.head and self.reserved and _fits_without_hold(self.session, request, self.now):

@@ -84,7 +84,8 @@ def reuses_a_name(run: Unstarted, placement: Placement) -> bool:
     An agent that started the old worker just before the pass would see the same name in its
     reply and keep the old process; a name that moves is stopped there instead. So a name may
     stay on its machine only when the agent would be told exactly the same: the same GPUs,
-    cores and memory, network, NVLink domain, number of workers and worker 0's machine."""
+    cores and memory, network, NVLink domain, number of workers, worker 0's machine, and its
+    local rank among the run's workers on the machine."""
     old = {task.index: task for task in run.tasks}
     same_world = (
         len(run.tasks) == len(placement.workers)
@@ -93,12 +94,21 @@ def reuses_a_name(run: Unstarted, placement: Placement) -> bool:
         and run.network == placement.network.value
         and run.nvlink_domain == placement.nvlink_domain
     )
+    old_local = dict(
+        zip(
+            (task.index for task in run.tasks),
+            _local_ranks([task.machine for task in run.tasks]),
+            strict=True,
+        )
+    )
+    new_local = _local_ranks([worker.machine for worker in placement.workers])
     for i, worker in enumerate(placement.workers):
         was = old.get(i)
         if was is None or was.machine != worker.machine:
             continue
         same = (
             same_world
+            and old_local.get(i) == new_local[i]
             and set(was.gpu_ids) == set(worker.gpu_ids)
             and was.cpu_cores == worker.cpu_cores
             and was.memory_bytes == worker.memory_bytes
@@ -106,3 +116,14 @@ def reuses_a_name(run: Unstarted, placement: Placement) -> bool:
         if not same:
             return True
     return False
+
+
+def _local_ranks(machines: Sequence[str | None]) -> list[tuple[int, int]]:
+    """Each worker's (local rank, local world size): its place among the run's workers on its
+    machine, as the agent is told."""
+    seen: dict[str | None, int] = {}
+    ranks = []
+    for machine in machines:
+        ranks.append(seen.get(machine, 0))
+        seen[machine] = ranks[-1] + 1
+    return [(rank, seen[machine]) for rank, machine in zip(ranks, machines, strict=True)]

@@ -12,6 +12,7 @@ from astraeus.shared import (
     AgentReport,
     Assignment,
     LogChunk,
+    Mount,
     NetworkKind,
     Rendezvous,
     TaskState,
@@ -198,6 +199,10 @@ class Agents:
             min_gbps=(spec["requested_resources"].get("network") or {}).get("min_gbps"),
             nvlink_domain=row["nvlink_domain"],
             rendezvous=self._rendezvous(row, workers),
+            drives=[
+                Mount(name=drive["name"], mount_path=drive["mount_path"])
+                for drive in spec["requested_resources"].get("drives", [])
+            ],
             time_limit_seconds=spec.get("time_limit_seconds"),
             cancel=bool(row["cancel"]),
         )
@@ -223,6 +228,7 @@ class Agents:
             rank=row["idx"],
             node_rank=machines.index(row["machine"]),
             local_world_size=sum(1 for w in workers if w == row["machine"]),
+            local_rank=sum(1 for w in workers[: row["idx"]] if w == row["machine"]),
         )
 
     def _address(self, machine: str | None) -> str:

@@ -50,6 +50,11 @@ def task_from_row(row: Row) -> Task:
 
 def run_from_row(row: Row, tasks: list[Task]) -> Run:
     spec: dict[str, Any] = json.loads(row["spec"])
+    ask = RequestedResources.model_validate(spec["requested_resources"])
+    shape = Shape.model_validate_json(row["shape"]) if row["shape"] else None
+    landing = Landing.model_validate_json(row["landing"]) if row["landing"] else None
+    if ask.array is not None and shape is not None and landing is not None:
+        shape, landing = _each_element(shape, landing, tasks)
     return Run(
         name=row["name"],
         workspace=row["workspace"],
@@ -58,14 +63,29 @@ def run_from_row(row: Row, tasks: list[Task]) -> Run:
         env=spec.get("env", {}),
         priority=row["priority"],
         time_limit_seconds=spec.get("time_limit_seconds"),
-        requested_resources=RequestedResources.model_validate(spec["requested_resources"]),
+        requested_resources=ask,
         state=RunState(row["state"]),
         reason=row["reason"],
-        shape=Shape.model_validate_json(row["shape"]) if row["shape"] else None,
-        landing=Landing.model_validate_json(row["landing"]) if row["landing"] else None,
+        shape=shape,
+        landing=landing,
         tasks=tasks,
         submitted_at=datetime.fromisoformat(row["submitted_at"]),
         first_evaluated_at=when(row["first_evaluated_at"]),
+    )
+
+
+ELEMENT_WHERE = "one machine per element"
+
+
+def _each_element(shape: Shape, landing: Landing, tasks: list[Task]) -> tuple[Shape, Landing]:
+    """An array's shape and landing describe every element, not the last one placed: one worker
+    each, and the machine of each placed element in element order (its task names it too)."""
+    each = shape.gpus_each
+    why = "1 worker per element" + (f" × {each} GPU{'s' if each != 1 else ''}" if each else "")
+    machines = [task.machine for task in tasks if task.machine is not None]
+    return (
+        Shape(tasks=1, gpus_each=each, why=why),
+        Landing(rung=landing.rung, where=ELEMENT_WHERE, machines=machines),
     )
 
 

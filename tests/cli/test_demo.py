@@ -55,8 +55,9 @@ def _no_live_workers(state_dir: Path) -> bool:
 
 def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
     """`astra demo --for 1` shows shapes, the ladder, at-risk fallback, healthy_only waiting with
-    per-machine reasons and a run starting when another ends, then prints the address and a
-    token, stops by itself and leaves no worker running."""
+    per-machine reasons, a run starting when another ends, workers sharing a machine in Any
+    mode and a run placed next to its drive, then prints the address and a token, stops by
+    itself and leaves no worker running."""
     demo = _demo("--for", "1", "--state-dir", str(tmp_path))
     out, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
     assert demo.returncode == 0, err
@@ -91,6 +92,15 @@ def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
         "    careful: Running — 1 machine × 8 GPUs on ib-a",
         "      careful-0  Running  ib-a",
         "    pretrain-0 done after 15 s",
+        "== mode: Any — workers may share a machine",
+        "    shards: Running — 2 workers × 1 GPU on eth-1",
+        "      shards-0  Running  eth-1  1 GPU",
+        "      shards-1  Running  eth-1  1 GPU",
+        "    shards-1 started with 1 GPUs: RANK=1, WORLD_SIZE=2, LOCAL_RANK=1, LOCAL_WORLD_SIZE=2",
+        "== Drives: a run goes where its data is",
+        "    prep: Running — 1 machine × 1 GPU on roce-2",
+        "    prep-0 started with 1 GPUs: RANK=0, WORLD_SIZE=1, LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, "
+        "MASTER_ADDR=127.0.0.1, ASTRAEUS_DRIVE_DATASETS=",
         "The demo cluster stays up:",
         "Stopping in 1 s.",
         "Demo stopped.",
@@ -153,7 +163,7 @@ def test_every_line_the_demo_prints_runs_as_printed_in_another_shell(tmp_path: P
         export = printed[printed.index(FOLLOW_ALONG) + 1]
         assert export.startswith("  export PATH=")
         story = [line[2:] for line in printed if line.startswith("$ astra astraeus run ")]
-        assert len(story) == 6
+        assert len(story) == 8
         for command in story:  # already submitted by the demo: refused only for the name
             done = _fresh_shell([export, command], home)
             name = command.split("--name ")[1].split()[0]

@@ -50,6 +50,15 @@ def _spec(*flags: str) -> dict[str, Any]:
             ["--gpus", "1", "--vendor", "amd", "--gpu-memory", "191.5"],
             {"gpu_requests": {"count": 1, "vendor": "amd", "min_memory_gb": 191.5}},
         ),
+        (
+            ["--cpus", "2", "--drive", "datasets=/data", "--drive", "ckpt=/ckpt"],
+            {
+                "drives": [
+                    {"name": "datasets", "mount_path": "/data"},
+                    {"name": "ckpt", "mount_path": "/ckpt"},
+                ]
+            },
+        ),
     ],
     ids=[
         "machines",
@@ -61,6 +70,7 @@ def _spec(*flags: str) -> dict[str, Any]:
         "names-mode",
         "cpu-only-per-worker",
         "vendor-memory",
+        "drives",
     ],
 )
 def test_flag_sets_the_guides_field(flags: list[str], expected: dict[str, Any]) -> None:

@@ -155,6 +155,7 @@ def _placement(*workers: tuple[str, tuple[str, ...]], network: str = "ethernet")
         ((("m1", ("g9",)), ("m3", ("g3",))), "ethernet", True),
         ((("m1", ("g1",)), ("m3", ("g3",))), "rdma", True),
         ((("m3", ("g3",)), ("m2", ("g2",))), "ethernet", True),
+        ((("m1", ("g1",)), ("m1", ("g5",))), "ethernet", True),
     ],
     ids=[
         "all-new-machines",
@@ -162,6 +163,7 @@ def _placement(*workers: tuple[str, tuple[str, ...]], network: str = "ethernet")
         "worker-0-stays-other-gpu",
         "worker-0-stays-other-network",
         "worker-1-stays-master-moved",
+        "worker-0-stays-but-shares-its-machine-now",
     ],
 )
 def test_a_name_stays_on_its_machine_only_unchanged(

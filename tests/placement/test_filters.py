@@ -192,6 +192,12 @@ ROWS = [
         ask={"drives": [{"name": "datasets", "mount_path": "/data"}]},
     ),
     row(
+        "10-drive-unreachable-now",
+        "drive datasets is not reachable from this machine",
+        ask={"drives": [{"name": "datasets", "mount_path": "/data"}]},
+        drives=[DriveInfo(name="datasets", path="/mnt/nfs", local=False, reachable=False)],
+    ),
+    row(
         "10-drive-data-room",
         "drives need 500 GiB at the data location, 100 GiB free",
         ask={"drives": [{"name": "datasets", "mount_path": "/data", "size_bytes": 500 * GIB}]},
@@ -275,3 +281,14 @@ def test_mode_any_lets_workers_share_a_machine_with_the_run() -> None:
     ask = {"gpu_requests": {"count": 1}, "node_selection": {"mode": "Any"}}
     result = place(run(ask=ask), snapshot(machine("m", workers=["run"])), NOW)
     assert isinstance(result, Placement)
+
+
+def test_the_spread_rule_applies_per_array_element() -> None:
+    """An array element (Exact mode) may go where another element of its run already is; a
+    worker of a run placed whole may not."""
+    snap = snapshot(machine("m", workers=["run"]))
+    element = run(ask={"cpu_cores": 1, "array": {"size": 3}}, array_index=1)
+    assert isinstance(place(element, snap, NOW), Placement)
+    whole = place(run(ask={"cpu_cores": 1}), snap, NOW)
+    assert isinstance(whole, Pending)
+    assert whole.explanation.nodes[0].reasons == ["a worker of this run is already on this machine"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, place
+from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, gpu_match, place
 from astraeus.coordinator.placement.fake_cluster import (
     gpus,
     machine,
@@ -15,7 +15,15 @@ from astraeus.coordinator.placement.fake_cluster import (
     run,
     snapshot,
 )
-from astraeus.shared import GpuHealthState, NetworkKind, RequestedResources
+from astraeus.coordinator.placement.gpu_match import GIB, least_memory_bytes
+from astraeus.shared import (
+    GpuHealthState,
+    GpuInfo,
+    GpuRequests,
+    NetworkKind,
+    RequestedResources,
+    Vendor,
+)
 
 NOW = datetime(2026, 10, 1, 9, 14, 2, 511843, tzinfo=UTC)
 
@@ -184,3 +192,27 @@ def test_pre_training_example_stays_on_fast_infiniband_in_one_rack() -> None:
     assert result.landing.where == "one InfiniBand fabric and one rack, ib-0 and r2"
     assert result.shape.why == "8 machines × 8 GPUs on InfiniBand fabric ib-0 in rack r2"
     assert {worker.cpu_cores for worker in result.workers} == {96}
+
+
+def _card(memory_bytes: int) -> GpuInfo:
+    return GpuInfo(
+        index=0, uuid="GPU-0", vendor=Vendor.NVIDIA, model="H100", memory_bytes=memory_bytes
+    )
+
+
+@pytest.mark.parametrize(
+    ("ask", "card", "matched"),
+    [
+        pytest.param(80.1, round(79.65 * GIB), True, id="80.1-on-79.65"),
+        pytest.param(80.15, round(79.65 * GIB), True, id="80.15-on-79.65"),
+        pytest.param(80.16, round(79.65 * GIB), False, id="80.16-on-79.65"),
+        pytest.param(80.1, least_memory_bytes(80.1), True, id="at-the-byte"),
+        pytest.param(80.1, least_memory_bytes(80.1) - 1, False, id="a-byte-short"),
+        pytest.param(80, 81559 * 1024**2, True, id="h100-81559-mib"),
+    ],
+)
+def test_memory_asks_compare_exactly_in_bytes(ask: float, card: int, matched: bool) -> None:
+    """`min_memory_gb` less the slack is compared with the card's bytes exactly: the ask as
+    written, in GiB, rounded up to a whole byte, never a float's neighbour."""
+    assert gpu_match.matches(GpuRequests(count=1, min_memory_gb=ask), _card(card)) is matched
+    assert least_memory_bytes(80.1) == 85469849191  # 79.6 × 2**30 = …190.4

@@ -76,6 +76,10 @@ def asks(draw: st.DrawFn) -> dict[str, Any]:
         "gpu_requests": gpu_requests,
         "per_gpu": {"cpu_cores": draw(st.sampled_from([0, 2, 4]))},
     }
+    if draw(st.booleans()):
+        ask["node_selection"] = {"mode": "Any"}
+        # `machines` counts workers in Any mode, so they stack when machines are few.
+        ask["machines"] = draw(st.sampled_from([d for d in (1, 2, 4, 8) if count % d == 0]))
     rule = draw(st.sampled_from([None, "keep_rack", "spread_rack", "infiniband", "min_gbps"]))
     if rule == "keep_rack":
         ask["topology"] = {"keep_within": "rack"}
@@ -88,6 +92,12 @@ def asks(draw: st.DrawFn) -> dict[str, Any]:
     return ask
 
 
+def stacks(ask: dict[str, Any]) -> bool:
+    """Workers may share a machine: Any mode without a one-worker-per-machine rule."""
+    any_mode = ask.get("node_selection", {}).get("mode") == "Any"
+    return any_mode and "spread" not in ask.get("topology", {})
+
+
 def views(snap: ClusterSnapshot) -> dict[str, MachineView]:
     return {view.name: view for view in snap.machines}
 
@@ -96,7 +106,9 @@ def views(snap: ClusterSnapshot) -> dict[str, MachineView]:
 @given(snap=clusters(), ask=asks())
 def test_placements_break_no_rule(snap: ClusterSnapshot, ask: dict[str, Any]) -> None:
     """No GPU given twice or already used, no faulted GPU (no at-risk one with healthy_only),
-    every worker gets `gpus_each`, one site, and the run's rules hold."""
+    every worker gets `gpus_each`, one site, no machine gives more cores or memory than it has
+    free, workers share a machine only in Any mode (and then on the one-machine rung when they
+    all do), and the run's rules hold."""
     result = place(run(ask=ask), snap, NOW)
     if not isinstance(result, Placement):
         return
@@ -106,8 +118,17 @@ def test_placements_break_no_rule(snap: ClusterSnapshot, ask: dict[str, Any]) ->
     assert {len(worker.gpu_ids) for worker in result.workers} == {result.shape.gpus_each}
     assert len(result.workers) == result.shape.tasks
     machines_used = [by_name[worker.machine] for worker in result.workers]
-    assert len({view.name for view in machines_used}) == len(machines_used)
+    if not stacks(ask):
+        assert len({view.name for view in machines_used}) == len(machines_used)
     assert len({view.site for view in machines_used}) == 1
+    for name in {worker.machine for worker in result.workers}:
+        view = by_name[name]
+        assert view.report is not None
+        mine = [worker for worker in result.workers if worker.machine == view.name]
+        assert sum(w.cpu_cores for w in mine) <= view.report.cpu_cores - view.used_cpu_cores
+        assert sum(w.memory_bytes for w in mine) <= (
+            view.report.memory_bytes - view.used_memory_bytes
+        )
     for worker in result.workers:
         view = by_name[worker.machine]
         assert view.report is not None
@@ -118,6 +139,8 @@ def test_placements_break_no_rule(snap: ClusterSnapshot, ask: dict[str, Any]) ->
             if ask["gpu_requests"]["healthy_only"]:
                 assert states[gpu_id] is GpuHealthState.HEALTHY
     racks = [view.labels.get("topology.astraeus.io/rack") for view in machines_used]
+    if len(machines_used) > 1 and len({view.name for view in machines_used}) == 1:
+        assert result.landing.rung == "node"
     if ask.get("topology", {}).get("keep_within") == "rack":
         assert len(set(racks)) == 1
         assert None not in racks

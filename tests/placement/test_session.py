@@ -56,14 +56,21 @@ def test_take_counts_cores_and_memory() -> None:
 
 
 def test_excluded_machines_are_held_for_a_run_ahead() -> None:
-    """A machine in `exclude` is unavailable, with the held reason."""
+    """A machine in `exclude` is unavailable, with the held reason; holding is room (it ends
+    when the run ahead starts), so the run still fits, has a closest machine and wants some."""
     session = PlacementSession(snapshot(machine("a"), machine("b")))
     result = session.place(run(ask=ONE), NOW, exclude=frozenset({"a"}))
     assert isinstance(result, Placement)
     assert result.landing.machines == ["b"]
     both = session.place(run(ask=ONE), NOW, exclude=frozenset({"a", "b"}))
     assert isinstance(both, Pending)
-    assert both.headline == "held for a run ahead in the queue"
+    assert both.headline == "No machine fits: 2 of 2 machines ready"
+    assert [node.reasons for node in both.explanation.nodes] == [
+        ["held for a run ahead in the queue"],
+        ["held for a run ahead in the queue"],
+    ]
+    assert both.explanation.closest == "a"
+    assert both.wanted_machines == ("a",)
 
 
 def test_wanted_machines_are_those_the_run_would_use_if_idle() -> None:

@@ -11,7 +11,7 @@ from runtime_rig import AGENT_ENV, Coordinator, Harness, assignment, until, uuid
 from astraeus.agent.environment import worker_environment
 from astraeus.agent.runtime import container_command
 from astraeus.agent.runtime.users import WorkerUser
-from astraeus.shared import SCHEMA_VERSION, MachineReport
+from astraeus.shared import SCHEMA_VERSION, DriveInfo, MachineReport, Mount
 
 ENV_FILE = "/var/lib/astraeus-agent/tasks/t-0/container.env"
 
@@ -175,3 +175,17 @@ async def test_runtime_gets_the_agents_environment_and_the_container_the_users(
     assert run["env_file_mode"] == 0o600
     assert cleanup["argv"] == ["rm", "--force", "--", "astraeus-vision-t-0"]
     assert cleanup["env"] == run["env"]
+
+
+def test_container_command_bind_mounts_the_drives() -> None:
+    """Each drive is a bind mount from its path on the machine to the run's mount_path, among
+    the agent's own flags, before `--` and the image."""
+    run = RUN.model_copy(update={"drives": [Mount(name="datasets", mount_path="/data")]})
+    report = _report().model_copy(
+        update={"drives": [DriveInfo(name="datasets", path="/mnt/datasets")]}
+    )
+    worker = worker_environment(run, report, uverbs={"mlx5_0": "/dev/infiniband/uverbs2"})
+    command = container_command("/usr/bin/podman", run, worker, env_file=ENV_FILE)
+    mount = "--mount=type=bind,source=/mnt/datasets,target=/data"
+    assert command.index(mount) < command.index("--") < command.index(run.image or "")
+    assert worker.env["ASTRAEUS_DRIVE_DATASETS"] == "/data"

@@ -88,6 +88,7 @@ BASE = {
     "WORLD_SIZE": "2",
     "RANK": "1",
     "NODE_RANK": "1",
+    "LOCAL_RANK": "0",
     "LOCAL_WORLD_SIZE": "1",
 }
 
@@ -306,6 +307,76 @@ def test_refusals(report: MachineReport, assignment: Assignment, message: str) -
     with pytest.raises(WorkerEnvironmentError) as caught:
         worker_environment(assignment, report)
     assert str(caught.value) == message
+
+
+def test_a_worker_sharing_its_machine_gets_its_local_rank() -> None:
+    """A second worker of a run on one machine gets LOCAL_RANK 1 of LOCAL_WORLD_SIZE 2."""
+    shared = _assignment()
+    rendezvous = shared.rendezvous.model_copy(update={"local_rank": 1, "local_world_size": 2})
+    env = worker_environment(shared.model_copy(update={"rendezvous": rendezvous}), _machine()).env
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("1", "2")
+
+
+DRIVES = [
+    {"name": "datasets", "path": "/mnt/datasets", "capacity_bytes": 1, "free_bytes": 1},
+    {"name": "ckpt-2", "path": "/mnt/nfs/ckpt", "local": False},
+    {"name": "lost", "path": "/mnt/lost", "reachable": False},
+]
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        pytest.param(
+            None,
+            {"ASTRAEUS_DRIVE_DATASETS": "/mnt/datasets", "ASTRAEUS_DRIVE_CKPT_2": "/mnt/nfs/ckpt"},
+            id="plain-process-gets-the-path-here",
+        ),
+        pytest.param(
+            "pytorch:24.08",
+            {"ASTRAEUS_DRIVE_DATASETS": "/data", "ASTRAEUS_DRIVE_CKPT_2": "/ckpt"},
+            id="container-gets-the-mount-path",
+        ),
+    ],
+)
+def test_drives_become_variables_and_mounts(image: str | None, expected: dict[str, str]) -> None:
+    """Each drive the run mounts is ASTRAEUS_DRIVE_<NAME> (the path on the machine for a plain
+    process, its mount_path in a container) and a bind mount for the container."""
+    mounts = [
+        {"name": "datasets", "mount_path": "/data"},
+        {"name": "ckpt-2", "mount_path": "/ckpt"},
+    ]
+    worker = worker_environment(_assignment(image=image, drives=mounts), _machine(drives=DRIVES))
+    assert {k: v for k, v in worker.env.items() if k.startswith("ASTRAEUS_DRIVE_")} == expected
+    assert worker.mounts == (("/mnt/datasets", "/data"), ("/mnt/nfs/ckpt", "/ckpt"))
+
+
+@pytest.mark.parametrize(
+    ("mount", "message"),
+    [
+        pytest.param(
+            {"name": "other", "mount_path": "/o"}, "drive other is not on machine gpu-01", id="none"
+        ),
+        pytest.param(
+            {"name": "lost", "mount_path": "/l"},
+            "drive lost is not reachable on machine gpu-01 (/mnt/lost)",
+            id="unreachable",
+        ),
+        pytest.param(
+            {"name": "datasets", "mount_path": "/d,source=/etc"},
+            "drive datasets: '/d,source=/etc' cannot be mounted",
+            id="comma-from-the-wire",
+        ),
+    ],
+)
+def test_a_drive_the_machine_cannot_give_fails_the_task(
+    mount: dict[str, str], message: str
+) -> None:
+    """A drive the machine lacks, cannot reach, or a path that would add runtime options, fails
+    the task with a sentence instead of starting it."""
+    with pytest.raises(WorkerEnvironmentError) as raised:
+        worker_environment(_assignment(drives=[mount]), _machine(drives=DRIVES))
+    assert str(raised.value) == message
 
 
 def test_omni_path_ports_never_join_nccl_ib_hca() -> None:

@@ -179,6 +179,76 @@ def test_labels_from_every_source(
     assert _load(base + argv, env).labels == expected
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "toml", "expected"),
+    [
+        pytest.param(
+            ["--drive", "datasets=/mnt/datasets", "--network-drive", "shared=/mnt/nfs"],
+            {},
+            "",
+            ((("datasets", "/mnt/datasets"),), (("shared", "/mnt/nfs"),)),
+            id="flags",
+        ),
+        pytest.param(
+            [],
+            {"ASTRAEUS_DRIVES": "b=/mnt/b,a=/mnt/a", "ASTRAEUS_NETWORK_DRIVES": "n=/nfs"},
+            "",
+            ((("a", "/mnt/a"), ("b", "/mnt/b")), (("n", "/nfs"),)),
+            id="variables",
+        ),
+        pytest.param(
+            [],
+            {},
+            '[drives]\ndatasets = "/mnt/d"\n[network_drives]\nshared = "/nfs/s"\n',
+            ((("datasets", "/mnt/d"),), (("shared", "/nfs/s"),)),
+            id="toml",
+        ),
+    ],
+)
+def test_drives_from_every_source(
+    tmp_path: Path,
+    argv: list[str],
+    env: dict[str, str],
+    toml: str,
+    expected: tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]],
+) -> None:
+    """Drives and network drives come from --drive/--network-drive NAME=PATH, ASTRAEUS_DRIVES
+    and ASTRAEUS_NETWORK_DRIVES, or TOML tables, sorted by name."""
+    base = ["--coordinator", "http://c", "--token-file", "/t"]
+    if toml:
+        config = tmp_path / "agent.toml"
+        config.write_text(toml)
+        base += ["--config", str(config)]
+    got = _load(base + argv, env)
+    assert (got.drives, got.network_drives) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(["--drive", "datasets"], "drives: 'datasets' is not NAME=PATH", id="no-path"),
+        pytest.param(
+            ["--drive", "d=relative"], "drives: drive d: path 'relative' is not absolute", id="rel"
+        ),
+        pytest.param(
+            ["--drive", "a b=/x"],
+            "drives: drive name 'a b': use letters, digits, '.', '_' and '-', at most 63",
+            id="bad-name",
+        ),
+        pytest.param(
+            ["--drive", "d=/x", "--network-drive", "d=/y"],
+            "drives: d is configured more than once; name it once",
+            id="twice",
+        ),
+    ],
+)
+def test_bad_drives_name_the_setting(argv: list[str], message: str) -> None:
+    """A drive setting that cannot be used says which and why."""
+    with pytest.raises(SettingsError) as raised:
+        _load(["--coordinator", "http://c", "--token-file", "/t", *argv])
+    assert str(raised.value) == message
+
+
 def test_worker_settings_from_every_source(tmp_path: Path) -> None:
     """worker_user, worker_uids, work_root and allow_root_workers come from flags, variables
     (yes/no/true/false/1/0) or TOML (a boolean)."""

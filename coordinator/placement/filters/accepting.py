@@ -25,7 +25,8 @@ def check(c: Check) -> Rejection | None:
     if view.cordon_reason is not None:
         return Rejection(NAME, reasons.cordoned(view.cordon_reason))
     if c.held:
-        return Rejection(NAME, HELD)
+        # Room: it comes free for this run once the run ahead has started.
+        return Rejection(NAME, HELD, room=True, need=1, have=0)
     for reservation in label_reservations(view.reservations, c.now):
         if not selects(c.needs, reservation.labels):
             return Rejection(NAME, reserved_for_labels(reservation.labels))

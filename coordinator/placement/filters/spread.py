@@ -1,10 +1,10 @@
-"""Filter 6: spread: no other worker of the run already here, when workers must not share."""
+"""Filter 6: spread: no other worker of the run already here, when workers must not share
+(every mode but `Any`, and `Any` under a one-worker-per-machine rule). Each array element is its
+own task: the rule applies per element, so other elements of the run never keep one out."""
 
 from __future__ import annotations
 
 from typing import Final
-
-from astraeus.shared import SelectionMode
 
 from ..rejection import Rejection
 from .check import Check
@@ -14,7 +14,7 @@ ALREADY_HERE: Final = "a worker of this run is already on this machine"
 
 
 def check(c: Check) -> Rejection | None:
-    if c.needs.mode is SelectionMode.ANY:
+    if not c.needs.must_not_share:
         return None
     if c.needs.run.name in c.facts.view.workers:
         return Rejection(NAME, ALREADY_HERE)

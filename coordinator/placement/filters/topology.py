@@ -27,12 +27,44 @@ NO_ROOM_ON: Final = {
 }
 
 
-def no_room(need: int, free: int, machines: int, unit: str) -> str:
-    """The machines that pass every filter cannot hold the whole run between them."""
+def no_room(need: int, free: int, machines: int) -> str:
+    """The machines that pass every filter have too few GPUs between them."""
     return (
-        f"the whole run does not fit: need {need} {unit}, "
-        f"{free} free and usable on {machines} machines"
+        f"the whole run does not fit: need {need} GPUs, "
+        f"{free} free and usable on {_count(machines, 'machine')}"
     )
+
+
+def too_few_machines(need: int, gpus_each: int, have: int) -> str:
+    """Workers never share a machine, and too few machines have room for one."""
+    worker = f"a {gpus_each}-GPU worker" if gpus_each else "a worker"
+    return (
+        f"the whole run does not fit: need {need} machines with room for {worker}, "
+        f"{have} {'has' if have == 1 else 'have'} it"
+    )
+
+
+def too_few_workers(need: int, gpus_each: int, held: int, machines: int) -> str:
+    """Workers may share machines, and the machines have room for too few of them."""
+    workers = f"{need} workers of {gpus_each} GPUs" if gpus_each else f"{need} workers"
+    return (
+        f"the whole run does not fit: need room for {workers}, "
+        f"{_count(machines, 'machine')} {'has' if machines == 1 else 'have'} room for {held}"
+    )
+
+
+def too_few_domains(spread: Spread, need: int, gpus_each: int, have: int) -> str:
+    """`topology.spread` wants one worker per rack or fabric, and too few have room for one."""
+    worker = f"a {gpus_each}-GPU worker" if gpus_each else "a worker"
+    domain = {Spread.RACK: "racks", Spread.FABRIC: "fabrics"}.get(spread, "machines")
+    return (
+        f"the whole run does not fit: need {need} {domain} with room for {worker} "
+        f"(topology.spread: {spread.value}), {have} {'has' if have == 1 else 'have'} it"
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("s" if number != 1 else "")
 
 
 def no_even_split(gpus: int) -> str:
