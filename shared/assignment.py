@@ -8,6 +8,7 @@ update until a reply acknowledges its sequence number.
 
 from datetime import datetime
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import Field, field_serializer
 
@@ -100,6 +101,12 @@ class AgentReport(WireModel):
     report: MachineReport
     updates: list[TaskUpdate] = Field(default_factory=list)
     logs: list[LogChunk] = Field(default_factory=list)
+    tasks: list[Annotated[str, Field(max_length=512)]] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="every task whose worker this agent still runs or is stopping; the"
+        " coordinator frees what the machine no longer runs (null: not said)",
+    )
 
 
 class ReportReply(WireModel):

@@ -26,7 +26,7 @@ class LoopConfig:
     """None: as the coordinator's reply says."""
     watch_interval_seconds: float = 1.0
     backoff_base_seconds: float = 1.0
-    backoff_max_seconds: float = 60.0
+    backoff_max_seconds: float = 5.0
 
 
 def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], float]) -> float:
@@ -129,7 +129,12 @@ class Agent:
         now = datetime.now(UTC)
         report = report.model_copy(update={"capabilities": capabilities, "reported_at": now})
         updates = list(self.runner.outbox.pending)
-        body = AgentReport(report=report, updates=updates, logs=self.runner.log_chunks())
+        body = AgentReport(
+            report=report,
+            updates=updates,
+            logs=self.runner.log_chunks(),
+            tasks=self.runner.live_tasks(),
+        )
         reply = await self.client.report(body)
         self.sent_seq = max(self.sent_seq, self.runner.outbox.next_seq - 1)
         self.runner.outbox.ack(reply.acked_seq)

@@ -76,6 +76,11 @@ class Runner:
             if task not in wanted:
                 self.stop(record, UNASSIGNED)
 
+    def live_tasks(self) -> list[str]:
+        """Tasks whose worker runs here or is being stopped: what the coordinator must keep
+        holding GPUs for."""
+        return sorted(task for task, record in self.records.items() if not record.state.ended)
+
     def watch(self) -> bool:
         """Look at every live worker once; True when some task changed state."""
         changed = False

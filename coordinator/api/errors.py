@@ -8,6 +8,7 @@ from typing import Any, NoReturn, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from astraeus.coordinator.store.faults import StorageError
 from astraeus.shared import FieldError, field_errors
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -59,13 +60,22 @@ async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
         raise ApiError(400, f"invalid {model.__name__}", field_errors(model, exc)) from None
 
 
+RETRY_AFTER = 5
+"""Seconds a client is told to wait (`Retry-After`) while the database takes no writes."""
+
+
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer `ApiError` and aiohttp's HTTP errors (404, 405, 413) as JSON."""
+    """Answer `ApiError` and aiohttp's HTTP errors (404, 405, 413) as JSON, and a storage fault
+    as 503 (`database is not writable: disk full`): nothing of the request was written."""
     try:
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.error, exc.fields)
+    except StorageError as exc:
+        response = error_response(503, str(exc))
+        response.headers["Retry-After"] = str(RETRY_AFTER)
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

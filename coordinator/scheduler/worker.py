@@ -73,14 +73,19 @@ def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:
 
 
 def compute_pass(
-    db: str, now: datetime, down_after_seconds: float, max_pending: int, max_seconds: float
+    db: str,
+    now: datetime,
+    down_after_seconds: float,
+    heard_since: datetime,
+    max_pending: int,
+    max_seconds: float,
 ) -> tuple[Decisions, bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
     if db not in _OPEN:
         _OPEN[db] = (Store.open(Path(db)), {})
     store, asks = _OPEN[db]
     store.machines.reload()
-    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds))
+    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds), heard_since)
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)

@@ -114,4 +114,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE machines ADD COLUMN report_version INTEGER NOT NULL DEFAULT 0;
     """,
+    # 4: storage faults and partitions. `held`: a Lost task whose worker may still run keeps its
+    # GPUs, cores and memory (and its `gpu_holds` rows) on its machine until the machine's agent
+    # says the worker is gone. `write_probe`: the one row a health check writes to learn whether
+    # the file takes writes.
+    """
+    ALTER TABLE tasks ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX tasks_held ON tasks (held) WHERE held = 1;
+    CREATE TABLE write_probe (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        at TEXT NOT NULL
+    );
+    """,
 )

@@ -66,16 +66,24 @@ class Cluster:
         machine: str,
         updates: list[dict[str, Any]] | None = None,
         logs: list[dict[str, Any]] | None = None,
+        tasks: list[str] | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
-        """Post a machine's report with task updates (numbered here); returns the reply."""
+        """Post a machine's report with task updates (numbered here) and, when given, the tasks
+        its agent runs; returns the reply."""
         numbered = []
         for update in updates or []:
             self.seq[machine] = self.seq.get(machine, -1) + 1
             numbered.append(
                 {"seq": self.seq[machine], "at": self.clock.now().isoformat(), **update}
             )
-        body = {"report": report(machine, **kw), "updates": numbered, "logs": logs or []}
+        body: dict[str, Any] = {
+            "report": report(machine, **kw),
+            "updates": numbered,
+            "logs": logs or [],
+        }
+        if tasks is not None:
+            body["tasks"] = tasks
         status, data = await self.call(
             "PUT", f"/api/v1/machines/{machine}/report", self.agent_token(machine), body
         )
@@ -106,11 +114,12 @@ async def make_cluster(
     aiohttp_client: ClientFactory,
     tmp_path: Path,
     session_factory: SessionFactory | None = None,
+    clock: FakeClock | None = None,
     **changes: Any,
 ) -> Cluster:
     settings = settings_for(tmp_path, **changes)
     store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
-    clock = FakeClock()
+    clock = clock or FakeClock()
     app = create_app(settings, store=store, clock=clock, session_factory=session_factory)
     client = await aiohttp_client(app)
     admin, _ = store.tokens.create(Role.ADMIN, clock.now())

@@ -106,6 +106,8 @@ class Coordinator:
     logs: dict[str, bytearray] = field(default_factory=dict)
     reports: int = 0
     arrived: int = 0
+    running: list[list[str] | None] = field(default_factory=list)
+    """The `tasks` of every report, in order: what the agent said it runs."""
     hold: asyncio.Event | None = None
     """While set to an unset event, reports are received but not answered."""
     port: int = 0
@@ -133,6 +135,7 @@ class Coordinator:
             return web.json_response({"error": "bad token"}, status=401)
         body = AgentReport.model_validate(await request.json())
         self.reports += 1
+        self.running.append(body.tasks)
         for update in body.updates:
             self.updates[update.seq] = update
             if update.state.ended:
