@@ -60,7 +60,9 @@ class Metrics:
             if submitted is not None:
                 self.placement_latency.observe(max((now - submitted).total_seconds(), 0.0))
 
-    def render(self, store: Store, now: datetime, down_after: timedelta) -> str:
+    def render(
+        self, store: Store, now: datetime, down_after: timedelta, heard_since: datetime
+    ) -> str:
         lines: list[str] = []
         runs = store.runs.counts_by_state()
         lines += _gauge(
@@ -72,16 +74,19 @@ class Metrics:
             "Pending runs by kind of reason.",
             [({"reason": kind}, n) for kind, n in sorted(_reason_kinds(pending).items())],
         )
-        lines += self._machines(store, now, down_after)
+        lines += self._machines(store, now, down_after, heard_since)
         lines += self.pass_seconds.lines() + self.placement_latency.lines()
+        lines += _storage(store)
         return "\n".join(lines) + "\n"
 
-    def _machines(self, store: Store, now: datetime, down_after: timedelta) -> list[str]:
+    def _machines(
+        self, store: Store, now: datetime, down_after: timedelta, heard_since: datetime
+    ) -> list[str]:
         states: Counter[str] = Counter({MachineState.UP.value: 0, MachineState.DOWN.value: 0})
         gpus: Counter[tuple[str, str]] = Counter()
         used = store.runs.held_gpu_ids()
         for record in store.machines.all():
-            state = record.state(now, down_after)
+            state = record.state(now, down_after, heard_since)
             states[state.value] += 1
             if record.report is None or state == MachineState.DOWN:
                 continue
@@ -100,6 +105,24 @@ class Metrics:
             [({"model": m, "state": s}, n) for (m, s), n in sorted(gpus.items())],
         )
         return lines
+
+
+def _storage(store: Store) -> list[str]:
+    """Whether the file takes writes, and the writes it refused (disk full, read-only, I/O)."""
+    database = store.database
+    lines = _gauge(
+        "astraeus_database_writable",
+        "1 while the database takes writes, 0 during a storage fault.",
+        [({}, int(database.fault is None))],
+    )
+    name = "astraeus_database_write_failures_total"
+    lines += [
+        f"# HELP {name} Writes the storage refused since the start, by problem.",
+        f"# TYPE {name} counter",
+    ]
+    for problem, count in sorted(database.write_failures.items()):
+        lines.append(f'{name}{{problem="{_escape(problem)}"}} {count}')
+    return lines
 
 
 def _gpu_state(health: GpuHealthState, used: bool) -> str:
@@ -131,5 +154,5 @@ def _gauge(name: str, help_text: str, samples: list[tuple[dict[str, str], int]])
     out = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
     for labels, value in samples:
         rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-        out.append(f"{name}{{{rendered}}} {value}")
+        out.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
     return out

@@ -6,8 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,14 +18,17 @@ from astraeus.agent.runtime.sdnotify import Notifier
 from astraeus.coordinator.api import create_app
 from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings, SettingsError, load
-from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.startup import open_store, start
+from astraeus.coordinator.store import Role, StorageError, Store
+from astraeus.coordinator.store.backup import BackupError, backup
 from astraeus.coordinator.tls import ServerCertificate, TlsError
 
 log = logging.getLogger("astraeus.coordinator")
 
-COMMANDS = ("serve", "token")
+COMMANDS = ("serve", "token", "backup")
 
-ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 - a file name
+SHUTDOWN_SECONDS = 5.0
+"""On SIGTERM, requests already being answered get this long to finish."""
 
 DESCRIPTION = """\
 The Astraeus coordinator keeps the queue in SQLite, places runs on machines and serves the API
@@ -76,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     revoke = tsub.add_parser("revoke", help="revoke a token by id")
     _common(revoke)
     revoke.add_argument("id", type=int)
+    backup = sub.add_parser(
+        "backup", help="copy the database consistently, while the coordinator runs"
+    )
+    _common(backup)
+    backup.add_argument("path", type=Path, help="where the copy goes (replaced if it exists)")
     return parser
 
 
@@ -110,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if args.command == "token":
         return _token(args, settings)
+    if args.command == "backup":
+        return _backup(settings.db, args.path)
     try:
         certificate = _certificate(settings)
     except TlsError as exc:
@@ -124,15 +134,26 @@ def _certificate(settings: Settings) -> ServerCertificate | None:
     return ServerCertificate(settings.tls_cert, settings.tls_key)
 
 
-def _open(settings: Settings) -> Store:
-    private_dir(settings.db.parent)
-    return Store.open(
-        settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
-    )
+def _backup(db: Path, target: Path) -> int:
+    try:
+        summary = backup(db, target)
+    except BackupError as exc:
+        print(f"astraeus-coordinator: {exc}", file=sys.stderr)
+        return 1
+    print(summary.line(db, target))
+    return 0
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:
-    store = _open(settings)
+    try:
+        return _token_in(args, settings)
+    except (StorageError, sqlite3.Error) as exc:
+        print(f"astraeus-coordinator: {settings.db}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _token_in(args: argparse.Namespace, settings: Settings) -> int:
+    store = open_store(settings)
     clock = SystemClock()
     try:
         if args.action == "list":
@@ -177,50 +198,31 @@ def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) ->
     return 0
 
 
-def private_dir(path: Path) -> None:
-    """Create a directory only its owner may enter (as systemd's StateDirectoryMode=0700),
-    whatever the umask. One that exists is left as it is (it may be shared, as /tmp is), with a
-    warning when others may enter it: the files the coordinator writes there are 0600 anyway."""
-    if not path.exists():
-        path.mkdir(mode=0o700, parents=True)
-        os.chmod(path, 0o700)  # mkdir's mode passes through the umask
-        return
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
-        log.warning(
-            "%s is mode %o: other users may list it (the coordinator's files in it are 0600);"
-            " make it 0700 or give the coordinator a directory of its own",
-            path,
-            mode,
-        )
-
-
-def first_admin_token(store: Store, state_dir: Path) -> Path | None:
-    """On an empty database, create an admin token and write it to a 0600 file."""
-    if store.tokens.count():
-        return None
-    secret, _ = store.tokens.create(Role.ADMIN, SystemClock().now(), description="first admin")
-    private_dir(state_dir)
-    path = state_dir / ADMIN_TOKEN_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secret + "\n")
-    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
-    return path
-
-
 async def serve(settings: Settings, certificate: ServerCertificate | None = None) -> int:
     # A scheduler pass computes in a worker thread. Handing the GIL back to the event loop every
     # millisecond (not every 5) keeps agents' reports answered sooner while a pass runs.
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()
-    store = _open(settings)
-    token_file = first_admin_token(store, settings.state_dir)
-    if token_file is not None:
-        log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
+    started = start(settings)
+    if isinstance(started, str):
+        print(f"astraeus-coordinator: {started}", file=sys.stderr)
+        return 1
+    lock, store = started
+    try:
+        return await _serve(settings, store, notifier, certificate)
+    finally:
+        store.close()
+        lock.release()
+
+
+async def _serve(
+    settings: Settings, store: Store, notifier: Notifier, certificate: ServerCertificate | None
+) -> int:
+    """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
+    `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
     app = create_app(settings, store=store, clock=SystemClock())
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     context = certificate.context if certificate is not None else None
     site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)
@@ -249,12 +251,12 @@ async def serve(settings: Settings, certificate: ServerCertificate | None = None
         background.append(asyncio.create_task(_watchdog(notifier, interval / 2)))
     await stop.wait()
     notifier.stopping()
+    log.info("stopping: no new requests; finishing those in flight")
     for task in background:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
     await runner.cleanup()
-    store.close()
     return 0
 
 

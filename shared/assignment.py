@@ -141,6 +141,12 @@ class AgentReport(WireModel):
     report: MachineReport
     updates: list[TaskUpdate] = Field(default_factory=list, max_length=MAX_UPDATES)
     logs: list[LogChunk] = Field(default_factory=list, max_length=MAX_LOG_CHUNKS)
+    tasks: list[TaskUid] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="the `task_uid` of every task whose worker this agent still runs or is"
+        " stopping; the coordinator frees what the machine no longer runs (null: not said)",
+    )
 
 
 class ReportReply(WireModel):

@@ -27,7 +27,7 @@ class LoopConfig:
     """None: as the coordinator's reply says."""
     watch_interval_seconds: float = 1.0
     backoff_base_seconds: float = 1.0
-    backoff_max_seconds: float = 60.0
+    backoff_max_seconds: float = 5.0
 
 
 def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], float]) -> float:
@@ -131,7 +131,12 @@ class Agent:
         report = report.model_copy(update={"capabilities": capabilities, "reported_at": now})
         # The oldest first; more than a report may carry go in the next one, at once.
         updates = self.runner.outbox.pending[:MAX_UPDATES]
-        body = AgentReport(report=report, updates=updates, logs=self.runner.log_chunks())
+        body = AgentReport(
+            report=report,
+            updates=updates,
+            logs=self.runner.log_chunks(),
+            tasks=self.runner.live_tasks(),
+        )
         reply = await self.client.report(body)
         last = updates[-1].seq if updates else -1
         whole = len(self.runner.outbox.pending) <= MAX_UPDATES

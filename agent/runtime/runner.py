@@ -79,6 +79,15 @@ class Runner:
             if uid not in wanted:
                 self.stop(record, UNASSIGNED)
 
+    def live_tasks(self) -> list[str] | None:
+        """The uids of tasks whose worker runs here or is being stopped: what the coordinator
+        must keep holding GPUs for. None (not said) while a task from before task uids waits
+        for its real uid: a list without it would tell the coordinator its worker is gone."""
+        live = [record for record in self.records.values() if not record.state.ended]
+        if any(record.stand_in for record in live):
+            return None
+        return sorted(record.uid for record in live)
+
     def watch(self) -> bool:
         """Look at every live worker once; True when some task changed state."""
         changed = False

@@ -35,7 +35,7 @@ class Settings:
     """Network drives this machine reaches: (name, path where it is mounted)."""
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
-    backoff_max_seconds: float = 60.0
+    backoff_max_seconds: float = 5.0
     ca_file: Path | None = None
     """The CA that signed the coordinator's certificate; None: the system's CA store."""
     health: HealthPolicy = field(default_factory=HealthPolicy)

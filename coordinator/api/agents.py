@@ -47,12 +47,14 @@ async def _receive(request: web.Request, name: str) -> web.Response:
             f"is {body.report.name!r} but the URL names {name!r}",
         )
     app = request.app
-    record, changed = app[STORE].agents.apply(body, request.remote, app[CLOCK].now())
-    if changed:
+    agents, now = app[STORE].agents, app[CLOCK].now()
+    record, changed = agents.apply(body, request.remote, now)
+    assignments, freed = agents.reply(name, body.tasks, now)
+    if changed or freed:
         app[SCHEDULER].poke()
     reply = ReportReply(
         acked_seq=record.acked_seq,
-        assignments=app[STORE].agents.assignments(name),
+        assignments=assignments,
         report_interval_seconds=app[SETTINGS].report_interval_seconds,
     )
     return web.Response(text=reply.model_dump_json(), content_type="application/json")

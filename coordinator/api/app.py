@@ -13,7 +13,7 @@ from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 
 from ..console import setup_console
-from . import admin, agents, cluster, health, machines, runs
+from . import admin, agents, cluster, cluster_map, health, machines, runs
 from .auth import bearer_auth
 from .errors import json_errors
 from .keys import CLOCK, METRICS, REPORTING, SCHEDULER, SETTINGS, STORE
@@ -24,6 +24,7 @@ def all_routes() -> tuple[Route, ...]:
     return (
         *health.ROUTES,
         *cluster.ROUTES,
+        *cluster_map.ROUTES,
         *runs.ROUTES,
         *machines.ROUTES,
         *agents.ROUTES,

@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from astraeus.coordinator.store.faults import StorageError
 from astraeus.shared import FieldError, field_errors
 
 log = logging.getLogger(__name__)
@@ -84,14 +85,23 @@ async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
         raise ApiError(400, f"invalid {model.__name__}", field_errors(model, exc)) from None
 
 
+RETRY_AFTER = 5
+"""Seconds a client is told to wait (`Retry-After`) while the database takes no writes."""
+
+
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer `ApiError`, aiohttp's HTTP errors (404, 405, 413) and anything unexpected (500,
-    logged with its traceback) as the documented JSON error."""
+    """Answer `ApiError`, aiohttp's HTTP errors (404, 405, 413), a storage fault as 503
+    (`database is not writable: disk full`: nothing of the request was written) and anything
+    unexpected as 500 (logged with its traceback), all as the documented JSON error."""
     try:
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.error, exc.fields, exc.headers)
+    except StorageError as exc:
+        response = error_response(503, str(exc))
+        response.headers["Retry-After"] = str(RETRY_AFTER)
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

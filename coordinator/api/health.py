@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
 from .auth import require_admin, require_user
+from .errors import RETRY_AFTER
 from .keys import CLOCK, METRICS, SCHEDULER, STORE
 from .openapi import document
 from .routes import Route
@@ -20,14 +22,33 @@ def package_version() -> str:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    request.app[STORE].database.read("SELECT 1")
+    """200 while the database answers reads and takes writes; 503 naming the fault otherwise.
+
+    While a write fault lasts, a small write is tried again (at most once a second), so the
+    answer turns 200 as soon as the fault clears."""
+    database = request.app[STORE].database
+    try:
+        database.read("SELECT 1")
+    except sqlite3.Error as error:
+        return _unhealthy(f"database is not readable: {error}")
+    fault = database.check()
+    if fault is not None:
+        return _unhealthy(fault.error, since=fault.since.isoformat())
     return web.json_response({"status": "ok"})
+
+
+def _unhealthy(error: str, **extra: str) -> web.Response:
+    body = {"status": "failing", "error": error, "fields": [], **extra}
+    return web.json_response(body, status=503, headers={"Retry-After": str(RETRY_AFTER)})
 
 
 async def metrics(request: web.Request) -> web.Response:
     require_admin(request)
     app = request.app
-    text = app[METRICS].render(app[STORE], app[CLOCK].now(), app[SCHEDULER].down_after)
+    scheduler = app[SCHEDULER]
+    text = app[METRICS].render(
+        app[STORE], app[CLOCK].now(), scheduler.down_after, scheduler.heard_since
+    )
     return web.Response(
         text=text,
         content_type="text/plain",
@@ -44,7 +65,13 @@ async def openapi(request: web.Request) -> web.Response:
 
 
 ROUTES = (
-    Route("GET", "/healthz", healthz, "Liveness: the database answers", "anyone"),
+    Route(
+        "GET",
+        "/healthz",
+        healthz,
+        "Health: 200 while the database answers and takes writes, 503 naming the fault",
+        "anyone",
+    ),
     Route("GET", "/metrics", metrics, "Prometheus text format", "admin"),
     Route("GET", "/api/v1/openapi.json", openapi, "This document", "member"),
 )

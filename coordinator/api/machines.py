@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 
 from aiohttp import web
 from pydantic import BaseModel
 
 from astraeus.coordinator.store import MachineRecord, ReservationSpec, Role
 from astraeus.coordinator.store.queue import Usage, read_usage
-from astraeus.shared import GpuHealthState, MachineReport
+from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
 from astraeus.shared.reasons import ANOTHER_WORKSPACE
 
@@ -77,7 +78,7 @@ def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> di
     usable = [g for g in gpus if g.health.state != GpuHealthState.FAULTED]
     return {
         "name": record.name,
-        "state": record.state(now, request.app[SCHEDULER].down_after).value,
+        "state": _state(request, record, now).value,
         "last_seen": record.last_seen,
         "address": record.address,
         "site": record.site,
@@ -96,6 +97,11 @@ def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> di
         "fabric": record.labels.get(FABRIC),
         **_summary(report, held),
     }
+
+
+def _state(request: web.Request, record: MachineRecord, now: datetime) -> MachineState:
+    scheduler = request.app[SCHEDULER]
+    return record.state(now, scheduler.down_after, scheduler.heard_since)
 
 
 def _summary(report: MachineReport | None, held: Usage) -> dict[str, object]:

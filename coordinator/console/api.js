@@ -1,33 +1,51 @@
 // The documented JSON API under /api/v1, called with the token the user signed in with.
 // The token lives in sessionStorage: it is gone when the tab closes.
 
+import { forPeople } from "./words.js";
+
 const TOKEN = "astraeus.token";
 const WORKSPACE = "astraeus.workspace";
+const ROLE = "astraeus.role";
 
 export function session() {
   return {
     token: sessionStorage.getItem(TOKEN) || "",
     workspace: sessionStorage.getItem(WORKSPACE) || "",
+    role: sessionStorage.getItem(ROLE) || "",
   };
 }
 
-export function signIn(token, workspace) {
+export function signIn(token, workspace, role = "") {
   sessionStorage.setItem(TOKEN, token);
   if (workspace) sessionStorage.setItem(WORKSPACE, workspace);
   else sessionStorage.removeItem(WORKSPACE);
+  if (role) sessionStorage.setItem(ROLE, role);
+  else sessionStorage.removeItem(ROLE);
+}
+
+export function setWorkspace(workspace) {
+  sessionStorage.setItem(WORKSPACE, workspace);
 }
 
 export function signOut() {
-  sessionStorage.removeItem(TOKEN);
-  sessionStorage.removeItem(WORKSPACE);
+  for (const key of [TOKEN, WORKSPACE, ROLE]) sessionStorage.removeItem(key);
 }
 
-/** An answer of 4xx or 5xx: the API's `error` sentence and its `fields` list. */
+/** Whether the signed-in token is an admin's: what decides if admin controls are shown (the
+ * API decides what they may do). */
+export function isAdmin() {
+  return session().role === "admin";
+}
+
+/** An answer of 4xx or 5xx, in words for people: `message` and `fields` ({field, problem}) are
+ * sentences a user can act on; `said` is the API's own text. */
 export class ApiError extends Error {
   constructor(status, body) {
-    super(body && body.error ? body.error : `the coordinator answered ${status}`);
+    const words = forPeople(status, body);
+    super(words.error);
     this.status = status;
-    this.fields = (body && Array.isArray(body.fields)) ? body.fields : [];
+    this.fields = words.fields;
+    this.said = body && typeof body.error === "string" ? body.error : "";
   }
 }
 
@@ -46,19 +64,19 @@ export async function api(method, path, body) {
   try {
     response = await fetch(url, init);
   } catch (err) {
-    throw new ApiError(0, { error: `cannot reach the coordinator: ${err.message}` });
+    throw new ApiError(0, { error: err.message });
   }
   const text = await response.text();
   let data = null;
   try {
     data = text ? JSON.parse(text) : null;
   } catch {
-    data = { error: text.slice(0, 200) };
+    data = null; // not the API's JSON: a proxy's page, say; the status tells what happened
   }
   if (response.status === 401) {
     // The token was revoked or mistyped: forget it; the shell asks to sign in again.
     signOut();
-    window.dispatchEvent(new CustomEvent("astraeus:refused", { detail: data && data.error }));
+    window.dispatchEvent(new CustomEvent("astraeus:refused"));
   }
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
@@ -66,6 +84,8 @@ export async function api(method, path, body) {
 
 export const get = (path) => api("GET", path);
 export const post = (path, body) => api("POST", path, body);
+export const put = (path, body) => api("PUT", path, body);
+export const del = (path) => api("DELETE", path);
 
 export function enc(name) {
   return encodeURIComponent(name);
@@ -75,4 +95,10 @@ export function enc(name) {
  * topology; no GPU table, no report (that is each machine's detail). */
 export async function machineList() {
   return (await get("/machines")).machines;
+}
+
+
+/** `GET /api/v1/cluster/map`: every visible machine with each GPU's health and holder. */
+export function clusterMapData() {
+  return get("/cluster/map");
 }

@@ -1,18 +1,21 @@
 // The console's shell: sign in, the hash router, and the pages' refresh timers.
 
-import { ApiError, get, session, signIn, signOut } from "./api.js";
-import { h, mount } from "./dom.js";
+import { ApiError, get, isAdmin, session, setWorkspace, signIn, signOut } from "./api.js";
+import { errorBox, h, mount } from "./dom.js";
 import { fieldBox, showErrors } from "./forms.js";
-import { machinesPage } from "./machines.js";
+import { machinePage, machinesPage, mapPage } from "./machines.js";
 import { newRunPage } from "./newrun.js";
 import { runPage } from "./runpage.js";
 import { runsPage } from "./runs.js";
 
+// [hash, the nav link it lights, the page, whether it acts in a workspace]
 const ROUTES = [
-  [/^#\/runs\/?$/, "runs", runsPage],
-  [/^#\/new$/, "new", newRunPage],
-  [/^#\/runs\/([a-z0-9-]+)$/, "runs", runPage],
-  [/^#\/machines$/, "machines", machinesPage],
+  [/^#\/map$/, "map", mapPage, false],
+  [/^#\/runs\/?$/, "runs", runsPage, true],
+  [/^#\/new$/, "new", newRunPage, true],
+  [/^#\/runs\/([a-z0-9-]+)$/, "runs", runPage, true],
+  [/^#\/machines$/, "machines", machinesPage, false],
+  [/^#\/machines\/(.+)$/, "machines", machinePage, false],
 ];
 
 let generation = 0;
@@ -45,27 +48,39 @@ async function render() {
   if (cleanup) cleanup();
   cleanup = null;
   const main = document.getElementById("main");
+  main.className = ""; // a page that needs the whole width (the map, the table) asks for it
   const { token, workspace } = session();
   const signedIn = Boolean(token);
-  document.getElementById("nav").hidden = !signedIn;
-  document.getElementById("sign-out").hidden = !signedIn;
-  document.getElementById("who").textContent = signedIn && workspace ? `workspace ${workspace}` : "";
+  showSignedIn(signedIn, workspace);
   signingIn = !signedIn;
   if (!signedIn) {
     signInPage(context(main));
     return;
   }
-  const hash = window.location.hash || "#/runs";
-  for (const [pattern, nav, page] of ROUTES) {
+  // Admins start on the cluster map, members on their workspace's runs.
+  const hash = window.location.hash.length > 2 ? window.location.hash : isAdmin() ? "#/map" : "#/runs";
+  for (const [pattern, nav, page, inWorkspace] of ROUTES) {
     const match = hash.match(pattern);
     if (!match) continue;
     for (const link of document.querySelectorAll("[data-nav]")) {
       link.classList.toggle("current", link.dataset.nav === nav);
     }
+    if (inWorkspace && isAdmin() && !workspace) {
+      await workspacePage(context(main));
+      return;
+    }
     await page(context(main), ...match.slice(1).map(decodeURIComponent));
     return;
   }
   mount(main, h("h1", {}, "Not found"), h("p", {}, "No page here. ", h("a", { href: "#/runs" }, "See the runs.")));
+}
+
+/** Nav, the workspace and Sign out show only to someone signed in. */
+function showSignedIn(signedIn, workspace = "") {
+  document.getElementById("nav").hidden = !signedIn;
+  document.getElementById("sign-out").hidden = !signedIn;
+  const who = [isAdmin() ? "admin" : "", workspace ? `workspace ${workspace}` : ""].filter(Boolean).join(", ");
+  document.getElementById("who").textContent = signedIn ? who : "";
 }
 
 function signInPage(ctx, refused = "") {
@@ -76,31 +91,80 @@ function signInPage(ctx, refused = "") {
     { class: "card narrow", novalidate: true },
     h("h1", {}, "Sign in"),
     h("p", { class: "form-error", role: "alert", hidden: true }),
-    fieldBox("Token", token, { field: "token", hint: "Your API token: an admin or workspace member token." }),
-    fieldBox("Workspace", workspace, { field: "workspace", hint: "Admins only: the workspace to act in." }),
+    fieldBox("Token", token, { field: "token", hint: "Your API token: a workspace member's or an admin's." }),
+    fieldBox("Workspace", workspace, { field: "workspace", hint: "Admins only, and optional: the workspace whose runs to see and start." }),
     h("button", { type: "submit", id: "sign-in" }, "Sign in"),
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const secret = token.value.trim();
     if (!secret) {
-      showErrors(form, new ApiError(400, { error: "", fields: [{ field: "token", problem: "is required" }] }));
+      showErrors(form, new ApiError(400, { fields: [{ field: "token", problem: "is required" }] }));
       return;
     }
-    signIn(secret, workspace.value.trim());
     try {
-      await get("/runs");
+      await checkSignIn(secret, workspace.value.trim());
     } catch (err) {
       signOut();
       const fields = err.fields.length ? err.fields : [{ field: err.status === 401 ? "token" : "", problem: err.message }];
-      showErrors(form, new ApiError(err.status, { error: err.message, fields }));
+      showErrors(form, { message: err.fields.length ? err.message : "", fields });
       return;
     }
-    render(); // the page asked for, or the runs
+    render(); // the page asked for, or the home page
   });
   mount(ctx.main, form);
-  if (refused) showErrors(form, new ApiError(401, { error: "", fields: [{ field: "token", problem: `${refused} Sign in again.` }] }));
+  if (refused) showErrors(form, { message: "", fields: [{ field: "token", problem: refused }] });
   token.focus();
+}
+
+/** Keep the token if the coordinator knows it, with its role (an admin may list workspaces)
+ * and, for an admin, the workspace named, if it exists. Throws an ApiError otherwise. */
+async function checkSignIn(secret, workspace) {
+  signIn(secret, "");
+  await get("/cluster");
+  let admin = true;
+  try {
+    await get("/workspaces");
+  } catch (err) {
+    if (err.status !== 403) throw err;
+    admin = false;
+  }
+  if (admin && workspace) {
+    try {
+      await get(`/workspaces/${encodeURIComponent(workspace)}`);
+    } catch (err) {
+      throw new ApiError(err.status, { error: err.said, fields: [{ field: "workspace", problem: err.message }] });
+    }
+  }
+  signIn(secret, admin ? workspace : "", admin ? "admin" : "member");
+}
+
+/** An admin who named no workspace, on a page that acts in one: choose it here. */
+async function workspacePage(ctx) {
+  const select = h("select", { id: "choose-workspace" });
+  const form = h(
+    "form",
+    { class: "card narrow", id: "workspace-form" },
+    h("h1", {}, "Choose a workspace"),
+    h("p", {}, "Runs belong to a workspace. Choose the one whose runs to see and start; the map and the machines need none."),
+    fieldBox("Workspace", select, { field: "workspace" }),
+    h("button", { type: "submit", id: "use-workspace" }, "Use this workspace"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!select.value) return;
+    setWorkspace(select.value);
+    render();
+  });
+  mount(ctx.main, form);
+  try {
+    const { workspaces } = await get("/workspaces");
+    if (!ctx.alive()) return;
+    select.append(...workspaces.map((w) => h("option", { value: w.name }, w.name)));
+    if (!workspaces.length) mount(ctx.main, h("p", { class: "card narrow" }, "There is no workspace yet: an admin creates one with astra astraeus workspace set (see the operator guide)."));
+  } catch (err) {
+    if (ctx.alive()) mount(ctx.main, errorBox(err));
+  }
 }
 
 document.getElementById("sign-out").addEventListener("click", () => {
@@ -110,13 +174,12 @@ document.getElementById("sign-out").addEventListener("click", () => {
 });
 window.addEventListener("hashchange", render);
 // A page's call answered 401: the token is no longer good. The sign-in form handles its own.
-window.addEventListener("astraeus:refused", (event) => {
+window.addEventListener("astraeus:refused", () => {
   if (signingIn) return;
   if (cleanup) cleanup();
   cleanup = null;
   signingIn = true;
-  for (const id of ["nav", "sign-out"]) document.getElementById(id).hidden = true;
-  document.getElementById("who").textContent = "";
-  signInPage(context(document.getElementById("main")), event.detail || "Your token was refused.");
+  showSignedIn(false);
+  signInPage(context(document.getElementById("main")), "This token is no longer accepted: it may have been revoked. Sign in again with a current token.");
 });
 render();

@@ -19,9 +19,32 @@ export function gpuModels(machines) {
   return [...found.values()].sort((a, b) => a.model.localeCompare(b.model));
 }
 
-/** The sites machines are labelled with (the selection matches the label). */
+/** The sites to offer, by name: each machine's site label, else the network it connects from
+ * (`labelled` false), with the machines in it. */
 export function sites(machines) {
-  return [...new Set(machines.map((m) => m.labels[SITE]).filter(Boolean))].sort();
+  const found = new Map();
+  for (const machine of machines) {
+    const label = machine.labels[SITE];
+    const site = label || machine.site;
+    if (!site) continue;
+    const seen = found.get(site) || { site, labelled: false, machines: [] };
+    seen.labelled ||= Boolean(label);
+    seen.machines.push(machine.name);
+    found.set(site, seen);
+  }
+  return [...found.values()].sort((a, b) => a.site.localeCompare(b.site));
+}
+
+/** What choosing `site` (one of `sites()`) and ticking `chosen` machines selects. A labelled site
+ * is its label in `match_labels`; a site known only from the network is no label, so it is sent
+ * as its machines' names (those ticked in it, if any are). */
+export function siteSelection(site, offered, chosen) {
+  const found = offered.find((s) => s.site === site);
+  if (!found) return { names: chosen, match_labels: undefined };
+  if (found.labelled) return { names: chosen, match_labels: { [SITE]: site } };
+  if (!chosen.length) return { names: found.machines, match_labels: undefined };
+  const inSite = chosen.filter((name) => found.machines.includes(name));
+  return { names: inSite.length ? inSite : chosen, match_labels: undefined };
 }
 
 function siteOf(machine) {

@@ -67,3 +67,10 @@ export function table(headings, rows, attrs = {}) {
 export function errorBox(error) {
   return h("p", { class: "error-box", role: "alert" }, error.message || String(error));
 }
+
+/** Marks `astraeus:<name>-drawn` now, and `astraeus:<name>-painted` once the frame holding it is
+ * rendered (the task after the next animation frame): what benchmarks/console_bench.py reads. */
+export function markDrawn(name) {
+  performance.mark(`astraeus:${name}-drawn`);
+  requestAnimationFrame(() => setTimeout(() => performance.mark(`astraeus:${name}-painted`), 0));
+}

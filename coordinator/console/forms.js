@@ -28,8 +28,8 @@ export function clearErrors(form) {
 export function showErrors(form, error) {
   clearErrors(form);
   const general = [];
-  for (const { field = "", problem = "" } of error.fields || []) {
-    const box = findBox(form, field, problem);
+  for (const { field = "", problem = "", said = problem } of error.fields || []) {
+    const box = findBox(form, field, said);
     if (box) {
       const p = box.querySelector(".field-error");
       p.textContent = p.textContent ? `${p.textContent} ${problem}` : problem;
@@ -37,12 +37,15 @@ export function showErrors(form, error) {
       box.classList.add("invalid");
       if (!box.closest("details")?.open) box.closest("details")?.setAttribute("open", "");
     } else {
-      general.push(field ? `${field}: ${problem}` : problem);
+      general.push(problem);
     }
   }
+  // Problems that belong to no field are what to act on; the error's own sentence is shown
+  // only when the answer named no field at all.
   const top = form.querySelector(".form-error");
-  if (top && (general.length || !(error.fields || []).length)) {
-    top.textContent = [error.message, ...general].filter(Boolean).join(" — ");
+  const said = general.length ? general.join(" ") : (error.fields || []).length ? "" : error.message;
+  if (top && said) {
+    top.textContent = said;
     top.hidden = false;
   }
   form.querySelector(".field.invalid input, .field.invalid select")?.focus();

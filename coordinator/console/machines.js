@@ -1,102 +1,133 @@
-// Machines: each with its GPUs and their health (with the signals), fabric, rack, site,
-// NVLink domain, and whether it is cordoned and why.
+// The cluster: the map, the machines table, and one machine's page (its GPUs with their health
+// and signals, ports, labels, reservations; and, for admins, cordon, labels and reservations).
 
-import { enc, get, machineList } from "./api.js";
-import { badge, errorBox, gb, gib, h, mount, table, when } from "./dom.js";
+import { clusterMapData, enc, get, isAdmin } from "./api.js";
+import { adminPanel } from "./admin.js";
+import { badge, errorBox, gb, gib, h, markDrawn, mount, table, when } from "./dom.js";
+import { HEALTH_WORDS, fabricText, nvlinkText, reservationText, speedText } from "./format.js";
+import { clusterMap, legend } from "./map.js";
+import { machineRows } from "./mapmodel.js";
+import { machinesTable } from "./vtable.js";
 
+const REFRESH_MS = 15000;
 const RACK = "topology.astraeus.io/rack";
 const SITE = "topology.astraeus.io/site";
 
-export async function machinesPage(ctx) {
-  const list = h("div", { id: "machines" }, h("p", { class: "muted" }, "Loading machines…"));
-  // Every card is drawn from the list, which counts each machine's GPUs by model and health.
-  // A machine's GPUs with their signals are read from its detail only when its GPU table is
-  // shown: opened by the user, or open because some GPU is not healthy. The page reads again on
-  // Refresh, not by itself.
-  const refresh = h("button", { type: "button", id: "refresh", class: "secondary" }, "Refresh");
-  const load = async () => {
-    refresh.disabled = true;
+/** Map | Table: the two views of the cluster, the one shown marked. */
+function views(current) {
+  const tab = (href, key, text) => h("a", { href, "data-tab": key, "aria-current": key === current ? "page" : null }, text);
+  return h("p", { class: "tabs" }, tab("#/map", "map", "Map"), tab("#/machines", "machines", "Table"));
+}
+
+/** Read the map's data every REFRESH_MS while the page is shown; `show(rows)` draws it. */
+async function everyMap(ctx, holder, show) {
+  await ctx.every(REFRESH_MS, async () => {
+    let rows;
     try {
-      const openCards = new Set([...list.querySelectorAll("details.gpus[open]")].map((d) => d.dataset.machine));
-      const machines = (await machineList()).sort((a, b) => a.name.localeCompare(b.name));
-      if (!ctx.alive()) return;
-      const cards = machines.map((m) => machineCard(m, openCards, ctx.alive));
-      mount(list, cards.length ? cards : h("p", {}, "No machines in this workspace's pools."));
+      rows = machineRows(await clusterMapData());
     } catch (err) {
-      if (ctx.alive()) mount(list, errorBox(err));
-    } finally {
-      refresh.disabled = false;
+      if (ctx.alive()) mount(holder, errorBox(err));
+      return err.status !== 401;
     }
+    if (ctx.alive()) show(rows);
+    return true;
+  });
+}
+
+export async function mapPage(ctx) {
+  const holder = h("div", { id: "map-holder" }, h("p", { class: "muted" }, "Loading the cluster…"));
+  ctx.main.className = "full";
+  mount(ctx.main, h("div", { class: "title-row" }, h("h1", {}, "Cluster map"), views("map")), holder);
+  let map = null;
+  await everyMap(ctx, holder, (rows) => {
+    if (!rows.length) {
+      map = null;
+      mount(holder, h("p", {}, "No machines to show: none reports, or none is in this workspace's pools."));
+    } else if (!map) {
+      map = clusterMap(rows);
+      mount(holder, legend(rows), h("p", { class: "muted small" }, "Hover a GPU to see its machine, model and the run holding it; click to open the machine."), map);
+      map.drawNow();
+    } else {
+      holder.replaceChild(legend(rows), holder.querySelector("#map-legend"));
+      map.update(rows);
+    }
+  });
+}
+
+export async function machinesPage(ctx) {
+  const holder = h("div", { id: "machines" }, h("p", { class: "muted" }, "Loading machines…"));
+  ctx.main.className = "full";
+  mount(ctx.main, h("div", { class: "title-row" }, h("h1", {}, "Machines"), views("machines")), holder);
+  let view = null;
+  await everyMap(ctx, holder, (rows) => {
+    if (!view) {
+      view = machinesTable(rows);
+      mount(holder, view);
+      view.update(rows); // its window is sized now that it is in the page
+      markDrawn("table");
+    } else {
+      view.update(rows);
+    }
+  });
+}
+
+/** One machine: what its card showed, its GPUs' table, ports, labels and reservations; the admin
+ * controls for an admin. */
+export async function machinePage(ctx, name) {
+  const body = h("div", { id: "machine", "data-machine": name }, h("p", { class: "muted" }, "Loading…"));
+  mount(ctx.main, h("p", { class: "crumbs" }, h("a", { href: "#/machines" }, "Machines"), " / ", name), body);
+  const load = async () => {
+    let machine;
+    try {
+      machine = await get(`/machines/${enc(name)}`);
+    } catch (err) {
+      if (ctx.alive()) mount(body, errorBox(err));
+      return;
+    }
+    if (!ctx.alive()) return;
+    mount(
+      body,
+      machineCard(machine),
+      h("section", { class: "card", id: "gpus" }, h("h2", {}, "GPUs"), gpuTable(machine), rdmaTable(machine)),
+      labelsCard(machine, isAdmin()),
+      isAdmin() ? adminPanel(machine, load) : null,
+    );
   };
-  refresh.addEventListener("click", load);
-  mount(ctx.main, h("div", { class: "title-row" }, h("h1", {}, "Machines"), refresh), list);
   await load();
 }
 
-/** The fabric: the label wins, else the fabric names the RDMA ports report. */
-export function fabricOf(machine) {
-  if (machine.fabric) return machine.fabric;
-  if (machine.rdma_fabrics.length) return machine.rdma_fabrics.join(", ");
-  const layers = machine.rdma_link_layers;
-  return layers.length ? `RDMA, no fabric (${layers.join(", ")})` : "";
-}
-
-function modelsText(machine) {
-  return machine.gpu_models.map((m) => `${m.free} of ${m.total} free ${m.model}`).join(", ");
-}
-
-function machineCard(machine, openCards, alive) {
+function machineCard(machine) {
   const facts = [
     ["State", badge(machine.state)],
     ["Accepting runs", machine.cordoned ? h("span", { class: "cordoned" }, `Cordoned: ${machine.cordon_reason || "no reason given"}`) : "Yes"],
     ["Site", machine.site || machine.labels[SITE] || "—"],
     ["Rack", machine.rack || machine.labels[RACK] || "—"],
-    ["Fabric", fabricOf(machine) || "—"],
-    ["NVLink domain", machine.nvlink_domains.join(", ") || "—"],
+    ["Fabric", fabricText(machine)],
+    ["Ethernet", speedText(machine.ethernet_mbps) || "—"],
+    ["NVLink domain", machine.nvlink_domains.map(nvlinkText).join(", ") || "—"],
     ["GPUs", `${machine.gpus_free} free of ${machine.gpus_total} (${machine.gpus_allocated} allocated)`],
-    ["GPU models", modelsText(machine) || "—"],
+    ["GPU models", machine.gpu_models.map((m) => `${m.free} of ${m.total} free ${m.model}`).join(", ") || "—"],
+    ["Health", healthSummary(machine.gpu_health, machine.gpus_total)],
     ["CPU", `${machine.cpu_cores_allocated} of ${machine.cpu_cores} cores allocated`],
     ["Memory", `${gib(machine.memory_bytes_allocated)} of ${gib(machine.memory_bytes)} allocated`],
     ["Runs", machine.runs.join(", ") || "—"],
+    ["Conditions", machine.conditions.join(", ") || "None"],
     ["Last report", when(machine.last_seen)],
   ];
-  if (machine.conditions.length) facts.push(["Conditions", machine.conditions.join(", ")]);
   return h(
     "section",
-    { class: "card machine", "data-machine": machine.name },
-    h("h2", {}, machine.name),
+    { class: "card machine", id: "machine-card" },
+    h("h1", {}, machine.name),
     h("dl", { class: "facts" }, facts.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
-    gpuSection(machine, openCards, alive),
   );
 }
 
-/** The GPUs' summary from the list; their table (with signals) and the RDMA ports from the
- * machine's detail, read the first time the section opens. */
-function gpuSection(machine, openCards, alive) {
-  if (!machine.gpus_total) return h("p", { class: "muted" }, "No GPUs reported.");
-  const { at_risk: risky, faulted } = machine.gpu_health;
-  const body = h("div", { class: "gpu-detail" }, h("p", { class: "muted" }, "Reading the GPUs' health…"));
-  const section = h(
-    "details",
-    { class: "gpus", "data-machine": machine.name },
-    h("summary", {}, `${machine.gpus_total} GPUs`, summaryHealth(risky, faulted)),
-    body,
-  );
-  let read = false;
-  const readDetail = async () => {
-    if (read || !section.open) return;
-    read = true;
-    try {
-      const detail = await get(`/machines/${enc(machine.name)}`);
-      if (alive()) mount(body, gpuTable(detail), rdmaTable(detail));
-    } catch (err) {
-      read = false;
-      if (alive()) mount(body, errorBox(err));
-    }
-  };
-  section.addEventListener("toggle", readDetail);
-  section.open = openCards.has(machine.name) || risky > 0 || faulted > 0;
-  return section;
+function healthSummary(counts, total) {
+  if (!total) return "No GPUs reported";
+  const parts = [];
+  if (counts.at_risk) parts.push(`${counts.at_risk} at risk`);
+  if (counts.faulted) parts.push(`${counts.faulted} faulted`);
+  return parts.length ? parts.join(", ") : "All healthy";
 }
 
 function gpuTable(machine) {
@@ -107,28 +138,17 @@ function gpuTable(machine) {
     const signals = info.health?.signals || [];
     return h(
       "tr",
-      { "data-gpu": gpu.uuid, class: `health-${gpu.health}` },
+      { "data-gpu": gpu.uuid, "data-index": gpu.index, class: `health-${gpu.health}` },
       h("td", {}, gpu.index),
       h("td", {}, gpu.model),
       h("td", {}, info.memory_bytes ? gb(info.memory_bytes) : "—"),
-      h("td", {}, h("span", { class: `badge health-${gpu.health}` }, healthText(gpu.health))),
+      h("td", {}, h("span", { class: `badge health-${gpu.health}` }, HEALTH_WORDS[gpu.health] || gpu.health)),
       h("td", { class: "signals" }, signals.length ? h("ul", {}, signals.map((s) => h("li", {}, s.message))) : "—"),
-      h("td", {}, info.nvlink_domain || "—"),
+      h("td", {}, nvlinkText(info.nvlink_domain) || "—"),
       h("td", {}, gpu.task || "free"),
     );
   });
-  return table(["#", "Model", "Memory", "Health", "Signals", "NVLink domain", "Task"], rows, { class: "gpu-table" });
-}
-
-function healthText(health) {
-  return { healthy: "Healthy", at_risk: "At risk", faulted: "Faulted" }[health] || health;
-}
-
-function summaryHealth(risky, faulted) {
-  const parts = [];
-  if (risky) parts.push(`${risky} at risk`);
-  if (faulted) parts.push(`${faulted} faulted`);
-  return parts.length ? ` — ${parts.join(", ")}` : " — all healthy";
+  return h("div", { class: "wide" }, table(["#", "Model", "Memory", "Health", "Signals", "NVLink domain", "Task"], rows, { class: "gpu-table" }));
 }
 
 function rdmaTable(machine) {
@@ -146,5 +166,22 @@ function rdmaTable(machine) {
       h("td", {}, p.at_risk ? (p.signals || []).map((s) => s.message).join("; ") || "at risk" : "—"),
     ),
   );
-  return table(["RDMA port", "Link", "State", "Speed", "Fabric", "Signals"], rows, { class: "rdma-table" });
+  return h("div", { class: "wide" }, table(["RDMA port", "Link", "State", "Speed", "Fabric", "Signals"], rows, { class: "rdma-table" }));
+}
+
+/** The labels, who set each, and (for a member; an admin's panel lists them with Remove) the
+ * reservations. */
+function labelsCard(machine, admin) {
+  const agent = machine.report?.labels || {};
+  const rows = Object.entries(machine.labels)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, value]) => h("tr", { "data-label": key }, h("td", {}, key), h("td", {}, value), h("td", { class: "muted" }, agent[key] === value ? "agent" : "admin")));
+  const reservations = machine.reservations.map((r) => h("li", { "data-reservation": r.id }, reservationText(r)));
+  return h(
+    "section",
+    { class: "card", id: "labels" },
+    h("h2", {}, admin ? "Labels" : "Labels and reservations"),
+    rows.length ? h("div", { class: "wide" }, table(["Label", "Value", "Set by"], rows, { class: "labels-table" })) : h("p", { class: "muted" }, "No labels."),
+    admin ? null : reservations.length ? h("ul", { id: "reservations" }, reservations) : h("p", { class: "muted", id: "reservations" }, "Not reserved."),
+  );
 }

@@ -1,7 +1,7 @@
 // New run: the form, the ask it builds, and the API's errors beside the fields.
 
 import { machineList, post, session } from "./api.js";
-import { SITE, gpuModels, machineChooser, sites } from "./choose.js";
+import { gpuModels, machineChooser, siteSelection, sites } from "./choose.js";
 import { errorBox, h, mount } from "./dom.js";
 import { clearErrors, fieldBox, showErrors } from "./forms.js";
 import { reasonsTable } from "./runpage.js";
@@ -19,7 +19,8 @@ export async function newRunPage(ctx) {
   }
   if (!ctx.alive()) return;
   const chooser = machineChooser(machines);
-  const form = runForm(machines, chooser);
+  const offered = sites(machines);
+  const form = runForm(offered, chooser);
   const note = h("div", {}, problem ? errorBox(problem) : null);
   mount(ctx.main, h("h1", {}, "New run"), note, form);
   document.getElementById("name").focus();
@@ -39,7 +40,8 @@ const number = (id, attrs = {}) => input(id, { type: "number", min: 0, ...attrs 
 const select = (id, options) =>
   h("select", { id, name: id }, options.map(([value, text]) => h("option", { value }, text)));
 
-function runForm(machines, chooser) {
+function runForm(offered, chooser) {
+  const selection = () => siteSelection(form.querySelector("#site").value, offered, chooser.chosen());
   const gpus = number("gpus", { step: 1, placeholder: "0" });
   const cpuLabel = h("span", {}, "CPU cores per GPU");
   const memLabel = h("span", {}, "Memory per GPU (GiB)");
@@ -82,9 +84,9 @@ function runForm(machines, chooser) {
       fieldBox("Priority", number("priority", { step: 1, min: undefined, placeholder: "0" }), { field: "priority" }),
     ),
     networkOptions(),
-    fieldBox("Site", select("site", [["", "Automatic"], ...sites(machines).map((s) => [s, s])]), {
+    fieldBox("Site", select("site", [["", "Automatic"], ...offered.map((s) => [s.site, s.labelled ? s.site : `${s.site} (from the network)`])]), {
       field: `${RR}.node_selection.match_labels`,
-      hint: "A distributed run always stays in one site.",
+      hint: "A distributed run always stays in one site. A site known only from the machines' network is sent as their names.",
     }),
     h(
       "div",
@@ -107,7 +109,7 @@ function runForm(machines, chooser) {
     const result = form.querySelector("#dry-run-result");
     result.replaceChildren();
     try {
-      result.append(dryRunView(await post("/runs?dry_run=true", runSpec(form, chooser.chosen()))));
+      result.append(dryRunView(await post("/runs?dry_run=true", runSpec(form, selection()))));
     } catch (err) {
       showErrors(form, err);
     }
@@ -118,7 +120,7 @@ function runForm(machines, chooser) {
     const submit = form.querySelector("#submit");
     submit.disabled = true;
     try {
-      const run = await post("/runs", runSpec(form, chooser.chosen()));
+      const run = await post("/runs", runSpec(form, selection()));
       window.location.hash = `#/runs/${encodeURIComponent(run.name)}`;
     } catch (err) {
       showErrors(form, err);
@@ -173,7 +175,7 @@ function dryRunView(dry) {
 }
 
 /** The run spec the form describes; empty fields are left out, so the API's defaults apply. */
-export function runSpec(form, names) {
+export function runSpec(form, { names, match_labels: matchLabels }) {
   const text = (id) => form.querySelector(`#${id}`).value.trim();
   const value = (id) => {
     const raw = text(id);
@@ -203,7 +205,6 @@ export function runSpec(form, names) {
   const memory = gib("memory");
   const patience = value("patience");
   const interconnect = text("interconnect");
-  const site = text("site");
   const resources = prune({
     gpu_requests: gpuRequests,
     per_gpu: perGpu ? prune({ cpu_cores: cpu, memory_bytes: memory }) : undefined,
@@ -221,7 +222,7 @@ export function runSpec(form, names) {
       // With names, "Any" lets the scheduler pick among them and decide how many it needs.
       mode: names.length ? "Any" : undefined,
       names: names.length ? names : undefined,
-      match_labels: site ? { [SITE]: site } : undefined,
+      match_labels: matchLabels,
     }),
   });
   return prune({

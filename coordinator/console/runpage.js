@@ -1,10 +1,13 @@
 // A run: the readout, why it waits, asked and got, its tasks, their logs, and cancel.
 
-import { enc, get, post } from "./api.js";
+import { clusterMapData, enc, get, post } from "./api.js";
 import { askedRules } from "./asked.js";
 import { badge, errorBox, gib, h, mount, table, when } from "./dom.js";
+import { count } from "./format.js";
+import { clusterMap } from "./map.js";
+import { machineRows } from "./mapmodel.js";
 import { shapeText } from "./runs.js";
-import { fixFor, reading, sharedReason } from "./why.js";
+import { fixFor, groupReasons, reading, runMarks, sharedReason } from "./why.js";
 
 const REFRESH_MS = 2000;
 const LIVE = ["Pending", "Running"];
@@ -12,6 +15,7 @@ const LIVE = ["Pending", "Running"];
 export async function runPage(ctx, name) {
   const body = h("div", { id: "run" }, h("p", { class: "muted" }, "Loading…"));
   mount(ctx.main, h("p", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", name), body);
+  const where = whereItCouldGo();
   await ctx.every(REFRESH_MS, async () => {
     let run;
     try {
@@ -25,7 +29,7 @@ export async function runPage(ctx, name) {
     const open = shown.length ? new Set(shown.filter((d) => d.open).map((d) => d.dataset.task)) : null;
     const logs = await taskLogs(run, open);
     if (!ctx.alive()) return false;
-    mount(body, ...sections(run, logs));
+    mount(body, ...sections(run, logs, where));
     return LIVE.includes(run.state);
   });
 }
@@ -43,10 +47,10 @@ function readLog(task) {
   return get(`/tasks/${enc(task)}/logs`).catch(() => null);
 }
 
-function sections(run, logs) {
+function sections(run, logs, where) {
   return [
     readout(run),
-    waiting(run) ? whyPanel(run, waiting(run)) : null,
+    waiting(run) ? whyPanel(run, waiting(run), where) : null,
     askedAndGot(run),
     tasksPanel(run),
     logsPanel(logs),
@@ -95,7 +99,7 @@ function waiting(run) {
   return pending.find((task) => task.placement) || pending[0] || null;
 }
 
-function whyPanel(run, task) {
+function whyPanel(run, task, where) {
   const placement = task.placement;
   const reason = run.reason || task.reason;
   const parts = [h("h2", {}, "Why it is not running yet")];
@@ -115,11 +119,72 @@ function whyPanel(run, task) {
   parts.push(h("p", { class: "advice", id: "advice" }, reading(reason, placement)));
   const headlineFix = placement && !placement.closest && !sharedReason(placement) ? fixFor(reason) : "";
   if (headlineFix) parts.push(h("p", { class: "advice" }, headlineFix));
-  if (placement) {
-    parts.push(reasonsTable(placement, "why-machines"));
-    parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
+  if (placement && placement.nodes.length) {
+    where.show(placement);
+    parts.push(where.element, reasonGroups(placement));
+    parts.push(placement.nodes.length > MANY ? everyMachine(placement) : reasonsTable(placement, "why-machines"));
   }
+  if (placement) parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
   return h("section", { class: "card", id: "why" }, parts);
+}
+
+const MANY = 20; // more machines than this: their table starts folded, under the groups
+
+/** Every machine's reason, folded: the table is built when it is opened (and kept open as the
+ * page refreshes), so thousands of rows cost nothing until someone reads them. */
+function everyMachine(placement) {
+  const open = document.getElementById("why-all")?.open || false;
+  const summary = h("summary", {}, `Every machine (${placement.nodes.length.toLocaleString("en-US")})`);
+  const details = h("details", { id: "why-all", open }, summary);
+  const fill = () => {
+    if (details.open && !details.querySelector("table")) details.append(reasonsTable(placement, "why-machines"));
+  };
+  details.addEventListener("toggle", fill);
+  fill();
+  return details;
+}
+
+/** What keeps the machines out, machines with alike reasons together, largest group first. */
+function reasonGroups(placement) {
+  const names = (machines) => (machines.length <= 4 ? machines.join(", ") : `${machines.slice(0, 3).join(", ")} and ${machines.length - 3} more`);
+  const items = groupReasons(placement.nodes).map((group) =>
+    h("li", { class: group.room ? "room" : "" }, h("strong", {}, count(group.machines.length, "machine")), `: ${group.reason}`, h("span", { class: "muted" }, ` (${names(group.machines)})`)),
+  );
+  return h("div", { id: "why-groups" }, h("h3", {}, "What keeps them out"), h("ul", {}, items));
+}
+
+/** The cluster map for a waiting run: the closest machine ringed, those that can never take it
+ * greyed. One element for the page's life, redrawn when the scheduler looks at the run again. */
+function whereItCouldGo() {
+  const caption = h("p", { class: "muted small", id: "why-map-caption" });
+  const holder = h("div", { class: "why-map-holder" });
+  const element = h("div", { id: "why-map" }, h("h3", {}, "On the map"), caption, holder);
+  let shownFor = null;
+  let map = null;
+  const show = async (placement) => {
+    if (placement.evaluated_at === shownFor) return;
+    shownFor = placement.evaluated_at;
+    let rows;
+    try {
+      rows = machineRows(await clusterMapData());
+    } catch (err) {
+      holder.replaceChildren(errorBox(err));
+      return;
+    }
+    const marks = runMarks(placement, rows.map((row) => row.name));
+    const never = [...marks.values()].filter((mark) => mark === "never").length;
+    caption.textContent =
+      (placement.closest ? `Ringed: ${placement.closest}, the closest machine. ` : "No machine is closest. ") +
+      `Greyed: ${count(never, "machine")} that can never take this run as asked.`;
+    if (!map) {
+      map = clusterMap(rows, { marks, id: "run-map", label: "Where this run could go" });
+      holder.replaceChildren(map);
+      map.drawNow();
+    } else {
+      map.update(rows, marks);
+    }
+  };
+  return { element, show };
 }
 
 /** Every machine considered, with what keeps it out; the closest one marked. */

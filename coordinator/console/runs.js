@@ -31,14 +31,14 @@ function runsTable(runs) {
     h(
       "tr",
       { "data-run": run.name },
-      h("td", {}, h("a", { href: `#/runs/${enc(run.name)}` }, run.name)),
-      h("td", {}, badge(run.state)),
-      h("td", {}, shapeText(run)),
-      h("td", { class: "reason" }, run.reason || ""),
-      h("td", {}, when(run.submitted_at)),
+      h("td", { "data-label": "Run" }, h("a", { href: `#/runs/${enc(run.name)}` }, run.name)),
+      h("td", { "data-label": "State" }, badge(run.state)),
+      h("td", { "data-label": "Shape" }, shapeText(run)),
+      h("td", { class: "reason", "data-label": "Reason" }, run.reason || ""),
+      h("td", { "data-label": "Submitted" }, when(run.submitted_at)),
     ),
   );
-  return table(["Run", "State", "Shape", "Reason", "Submitted"], rows, { class: "runs" });
+  return table(["Run", "State", "Shape", "Reason", "Submitted"], rows, { class: "runs stacks" });
 }
 
 export function shapeText(run) {

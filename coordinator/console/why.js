@@ -60,3 +60,50 @@ export function reading(reason, placement) {
   return "No machine could ever take it as asked. Read each machine's reason and change the run " +
     "(another GPU model, fewer GPUs per machine, a looser rule) or the machines.";
 }
+
+const NUMBER = /(\d+(?:\.\d+)?)/;
+
+/** Machines grouped by what keeps them out, largest group first. Reasons that differ only in
+ * their numbers are one group; a number that differs shows as its range: `insufficient gpus:
+ * need 8, 0–4 free and usable`. `room` says if the group's machines fall short only on room. */
+export function groupReasons(nodes) {
+  const groups = new Map();
+  for (const node of nodes) {
+    const text = node.reasons.join("; ");
+    const key = text.replace(new RegExp(NUMBER.source, "g"), "#");
+    if (!groups.has(key)) groups.set(key, { texts: [], machines: [], room: node.reasons.every(isRoomReason) });
+    const group = groups.get(key);
+    group.texts.push(text);
+    group.machines.push(node.name);
+  }
+  return [...groups.values()]
+    .map(({ texts, machines, room }) => ({ reason: mergedText(texts), machines, room }))
+    .sort((a, b) => b.machines.length - a.machines.length || a.reason.localeCompare(b.reason));
+}
+
+/** Texts alike but for their numbers, as one: each number that varies shown as `low–high`. */
+export function mergedText(texts) {
+  const split = texts.map((text) => text.split(NUMBER));
+  return split[0]
+    .map((part, i) => {
+      if (i % 2 === 0) return part;
+      const values = split.map((parts) => Number(parts[i]));
+      const low = Math.min(...values);
+      const high = Math.max(...values);
+      return low === high ? part : `${low}–${high}`;
+    })
+    .join("");
+}
+
+/** How the map marks machines for a waiting run: the closest one, and those that can never take
+ * it as asked (a reason other than room, or not considered at all). */
+export function runMarks(placement, names) {
+  const considered = new Map(placement.nodes.map((node) => [node.name, node]));
+  const marks = new Map();
+  for (const name of names) {
+    const node = considered.get(name);
+    if (name === placement.closest) marks.set(name, "closest");
+    else if (!node || !node.reasons.every(isRoomReason)) marks.set(name, "never");
+  }
+  return marks;
+}

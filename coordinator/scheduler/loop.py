@@ -31,6 +31,7 @@ from astraeus.coordinator.store.commit import (
     drop_unused_explanations,
     mark_lost,
 )
+from astraeus.coordinator.store.faults import StorageError
 from astraeus.coordinator.store.queue import (
     Parsed,
     QueueItem,
@@ -49,6 +50,9 @@ COMMIT_CHUNK = 100
 
 FLUSH_CHUNK = 500
 """Heartbeats written per transaction before each pass."""
+
+STOP_WAIT_SECONDS = 5.0
+"""How long a stop waits for the pass worker to end after SIGTERM."""
 
 UNFREEZE_EVERY = 100
 """Passes between handing frozen objects back to the garbage collector (`_settle_garbage`)."""
@@ -91,10 +95,20 @@ class Scheduler:
         self._asks: dict[int, Parsed] = {}
         self._stopping = threading.Event()
         self._passes = 0
+        self.heard_since = clock.now()
+        """Since when this coordinator could hear reports: its start, or the end of the last
+        storage fault. Silence before it is the coordinator's, never a machine's."""
+        store.database.recovered.append(self._hearing_again)
+        self._fault_logged: str | None = None
 
     @property
     def down_after(self) -> timedelta:
         return timedelta(seconds=self._settings.down_after_seconds)
+
+    def _hearing_again(self) -> None:
+        """The file takes writes again: reports refused meanwhile were no machine's fault."""
+        self.heard_since = self._clock.now()
+        self._fault_logged = None
 
     def poke(self) -> None:
         """Ask for a pass soon: something changed that may let a run start."""
@@ -103,15 +117,18 @@ class Scheduler:
     async def run_pass(self) -> PassResult:
         """One pass, start to commit. Passes never overlap."""
         async with self._lock:
+            self._writable()
             started = time.perf_counter()
             now = self._clock.now()
             await self._flush_seen()  # the worker reads who is Up from the file
             lost = self._mark_lost(now)
+            if lost:
+                self._store.agents.refresh_holding()
             self._store.reservations.expire(now)
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:
-                snapshot = build_snapshot(self._store, now, self.down_after)
+                snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since)
                 items = read_queue(self._store.database, self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
@@ -121,6 +138,16 @@ class Scheduler:
             committed = await self._commit(decisions, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
+
+    def _writable(self) -> None:
+        """While a storage fault is recorded, a pass first tries a small write: if it fails,
+        `StorageError` (no pass until the file takes writes); if it succeeds, the fault is over
+        and `heard_since` moves to now before any machine's silence is judged."""
+        database = self._store.database
+        if database.fault is not None:
+            fault = database.probe()
+            if fault is not None:
+                raise StorageError(fault.problem, fault.code)
 
     async def _flush_seen(self) -> None:
         """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
@@ -139,6 +166,7 @@ class Scheduler:
             str(self._store.database.path),
             now,
             settings.down_after_seconds,
+            self.heard_since,
             settings.max_pending_evaluations,
             settings.max_pass_seconds,
             settings.access_labels,
@@ -194,7 +222,8 @@ class Scheduler:
         return pass_context(self._store, self._settings.max_pending_evaluations)
 
     def _mark_lost(self, now: datetime) -> int:
-        """Tasks on machines silent past the grace period become Lost."""
+        """Tasks on machines silent past the grace period become Lost. Silence counts from
+        the machine's last report or `heard_since`, whichever is later."""
         grace = timedelta(seconds=self._settings.lost_after_seconds)
         silent = [
             (
@@ -202,14 +231,15 @@ class Scheduler:
                 f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
             )
             for record in self._store.machines.all()
-            if record.last_seen is not None and now - record.last_seen > grace
+            if record.last_seen is not None
+            and now - (record.silent_since(self.heard_since) or record.last_seen) > grace
         ]
         return mark_lost(self._store.database, silent, now) if silent else 0
 
     async def dry_run(self, item: QueueItem) -> Placement | Waiting:
         """Where `item` would go now, queue rules included; nothing is stored."""
         now = self._clock.now()
-        snapshot = build_snapshot(self._store, now, self.down_after)
+        snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since)
         queue = read_queue(self._store.database)
         ahead = [q for q in queue if q.priority >= item.priority]
         decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
@@ -223,13 +253,20 @@ class Scheduler:
 
     async def _loop(self) -> None:
         debounce = self._settings.pass_debounce_seconds
+        # The flag as well as the cancellation: before Python 3.12 `wait_for` may swallow a
+        # cancellation that arrives as its inner wait ends, and the loop would go on forever.
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._settings.pass_interval_seconds)
             await asyncio.sleep(debounce)
+            if self._stopping.is_set():
+                return
             self._wake.clear()
             try:
                 result = await self.run_pass()
+            except StorageError as error:
+                self._log_fault(error)
+                continue
             except Exception:
                 log.exception("scheduler pass failed; retrying on the next change")
                 continue
@@ -237,6 +274,12 @@ class Scheduler:
                 self._settle_garbage()
             if result.placed or result.lost:
                 log.info("pass placed %d, lost %d", result.placed, result.lost)
+
+    def _log_fault(self, error: StorageError) -> None:
+        """Once per fault: the database logs each one, and passes wait for it to clear."""
+        if self._fault_logged != error.problem:
+            self._fault_logged = error.problem
+            log.warning("scheduler passes wait: %s", error)
 
     def _settle_garbage(self) -> None:
         """After a pass, move what lives on (5,000 machines' reports and records, mostly) out
@@ -254,11 +297,26 @@ class Scheduler:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")
 
     async def stop(self) -> None:
+        """Stop between transactions: a pass being decided is dropped (nothing of it was
+        written), one being committed stops after its current chunk, whole. The pass worker
+        is ended and waited for, so that the service's own connection is the file's last and
+        closing it leaves no WAL behind."""
         self._stopping.set()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        if self._pool is not None:
+            workers = multiprocessing.active_children()  # the pass worker is our only one
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for worker in workers:
+                worker.terminate()  # it only reads: nothing is lost
+            await asyncio.to_thread(_join, workers)
+            self._pool = None
+
+
+def _join(workers: list[multiprocessing.process.BaseProcess]) -> None:
+    for worker in workers:
+        worker.join(STOP_WAIT_SECONDS)

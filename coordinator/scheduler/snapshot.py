@@ -10,13 +10,18 @@ from astraeus.coordinator.store import MachineRecord, Store
 from astraeus.coordinator.store.queue import Usage, read_usage
 
 
-def build_snapshot(store: Store, now: datetime, down_after: timedelta) -> ClusterSnapshot:
+def build_snapshot(
+    store: Store, now: datetime, down_after: timedelta, heard_since: datetime | None = None
+) -> ClusterSnapshot:
+    """Every machine as a pass sees it; silence counts from `heard_since` at the earliest."""
     usage = read_usage(store.database)
     reservations: dict[str, list[Reservation]] = defaultdict(list)
     for stored in store.reservations.of():
         reservations[stored.machine].append(stored.for_placement())
     views = tuple(
-        _view(record, now, down_after, usage.get(record.name), reservations[record.name])
+        _view(
+            record, now, down_after, heard_since, usage.get(record.name), reservations[record.name]
+        )
         for record in store.machines.all()
     )
     return ClusterSnapshot(machines=views)
@@ -26,6 +31,7 @@ def _view(
     record: MachineRecord,
     now: datetime,
     down_after: timedelta,
+    heard_since: datetime | None,
     held: Usage | None,
     reservations: list[Reservation],
 ) -> MachineView:
@@ -35,7 +41,7 @@ def _view(
     held = held or Usage()
     return MachineView(
         name=record.name,
-        state=record.state(now, down_after),
+        state=record.state(now, down_after, heard_since),
         report=report,
         site=record.site,
         cordon_reason=record.cordon_reason,

@@ -76,6 +76,7 @@ def compute_pass(
     db: str,
     now: datetime,
     down_after_seconds: float,
+    heard_since: datetime,
     max_pending: int,
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
@@ -85,7 +86,7 @@ def compute_pass(
         _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {})
     store, asks = _OPEN[db]
     store.machines.reload()
-    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds))
+    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds), heard_since)
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -9,11 +10,14 @@ from astraeus.shared.labels import POOL
 
 from .agents import Agents
 from .db import Database
+from .faults import StorageError
 from .machines import MachineRecord, Machines, network_site
 from .reservations import Reservations, ReservationSpec, StoredReservation
 from .runs import NameTakenError, Runs
 from .tokens import Principal, Role, TokenInfo, Tokens
 from .workspaces import Workspace, Workspaces, WorkspaceSpec
+
+log = logging.getLogger(__name__)
 
 
 class Store:
@@ -45,7 +49,12 @@ class Store:
         return cls(Database(path), log_cap_bytes=log_cap_bytes, access_labels=access_labels)
 
     def close(self) -> None:
-        self.machines.flush_seen()
+        """Write the heartbeats kept in memory, then close the file. During a storage fault
+        they are dropped (logged): the next start counts silence from its own start anyway."""
+        try:
+            self.machines.flush_seen()
+        except StorageError as error:
+            log.warning("heartbeats since the last pass not saved: %s", error)
         self.database.close()
 
 
@@ -56,6 +65,7 @@ __all__ = [
     "Principal",
     "ReservationSpec",
     "Role",
+    "StorageError",
     "Store",
     "StoredReservation",
     "TokenInfo",

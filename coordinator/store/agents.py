@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -36,11 +37,24 @@ _FORWARD: dict[TaskState, frozenset[TaskState]] = {
 """Non-ending moves an agent may make; any live task may also end."""
 
 
+NO_WORKER = "the agent on {machine} has no worker for it: how it ended was not recorded"
+"""A Starting or Running task its machine's agent says it does not run (its state was lost, or
+the database was restored from a backup older than the task's end)."""
+
+
 class Agents:
     def __init__(self, database: Database, machines: Machines, log_cap_bytes: int) -> None:
         self._database = database
         self._machines = machines
         self._log_cap = log_cap_bytes
+        self.holding: set[str] = set()
+        """Machines with Lost tasks whose GPUs are still held (see `reply`)."""
+        self.refresh_holding()
+
+    def refresh_holding(self) -> None:
+        """Read which machines hold GPUs for Lost tasks (after a pass marked tasks Lost)."""
+        rows = self._database.read("SELECT DISTINCT machine FROM tasks WHERE held = 1")
+        self.holding = {row["machine"] for row in rows}
 
     def apply(
         self, body: AgentReport, address: str | None, now: datetime
@@ -72,6 +86,8 @@ class Agents:
                 conn, report, report.model_dump_json(), address, now, acked
             )
         self._machines.remember(record)
+        if freed and name in self.holding:
+            self._refresh_machine(name)
         changed = old is None or old.report is None or old.fingerprint != record.fingerprint
         return record, freed or changed
 
@@ -123,19 +139,65 @@ class Agents:
                 break
 
     def assignments(self, machine: str) -> list[Assignment]:
-        """Every live task on the machine, with `cancel` set for those to stop.
+        """Every live task on the machine, with `cancel` set for those to stop."""
+        return self._assignments(self._live(machine))
 
-        Two queries whatever the number of tasks: the machine's tasks, then the workers of
-        their runs (for the rendezvous); each run's spec is parsed once."""
-        rows = self._database.read(
-            "SELECT tasks.run_seq, tasks.idx, tasks.name, tasks.uid, tasks.machine, tasks.gpu_ids,"
-            " tasks.cpu_cores, tasks.memory_bytes, tasks.cancel, runs.name AS run_name,"
-            " runs.workspace, runs.spec, runs.network, runs.nvlink_domain"
-            " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+    def reply(
+        self, machine: str, running: Collection[str] | None, now: datetime
+    ) -> tuple[list[Assignment], bool]:
+        """The machine's assignments, once what is stored for it agrees with the tasks its agent
+        says it runs (`running`, their task uids; None when the agent does not say). True when
+        that freed GPUs.
+
+        A Lost task still held there is freed when its agent runs no such worker; a Starting or
+        Running task the agent runs no worker for ends Lost (`NO_WORKER`) and is freed. A worker
+        the agent still runs but the reply does not list is stopped by the agent, which then
+        reports its end (and that frees it, `_apply_update`)."""
+        rows = self._live(machine)
+        if running is None:
+            return self._assignments(rows), False
+        uids = set(running)
+        gone = [row["id"] for row in rows if row["state"] in _STARTED and row["uid"] not in uids]
+        released: list[int] = []
+        if machine in self.holding:
+            held = self._database.read(
+                "SELECT id, uid FROM tasks WHERE machine = ? AND held = 1", (machine,)
+            )
+            released = [row["id"] for row in held if row["uid"] not in uids]
+        if not gone and not released:
+            return self._assignments(rows), False
+        with self._database.write() as conn:
+            for task_id in gone:
+                _end_lost(conn, task_id, NO_WORKER.format(machine=machine), now)
+            for task_id in released:
+                _release(conn, task_id)
+        self._refresh_machine(machine)
+        return self._assignments(self._live(machine)), True
+
+    def _refresh_machine(self, machine: str) -> None:
+        held = self._database.read_one(
+            "SELECT 1 AS one FROM tasks WHERE machine = ? AND held = 1 LIMIT 1", (machine,)
+        )
+        if held is None:
+            self.holding.discard(machine)
+        else:
+            self.holding.add(machine)
+
+    def _live(self, machine: str) -> list[Row]:
+        return self._database.read(
+            "SELECT tasks.id, tasks.state, tasks.run_seq, tasks.idx, tasks.name, tasks.uid,"
+            " tasks.machine,"
+            " tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, tasks.cancel,"
+            " runs.name AS run_name, runs.workspace, runs.spec, runs.network,"
+            " runs.nvlink_domain FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
             " WHERE tasks.machine = ? AND tasks.state IN ('Assigned', 'Starting',"
             " 'Running') ORDER BY tasks.id",
             (machine,),
         )
+
+    def _assignments(self, rows: list[Row]) -> list[Assignment]:
+        """Two queries whatever the number of tasks: the machine's tasks (`_live`), then the
+        workers of their runs (for the rendezvous); each run's spec is parsed once."""
         if not rows:
             return []
         specs = {row["run_seq"]: json.loads(row["spec"]) for row in rows}
@@ -228,14 +290,24 @@ def _apply_update(
 ) -> bool:
     """Move a task forward as its agent says; returns whether the task ended (GPUs freed)."""
     row = conn.execute(
-        "SELECT id, run_seq, state FROM tasks WHERE uid = ? AND machine = ?",
+        "SELECT id, run_seq, state, held FROM tasks WHERE uid = ? AND machine = ?",
         (update.task_uid, machine),
     ).fetchone()
     if row is None:
         return False
     task_id, run_seq, current = int(row[0]), int(row[1]), TaskState(row[2])
     if not current.holds_resources:
-        return False  # ended already (Lost, or cancelled while Pending): the agent is late
+        # Ended already (Lost, or cancelled while Pending): the agent is late. A Lost task's
+        # GPUs stay held until its worker is reported gone, which is now.
+        if update.state.ended and row[3]:
+            _release(
+                conn,
+                task_id,
+                f"; its worker ended at {update.at.isoformat()}"
+                f" ({update.message or update.state.value})",
+            )
+            return True
+        return False
     at = update.at.isoformat()
     if update.state.ended:
         conn.execute(
@@ -253,3 +325,28 @@ def _apply_update(
             (update.state.value, update.message, at, task_id),
         )
     return False
+
+
+_STARTED = frozenset({TaskState.STARTING.value, TaskState.RUNNING.value})
+"""States only an agent's own update can bring: its agent must have had the worker."""
+
+
+def _end_lost(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> None:
+    """A started task whose agent runs no worker for it: Lost, and its GPUs return."""
+    row = conn.execute(
+        "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ? WHERE id = ?"
+        " AND state IN ('Starting', 'Running') RETURNING run_seq",
+        (message, now.isoformat(), task_id),
+    ).fetchone()
+    if row is not None:
+        conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
+        settle_run(conn, int(row[0]), now)
+
+
+def _release(conn: sqlite3.Connection, task_id: int, note: str = "") -> None:
+    """A Lost task's worker is gone from its machine: its GPUs, cores and memory return."""
+    conn.execute(
+        "UPDATE tasks SET held = 0, message = coalesce(message, '') || ? WHERE id = ?",
+        (note, task_id),
+    )
+    conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))

@@ -151,7 +151,11 @@ def drop_unused_explanations(database: Database) -> None:
 
 
 def mark_lost(database: Database, machines: Iterable[tuple[str, str]], now: datetime) -> int:
-    """Live tasks on each (machine, message) become Lost; their GPUs return. Returns the count."""
+    """Live tasks on each (machine, message) become Lost; returns the count.
+
+    Their GPUs, cores and memory stay held on that machine (`held`): a silent machine may be cut
+    off, not dead, with its workers still running. They return once its agent reports the
+    worker gone, or reports back without it (`Agents.reply`)."""
     lost = 0
     with database.write() as conn:
         for machine, message in machines:
@@ -162,10 +166,10 @@ def mark_lost(database: Database, machines: Iterable[tuple[str, str]], now: date
             ).fetchall()
             for task_id, run_seq in rows:
                 conn.execute(
-                    "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ? WHERE id = ?",
+                    "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ?, held = 1"
+                    " WHERE id = ?",
                     (message, now.isoformat(), task_id),
                 )
-                conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
                 settle_run(conn, run_seq, now)
                 lost += 1
     return lost

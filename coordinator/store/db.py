@@ -1,17 +1,33 @@
-"""The SQLite file: WAL mode, numbered migrations, one writer, each write in `BEGIN IMMEDIATE`."""
+"""The SQLite file: WAL mode, numbered migrations, one writer, each write in `BEGIN IMMEDIATE`.
+
+A write that fails because of the storage (disk full, a read-only file, an I/O error) rolls back
+whole and raises `StorageError`; the fault is kept until a write succeeds again (`faults.py`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlite_utils
 
+from .faults import REOPEN, Fault, StorageError, storage_problem
 from .migrations import MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+PROBE_EVERY_SECONDS = 1.0
+"""While a fault lasts, `check` tries a write at most this often."""
 
 Row = dict[str, Any]
 
@@ -26,6 +42,14 @@ class Database:
     def __init__(self, path: Path) -> None:
         self.path = path
         make_private(path)
+        self.fault: Fault | None = None
+        """The storage fault in effect, if any."""
+        self.write_failures: Counter[str] = Counter()
+        """Writes refused by the storage since the start, by problem."""
+        self.recovered: list[Callable[[], None]] = []
+        """Called when a fault ends (the scheduler restarts its silence windows)."""
+        self._reopen = False
+        self._probed = 0.0
         self._writer = self._connect(path)
         self._migrate()
         self._reader = self._connect(path)
@@ -57,15 +81,87 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: committed on success, rolled back on any exception."""
-        conn = self._writer
-        conn.execute("BEGIN IMMEDIATE")
+        """One write transaction: committed on success, rolled back on any exception.
+
+        A storage fault anywhere in it (BEGIN, a statement, COMMIT) leaves nothing written and
+        raises `StorageError`; other errors pass through as they are."""
+        try:
+            conn = self._writable()
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            fault = self._failed(error)
+            if fault is None:
+                raise
+            raise fault from error
         try:
             yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            conn.execute("COMMIT")
+        except BaseException as error:
+            # SQLite may have rolled back already (a full disk, an I/O error): only roll back
+            # what is still open, so the original error is the one raised.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            fault = self._failed(error) if isinstance(error, sqlite3.Error) else None
+            if fault is None:
+                raise
+            raise fault from error
+        if self.fault is not None:
+            self._recover()
+
+    def _writable(self) -> sqlite3.Connection:
+        """The write connection, opened again first after a fault that may have left it stuck."""
+        if self._reopen:
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.close()
+            self._writer = self._connect(self.path)
+            self._reopen = False
+        return self._writer
+
+    def _failed(self, error: sqlite3.Error) -> StorageError | None:
+        """A `StorageError` for a storage fault (recorded, counted, logged once per fault);
+        None for any other error, which is raised as it is."""
+        found = storage_problem(error)
+        if found is None:
+            return None
+        problem, code = found
+        self.write_failures[problem] += 1
+        self._reopen = self._reopen or code in REOPEN
+        if self.fault is None or self.fault.problem != problem:
+            log.error("database %s is not writable: %s (%s)", self.path, problem, error)
+            self.fault = Fault(problem, code, datetime.now(UTC))
+        else:
+            self.fault = replace(self.fault, failures=self.fault.failures + 1)
+        return StorageError(problem, code)
+
+    def _recover(self) -> None:
+        assert self.fault is not None  # noqa: S101 - only called while a fault is recorded
+        log.warning(
+            "database %s is writable again after %d failed writes (%s)",
+            self.path,
+            self.fault.failures,
+            self.fault.problem,
+        )
+        self.fault = None
+        for listener in self.recovered:
+            listener()
+
+    def probe(self) -> Fault | None:
+        """Try a small write now; the fault in effect afterwards (None: writable)."""
+        self._probed = time.monotonic()
+        with contextlib.suppress(StorageError), self.write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO write_probe (id, at) VALUES (1, ?)",
+                (datetime.now(UTC).isoformat(),),
+            )
+        return self.fault
+
+    def check(self) -> Fault | None:
+        """The fault in effect; while there is one, first a write is tried again (at most once
+        every `PROBE_EVERY_SECONDS`), so a cleared fault ends without waiting for traffic."""
+        if self.fault is not None and time.monotonic() - self._probed >= PROBE_EVERY_SECONDS:
+            return self.probe()
+        return self.fault
 
     def read(self, sql: str, params: tuple[object, ...] | dict[str, object] = ()) -> list[Row]:
         """Rows as dicts, through sqlite-utils on the read connection."""
@@ -77,19 +173,25 @@ class Database:
 
     def close(self) -> None:
         self._reader.close()
-        self._writer.close()
+        with contextlib.suppress(sqlite3.Error):
+            self._writer.close()
 
 
 def make_private(path: Path) -> None:
     """The database file, its WAL and shared memory readable by this user only, whatever the
     umask: they hold users' environment values and token hashes. SQLite gives the WAL and SHM
-    files it creates the database file's mode; ones left from before are fixed here too."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
+    files it creates the database file's mode; ones left from before are fixed here too. A file
+    that cannot be changed (a read-only file system) is left as it is, with a warning."""
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
     for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
         part = path.with_name(name)
-        if part.exists() and part.stat().st_mode & 0o077:
-            os.chmod(part, 0o600)
+        try:
+            if part.exists() and part.stat().st_mode & 0o077:
+                os.chmod(part, 0o600)
+        except OSError as error:
+            log.warning("cannot make %s private (mode 0600): %s", part, error)
 
 
 def _statements(script: str) -> list[str]:

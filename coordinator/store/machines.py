@@ -39,8 +39,19 @@ class MachineRecord:
         reported = self.report.labels if self.report else {}
         return {**reported, **self.admin_labels}
 
-    def state(self, now: datetime, down_after: timedelta) -> MachineState:
-        if self.report is None or self.last_seen is None or now - self.last_seen > down_after:
+    def silent_since(self, heard_since: datetime | None = None) -> datetime | None:
+        """Since when the machine counts as silent: its last report, or `heard_since` (when the
+        coordinator could hear reports: its start, or the end of a storage fault) if later.
+        An outage of the coordinator is never the machine's silence."""
+        if self.last_seen is None:
+            return None
+        return max(self.last_seen, heard_since) if heard_since else self.last_seen
+
+    def state(
+        self, now: datetime, down_after: timedelta, heard_since: datetime | None = None
+    ) -> MachineState:
+        since = self.silent_since(heard_since)
+        if self.report is None or since is None or now - since > down_after:
             return MachineState.DOWN
         return MachineState.UP
 
@@ -197,11 +208,17 @@ class Machines:
             names = list(self._seen)[:limit]
             seen = {name: self._seen.pop(name) for name in names}
         if seen:
-            with self._database.write() as conn:
-                conn.executemany(
-                    "UPDATE machines SET address = ?, last_seen = ? WHERE name = ?",
-                    [(address, at.isoformat(), name) for name, (address, at) in seen.items()],
-                )
+            try:
+                with self._database.write() as conn:
+                    conn.executemany(
+                        "UPDATE machines SET address = ?, last_seen = ? WHERE name = ?",
+                        [(address, at.isoformat(), name) for name, (address, at) in seen.items()],
+                    )
+            except Exception:
+                # Not written (the disk is full…): kept for the next flush, unless a newer
+                # heartbeat came meanwhile.
+                self._seen = {**seen, **self._seen}
+                raise
         return len(seen)
 
     def write_report(

@@ -114,7 +114,19 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE machines ADD COLUMN report_version INTEGER NOT NULL DEFAULT 0;
     """,
-    # 4: a task's identity in the cluster (names repeat across workspaces), which is all agents
+    # 4: storage faults and partitions. `held`: a Lost task whose worker may still run keeps its
+    # GPUs, cores and memory (and its `gpu_holds` rows) on its machine until the machine's agent
+    # says the worker is gone. `write_probe`: the one row a health check writes to learn whether
+    # the file takes writes.
+    """
+    ALTER TABLE tasks ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX tasks_held ON tasks (held) WHERE held = 1;
+    CREATE TABLE write_probe (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        at TEXT NOT NULL
+    );
+    """,
+    # 5: a task's identity in the cluster (names repeat across workspaces), which is all agents
     # and the coordinator name a task by; and where each log chunk ends, so chunks apply by offset.
     """
     ALTER TABLE tasks ADD COLUMN uid TEXT;

@@ -97,13 +97,14 @@ def read_queue(database: Database, cache: dict[int, Parsed] | None = None) -> li
 
 
 def read_usage(database: Database) -> dict[str, Usage]:
-    """Per machine: GPUs, cores and memory held by live tasks, and the runs they belong to."""
+    """Per machine: GPUs, cores and memory held by live tasks (and Lost ones still held), and
+    the runs they belong to."""
     usage: dict[str, Usage] = defaultdict(Usage)
     rows = database.read(
         "SELECT tasks.machine, tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, runs.name,"
         " runs.workspace"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
-        " WHERE tasks.state IN ('Assigned', 'Starting', 'Running')"
+        " WHERE tasks.state IN ('Assigned', 'Starting', 'Running') OR tasks.held = 1"
     )
     for row in rows:
         held = usage[row["machine"]]

@@ -1,4 +1,8 @@
-"""Fixtures: a served coordinator with the console, and a headless Chromium when one is here."""
+"""Fixtures: a served coordinator with the console, and one headless Chromium for every browser
+test (each test gets a fresh context: its own storage, its own page).
+
+The console's async tests and fixtures share the session's event loop, so the browser, started
+once, serves them all."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
+from pytest_asyncio import is_async_test
 
 from .cluster import Cluster, start, stop
 
@@ -22,9 +28,18 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
+HERE = Path(__file__).resolve().parent
 
 
-@pytest.fixture
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every async test of this folder runs in the session's loop, where the browser lives."""
+    session_loop = pytest.mark.asyncio(loop_scope="session")
+    for item in items:
+        if is_async_test(item) and HERE in Path(str(item.path)).parents:
+            item.add_marker(session_loop, append=False)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     """A coordinator with the console on 127.0.0.1, a workspace `vision` and its member."""
     made, store = await start(tmp_path)
@@ -44,28 +59,31 @@ def _chromium() -> str:
     return executable
 
 
-@pytest.fixture
-async def page(tmp_path: Path) -> AsyncIterator[Any]:
-    """A page in a fresh headless Chromium (Debian's, driven by Playwright); the test fails if
-    the console's JavaScript raised an error it did not catch."""
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def browser() -> AsyncIterator[Any]:
+    """One headless Chromium (Debian's, driven by Playwright) for the whole session."""
     executable = _chromium()
     from playwright.async_api import async_playwright
 
-    profile = tmp_path / "chromium-profile"
     async with async_playwright() as driver:
-        context = await driver.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=executable,
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1280, "height": 1000},
+        launched = await driver.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
         )
-        opened = context.pages[0] if context.pages else await context.new_page()
-        opened.set_default_timeout(15_000)
-        uncaught: list[str] = []
-        opened.on("pageerror", lambda error: uncaught.append(str(error)))
-        yield opened
-        await context.close()
+        yield launched
+        await launched.close()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def page(browser: Any) -> AsyncIterator[Any]:
+    """A page in a fresh context of the shared browser; the test fails if the console's
+    JavaScript raised an error it did not catch."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 1000})
+    opened = await context.new_page()
+    opened.set_default_timeout(15_000)
+    uncaught: list[str] = []
+    opened.on("pageerror", lambda error: uncaught.append(str(error)))
+    yield opened
+    await context.close()
     assert uncaught == []
 
 

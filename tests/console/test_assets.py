@@ -12,20 +12,27 @@ from astraeus.coordinator.console import ASSET_TYPES, asset_names, setup_console
 from .cluster import Cluster
 
 EXPECTED = {
+    "admin.js",
     "api.js",
     "app.js",
     "asked.js",
     "choose.js",
     "console.css",
     "dom.js",
+    "format.js",
     "forms.js",
     "index.html",
     "logo.svg",
     "machines.js",
+    "map.js",
+    "mapmodel.js",
     "newrun.js",
     "runpage.js",
     "runs.js",
+    "tablemodel.js",
+    "vtable.js",
     "why.js",
+    "words.js",
 }
 
 # A scheme followed by "//", or a protocol-relative "//host": anything fetched from elsewhere.
@@ -68,6 +75,15 @@ async def test_console_index_is_the_page(cluster: Cluster) -> None:
         assert response.charset == "utf-8"
         body = await response.text()
     assert '<script type="module" src="app.js"></script>' in body
+
+
+def test_index_preloads_every_module() -> None:
+    """index.html preloads every module but app.js, so the browser fetches them at once instead
+    of one import at a time."""
+    preloaded = set(
+        re.findall(r'<link rel="modulepreload" href="([a-z]+\.js)">', _text("index.html"))
+    )
+    assert preloaded == {name for name in EXPECTED if name.endswith(".js")} - {"app.js"}
 
 
 @pytest.mark.parametrize("path", ["/", "/console"], ids=["root", "no-slash"])

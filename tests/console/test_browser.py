@@ -167,13 +167,14 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await page.click("#submit")
     name_error = page.locator('.field[data-field="name"] .field-error')
     await expect(name_error).to_have_text(
-        "'Bad_Name' does not match ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+        "Use lowercase letters, digits and '-', up to 63 characters, starting and ending with a "
+        "letter or digit."
     )
     per_machine = page.locator(
         '.field[data-field="requested_resources.gpu_requests.min_per_machine"] .field-error'
     )
     await expect(per_machine).to_have_text(
-        "min_per_machine (9) is more than count (8); lower min_per_machine to at most 8"
+        "9 GPUs on one machine is more than the 8 the run asks for: give at most 8."
     )
     await page.screenshot(path=screenshot_path("new-run-errors"), full_page=True)
 
@@ -182,7 +183,7 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await page.fill("#priority", "5")
     await page.click("#submit")
     await expect(page.locator('.field[data-field="priority"] .field-error')).to_have_text(
-        "at most 0 in workspace vision, got 5"
+        "Workspace vision allows a priority of at most 0."
     )
     await expect(name_error).to_be_hidden()
     await expect(per_machine).to_be_hidden()
@@ -216,53 +217,45 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     }
 
 
-async def test_machines_page_shows_health_signals_topology_and_cordons(
+async def test_a_site_known_only_from_the_network_can_be_chosen(
     cluster: Cluster, page: Any
 ) -> None:
-    """Each machine shows its GPUs' health with the signals, site, rack, fabric, NVLink domain
-    and whether it is cordoned and why; Refresh reads them again."""
-    from playwright.async_api import expect
-
-    def fact(machine: str, name: str) -> Any:
-        cell = f'section.machine[data-machine="{machine}"] dt:text-is("{name}") + dd'
-        return page.locator(cell)
-
-    await three_machines(cluster)
-    nvl = [gpu("gpu-05", i, nvlink_domain="c0ffee/1") for i in range(4)]
-    await cluster.report(report("gpu-05", nvl, _labels("fra-1", "r3")))
+    """New run offers the site of machines with no site label, the network they connect from,
+    and sends it as those machines' names, so the run lands there."""
+    await cluster.report(
+        report("gpu-01", [gpu("gpu-01", i) for i in range(8)], _labels("fra-1", "r1"))
+    )
+    for name in ("lab-1", "lab-2"):
+        await cluster.report(report(name, [gpu(name, i) for i in range(8)], {}))
     await sign_in(page, cluster, cluster.member)
-    details: list[str] = []
-    page.on("request", lambda r: details.append(r.url) if "/api/v1/machines/" in r.url else None)
-    await page.click("text=Machines")
-    card = page.locator('section.machine[data-machine="gpu-03"]')
-    await expect(card.locator('tr[data-gpu="GPU-gpu-03-3"] .signals')).to_have_text(AT_RISK)
-    await expect(card.locator('tr[data-gpu="GPU-gpu-03-3"] .badge')).to_have_text("At risk")
-    await expect(card.locator("summary")).to_have_text("4 GPUs — 1 at risk")
-    await expect(fact("gpu-03", "GPU models")).to_have_text(f"4 of 4 free {A100}")
-    assert [url.rsplit("/", 1)[1] for url in details] == ["gpu-03"]  # only the open table
-    healthy = page.locator('section.machine[data-machine="gpu-01"]')
-    await expect(healthy.locator("summary")).to_have_text("8 GPUs — all healthy")
-    await healthy.locator("summary").click()
-    await expect(healthy.locator("tr[data-gpu]")).to_have_count(8)
-
-    await expect(fact("gpu-01", "Fabric")).to_have_text("ib-0")
-    await expect(fact("gpu-01", "Rack")).to_have_text("r1")
-    await expect(fact("gpu-01", "Site")).to_have_text("fra-1")
-    await expect(fact("gpu-01", "Accepting runs")).to_have_text("Yes")
-    await expect(fact("gpu-02", "Accepting runs")).to_have_text("Cordoned: firmware update")
-    await expect(fact("gpu-05", "NVLink domain")).to_have_text("c0ffee/1")
-    await expect(fact("gpu-03", "Fabric")).to_have_text("—")
-    await page.screenshot(path=screenshot_path("machines"), full_page=True)
-
-    await cluster.ok("POST", "/api/v1/machines/gpu-01/cordon", body={"reason": "drain for RMA"})
-    await page.click("#refresh")
-    await expect(fact("gpu-01", "Accepting runs")).to_have_text("Cordoned: drain for RMA")
+    await open_new_run(page)
+    assert await page.locator("#site option").all_inner_texts() == [
+        "Automatic",
+        "127.0.0.0/24 (from the network)",
+        "fra-1",
+    ]
+    await page.fill("#name", "nearby")
+    await page.fill("#command", "python train.py")
+    await page.fill("#gpus", "8")
+    await page.select_option("#site", "127.0.0.0/24")
+    await page.click("#submit")
+    await page.wait_for_url("**#/runs/nearby")
+    run = await cluster.ok("GET", "/api/v1/runs/nearby", cluster.member)
+    assert run["requested_resources"]["node_selection"] == {
+        "mode": "Any",
+        "names": ["lab-1", "lab-2"],
+        "match_labels": {},
+        "count": None,
+    }
+    await cluster.run_pass()
+    run = await cluster.ok("GET", "/api/v1/runs/nearby", cluster.member)
+    assert run["landing"]["machines"] == ["lab-1"]
 
 
 async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None:
-    """An admin must name a workspace and a wrong token is refused, each beside its field; the
-    runs list shows state, shape and the headline reason; a run is cancelled from its page; a
-    revoked token sends the user back to sign in."""
+    """An admin's unknown workspace and a wrong token are refused in words for people, each
+    beside its field; the runs list shows state, shape and the headline reason; a run is
+    cancelled from its page; a revoked token sends the user back to sign in, with no nav."""
     from playwright.async_api import expect
 
     await three_machines(cluster)
@@ -276,15 +269,19 @@ async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None
 
     await page.goto(cluster.url)
     await page.fill("#token", cluster.admin)
+    await page.fill("#workspace", "nope")
     await page.click("#sign-in")
     await expect(page.locator('.field[data-field="workspace"] .field-error')).to_have_text(
-        "is required for an admin"
+        "There is no workspace named nope. Check the name, or ask an admin which workspaces "
+        "there are."
     )
     await page.fill("#token", "not-a-token")
+    await page.fill("#workspace", "")
     await page.click("#sign-in")
     await expect(page.locator('.field[data-field="token"] .field-error')).to_have_text(
-        "missing or unknown bearer token: send Authorization: Bearer <token>"
+        "This token is not known here. Ask an admin for a workspace token."
     )
+    await expect(page.locator("nav")).to_be_hidden()
     await page.fill("#token", cluster.member)
     await page.click("#sign-in")
     placed = page.locator('#runs tr[data-run="placed"] td')
@@ -308,10 +305,12 @@ async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None
     assert run["state"] == "Cancelled"
 
     await cluster.ok("DELETE", f"/api/v1/tokens/{cluster.member_id}")
-    await page.click("text=Machines")
+    await page.click("nav >> text=Machines")
     await expect(page.locator('.field[data-field="token"] .field-error')).to_have_text(
-        "missing or unknown bearer token: send Authorization: Bearer <token> Sign in again."
+        "This token is no longer accepted: it may have been revoked. Sign in again with a "
+        "current token."
     )
+    await expect(page.locator("nav")).to_be_hidden()
     assert await page.evaluate("sessionStorage.getItem('astraeus.token')") is None
 
 

@@ -66,12 +66,15 @@ class Cluster:
         machine: str,
         updates: list[dict[str, Any]] | None = None,
         logs: list[dict[str, Any]] | None = None,
+        tasks: list[str] | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
-        """Post a machine's report with task updates (numbered here); returns the reply.
+        """Post a machine's report with task updates (numbered here) and, when given, the tasks
+        its agent runs; returns the reply.
 
-        An update or chunk may name its task by `task` (its name) for brevity: it is sent with
-        the `task_uid` of the newest task of that name on the machine, as its agent would."""
+        An update, chunk or running task may be named by `task` (its name) for brevity: it is
+        sent with the `task_uid` of the newest task of that name on the machine, as its agent
+        would."""
         numbered = []
         for update in updates or []:
             self.seq[machine] = self.seq.get(machine, -1) + 1
@@ -83,7 +86,13 @@ class Cluster:
                 }
             )
         chunks = [self.by_uid(machine, chunk) for chunk in logs or []]
-        body = {"report": report(machine, **kw), "updates": numbered, "logs": chunks}
+        body: dict[str, Any] = {
+            "report": report(machine, **kw),
+            "updates": numbered,
+            "logs": chunks,
+        }
+        if tasks is not None:
+            body["tasks"] = [self.uid(machine, task) for task in tasks]
         status, data = await self.call(
             "PUT", f"/api/v1/machines/{machine}/report", self.agent_token(machine), body
         )
@@ -138,13 +147,14 @@ async def make_cluster(
     aiohttp_client: ClientFactory,
     tmp_path: Path,
     session_factory: SessionFactory | None = None,
+    clock: FakeClock | None = None,
     **changes: Any,
 ) -> Cluster:
     settings = settings_for(tmp_path, **changes)
     store = Store.open(
         settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
     )
-    clock = FakeClock()
+    clock = clock or FakeClock()
     app = create_app(settings, store=store, clock=clock, session_factory=session_factory)
     client = await aiohttp_client(app)
     admin, _ = store.tokens.create(Role.ADMIN, clock.now())

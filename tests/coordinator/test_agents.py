@@ -112,7 +112,9 @@ async def test_logs_are_kept_per_task_and_capped(aiohttp_client: Any, tmp_path: 
 
 
 async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Cluster) -> None:
-    """No report for 30 s: Down; past the grace period its tasks are Lost and GPUs return."""
+    """No report for 30 s: Down; past the grace period its tasks are Lost, their GPUs still
+    held there while the machine comes back still running the worker, and free once its agent
+    reports the worker ended."""
     c = fake_cluster
     await _placed(c)
     c.clock.advance(31)
@@ -131,12 +133,23 @@ async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Clu
         "Failed",
         "finetune-0 Lost: machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00",
     )
-    assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 0
-    # Back again: the late Running update of a Lost task changes nothing, and nothing is assigned.
+    assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds")[0]["n"] == 8
+    # Back again: the late Running update of a Lost task changes nothing, nothing is assigned,
+    # and its GPUs stay held: the worker may be running.
     reply = await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}])
     assert reply["assignments"] == []
     _status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
-    assert (machine["state"], machine["gpus_free"]) == ("Up", 8)
+    assert (machine["state"], machine["gpus_free"], machine["runs"]) == ("Up", 0, ["finetune"])
+    ended = {"task": "finetune-0", "state": "Cancelled", "message": "stopped with SIGTERM"}
+    await c.report("gpu-01", [ended])
+    _status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    assert (machine["state"], machine["gpus_free"], machine["runs"]) == ("Up", 8, [])
+    _, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
+    assert (task["state"], task["message"]) == (
+        "Lost",
+        "machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00; its worker ended at"
+        " 2026-10-01T09:01:01+00:00 (stopped with SIGTERM)",
+    )
 
 
 async def test_machine_view_shows_free_and_allocated(fake_cluster: Cluster) -> None:

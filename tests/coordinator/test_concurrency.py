@@ -18,9 +18,11 @@ RUNS = 500
 
 
 def assert_no_gpu_held_twice(store: Store) -> int:
-    """The invariant, read from the tasks themselves: returns how many GPUs are held."""
+    """The invariant, read from the tasks themselves (live ones, and Lost ones whose GPUs are
+    still held): returns how many GPUs are held."""
     rows = store.database.read(
-        "SELECT id, machine, gpu_ids FROM tasks WHERE state IN ('Assigned', 'Starting', 'Running')"
+        "SELECT id, machine, gpu_ids FROM tasks"
+        " WHERE state IN ('Assigned', 'Starting', 'Running') OR held = 1"
     )
     held = Counter((row["machine"], gpu) for row in rows for gpu in json.loads(row["gpu_ids"]))
     twice = [key for key, count in held.items() if count > 1]

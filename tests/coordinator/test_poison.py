@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from astraeus.coordinator.service import private_dir
+from astraeus.coordinator.startup import private_dir
 from astraeus.coordinator.store import Store
 from astraeus.shared.report import MAX_GPUS
 

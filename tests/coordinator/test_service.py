@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from astraeus.coordinator.service import first_admin_token, main
+from astraeus.coordinator.service import main
 from astraeus.coordinator.settings import SettingsError, load
+from astraeus.coordinator.startup import first_admin_token
 from astraeus.coordinator.store import Store
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"

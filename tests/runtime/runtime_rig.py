@@ -115,6 +115,8 @@ class Coordinator:
     batches: list[int] = field(default_factory=list)
     """How many updates each report carried."""
     arrived: int = 0
+    running: list[list[str] | None] = field(default_factory=list)
+    """The `tasks` of every report, in order: what the agent said it runs."""
     hold: asyncio.Event | None = None
     """While set to an unset event, reports are received but not answered."""
     port: int = 0
@@ -145,6 +147,7 @@ class Coordinator:
         body = AgentReport.model_validate(await request.json())
         self.reports += 1
         self.batches.append(len(body.updates))
+        self.running.append(body.tasks)
         for update in body.updates:
             self.updates[update.seq] = update
             if update.state.ended:

@@ -203,6 +203,22 @@ async def test_stopping_a_worker(
     assert (last.state, last.message, last.signal) == (state, message, sig)
 
 
+async def test_reports_name_the_tasks_whose_workers_run(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """Every report lists the tasks whose workers the agent runs or is stopping, so the
+    coordinator can free what a machine no longer runs: the worker while it lives, then none."""
+    ready = tmp_path / "ready"
+    coordinator.assignments["t-0"] = assignment("t-0", python(EXIT_ON_TERM, str(ready)))
+    await harness.start()
+    await until(ready.exists, "the worker to start")
+    await until(lambda: coordinator.running[-1] == [uid_of("t-0")], "a report naming t-0")
+    assert coordinator.running[0] == []  # the first report, before anything was assigned
+    del coordinator.assignments["t-0"]
+    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until(lambda: coordinator.running[-1] == [], "a report naming no task")
+
+
 async def test_cancelled_before_start_never_runs(
     harness: Harness, coordinator: Coordinator, tmp_path: Path
 ) -> None:

@@ -1,0 +1,84 @@
+"""Opening the database for `serve`: its lock, the file, the first admin token, a first write."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+from astraeus.coordinator.clock import SystemClock
+from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import Role, StorageError, Store
+from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
+
+log = logging.getLogger("astraeus.coordinator")
+
+ADMIN_TOKEN_FILE = "admin.token"  # noqa: S105 - a file name
+
+
+def private_dir(path: Path) -> None:
+    """Create a directory only its owner may enter (as systemd's StateDirectoryMode=0700),
+    whatever the umask. One that exists is left as it is (it may be shared, as /tmp is), with a
+    warning when others may enter it: the files the coordinator writes there are 0600 anyway."""
+    if not path.exists():
+        path.mkdir(mode=0o700, parents=True)
+        os.chmod(path, 0o700)  # mkdir's mode passes through the umask
+        return
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        log.warning(
+            "%s is mode %o: other users may list it (the coordinator's files in it are 0600);"
+            " make it 0700 or give the coordinator a directory of its own",
+            path,
+            mode,
+        )
+
+
+def open_store(settings: Settings) -> Store:
+    private_dir(settings.db.parent)
+    return Store.open(
+        settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
+    )
+
+
+def first_admin_token(store: Store, state_dir: Path) -> Path | None:
+    """On an empty database, create an admin token and write it to a 0600 file."""
+    if store.tokens.count():
+        return None
+    secret, _ = store.tokens.create(Role.ADMIN, SystemClock().now(), description="first admin")
+    private_dir(state_dir)
+    path = state_dir / ADMIN_TOKEN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT
+    return path
+
+
+def start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
+    """The database's lock and the open store, or why the coordinator cannot start."""
+    try:
+        private_dir(settings.db.parent)
+        lock = lock_database(settings.db)
+    except DatabaseInUseError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot lock {settings.db}: {exc}"
+    try:
+        store = open_store(settings)
+    except (StorageError, sqlite3.Error, OSError) as exc:
+        lock.release()
+        return f"cannot open {settings.db}: {exc}"
+    try:
+        token_file = first_admin_token(store, settings.state_dir)
+    except (StorageError, OSError) as exc:
+        store.close()
+        lock.release()
+        return f"cannot write the first admin token: {exc}"
+    if token_file is not None:
+        log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
+    fault = store.database.probe()
+    if fault is not None:
+        log.error("%s; serving reads, writes answer 503 until it clears", fault.error)
+    return lock, store

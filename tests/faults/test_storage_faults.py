@@ -1,0 +1,182 @@
+"""Storage faults under a real coordinator process: a full file system (a small tmpfs), a
+read-only database file, and a real I/O error (a file-size limit set on the running process)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .rig import PATIENT, Coordinator, invariants, machine_report, until
+
+BIG = {"BLOB": "x" * 200_000}
+"""An environment large enough that storing the run needs new space."""
+
+
+def _mount(*argv: str) -> None:
+    done = subprocess.run(["mount", *argv], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"mount {' '.join(argv)} is not allowed here: {done.stderr.strip()}")
+
+
+def _umount(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def _read_only(path: Path) -> Iterator[contextlib.ExitStack]:
+    """`path` read-only until the yielded stack is closed: mode 0444 for a user (whom the
+    kernel holds to it), a read-only bind mount for root (whom modes do not stop)."""
+    with contextlib.ExitStack() as undo:
+        if os.geteuid() != 0:
+            path.chmod(0o444)
+            undo.callback(path.chmod, 0o600)
+        else:
+            _mount("--bind", str(path), str(path))
+            undo.callback(_umount, path)
+            _mount("-o", "remount,ro,bind", str(path))
+            undo.callback(_mount, "-o", "remount,rw,bind", str(path))
+        yield undo
+
+
+def _cluster(c: Coordinator) -> str:
+    """A workspace, two reported machines and a placed run; returns the member token."""
+    c.ok("PUT", "/api/v1/workspaces/w", {})
+    member = c.ok("POST", "/api/v1/tokens", {"role": "member", "workspace": "w"})["token"]
+    for name in ("m1", "m2"):
+        token = c.ok("POST", "/api/v1/tokens", {"role": "agent", "machine": name})["token"]
+        c.ok("PUT", f"/api/v1/machines/{name}/report", {"report": machine_report(name)}, token)
+    _submit(c, member, "placed", env={})
+    until(
+        "a placement",
+        lambda: c.ok("GET", "/api/v1/runs/placed", token=member)["state"] == "Running",
+    )
+    return member
+
+
+def _submit(
+    c: Coordinator, member: str, name: str, env: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    spec = {
+        "name": name,
+        "command": ["x"],
+        "env": BIG if env is None else env,
+        "requested_resources": {"gpu_requests": {"count": 1}},
+    }
+    return c.call("POST", "/api/v1/runs", spec, member)
+
+
+def _refused(c: Coordinator, problem: str) -> None:
+    """Reads work, /healthz and the metrics name the fault."""
+    error = f"database is not writable: {problem}"
+    status, health = c.health()
+    assert (status, health["status"], health["error"], health["fields"]) == (
+        503,
+        "failing",
+        error,
+        [],
+    )
+    assert c.call("GET", "/api/v1/runs?workspace=w")[0] == 200
+    metrics = c.ok("GET", "/metrics").decode()
+    assert "\nastraeus_database_writable 0\n" in metrics
+    assert f'astraeus_database_write_failures_total{{problem="{problem}"}} ' in metrics
+
+
+def _recovers(c: Coordinator, member: str) -> None:
+    until("the coordinator to recover by itself", lambda: c.health()[0] == 200)
+    assert _submit(c, member, "after")[0] == 201
+    assert "\nastraeus_database_writable 1\n" in c.ok("GET", "/metrics").decode()
+
+
+def test_a_read_only_database_serves_reads_and_recovers(tmp_path: Path) -> None:
+    """Started on a read-only file it serves reads, answers writes 503 with the JSON error,
+    /healthz answers 503 naming the fault, and once the file is writable again it recovers
+    without a restart; nothing was half-written."""
+    c = Coordinator(tmp_path)
+    c.start(PATIENT)
+    member = _cluster(c)
+    assert c.stop() == 0
+    with _read_only(c.db) as undo:
+        c.start(PATIENT)
+        status, error = _submit(c, member, "refused")
+        assert (status, error) == (
+            503,
+            {"error": "database is not writable: the file is read-only", "fields": []},
+        )
+        _refused(c, "the file is read-only")
+        undo.close()
+        _recovers(c, member)
+        assert c.stop() == 0
+    assert c.process is not None
+    assert "is not writable: the file is read-only" in c.process.output
+    _two_runs(c.db)
+
+
+def test_a_full_disk_refuses_writes_and_recovers(tmp_path: Path) -> None:
+    """On a full file system (a 3 MiB tmpfs) submissions answer 503 `database is not writable:
+    disk full` and leave nothing; reads go on; freeing space ends the fault by itself."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk))
+    try:
+        c = Coordinator(disk)
+        c.start(PATIENT)
+        member = _cluster(c)
+        filler = disk / "filler"
+        with contextlib.suppress(OSError), filler.open("wb") as out:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        accepted = []
+        for i in range(50):
+            status, answer = _submit(c, member, f"r{i}")
+            if status == 503:
+                break
+            accepted.append(f"r{i}")
+        assert (status, answer) == (
+            503,
+            {"error": "database is not writable: disk full", "fields": []},
+        )
+        _refused(c, "disk full")
+        filler.unlink()
+        _recovers(c, member)
+        names = {r["name"] for r in c.ok("GET", "/api/v1/runs", token=member)["runs"]}
+        assert names == {"placed", "after", *accepted}
+        assert c.stop() == 0
+        assert sum(invariants(c.db).values()) == len(accepted) + 2
+    finally:
+        _umount(disk)
+
+
+def test_an_io_error_refuses_writes_and_recovers(tmp_path: Path) -> None:
+    """A real I/O error (the running coordinator may write no file past its first byte, so
+    the kernel fails SQLite's writes with EFBIG) answers 503 `database is not writable: I/O
+    error (SQLITE_IOERR_WRITE)`; lifting the limit ends the fault by itself."""
+    c = Coordinator(tmp_path)
+    c.start(PATIENT)
+    assert c.process is not None
+    member = _cluster(c)
+    pid = c.process.proc.pid
+    _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (1, hard))
+    status, error = _submit(c, member, "refused")
+    problem = "I/O error (SQLITE_IOERR_WRITE)"
+    assert (status, error) == (503, {"error": f"database is not writable: {problem}", "fields": []})
+    _refused(c, problem)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
+    _recovers(c, member)
+    assert c.stop() == 0
+    _two_runs(c.db)
+
+
+def _two_runs(db: Path) -> None:
+    """`placed` and `after` and nothing else, whether a pass placed `after` before the stop."""
+    states = invariants(db)
+    assert sum(states.values()) == 2
+    assert set(states) <= {"Running", "Pending"}
