@@ -159,7 +159,8 @@ async def test_an_upgraded_agent_adopts_tasks_from_before_task_uids(
 ) -> None:
     """Tasks an agent started before task uids are found again: the one the coordinator still
     assigns is adopted under its uid (same worker, its end and whole log reported), the other is
-    stopped, and nothing is reported under a made-up uid."""
+    stopped, and nothing is reported under a made-up uid, nor a list of running tasks that
+    would leave them out."""
     go = tmp_path / "go"
     coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "0"))
     never = tmp_path / "never"
@@ -174,8 +175,11 @@ async def test_an_upgraded_agent_adopts_tasks_from_before_task_uids(
     seen = len(coordinator.updates)
     go.write_text("go")  # t-0 ends while no agent watches
     await until(lambda: not proc_alive(pids["t-0"], None), "t-0's worker to end")
+    first = len(coordinator.running)
     agent = await harness.start()
     await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "t-0's end")
+    # Not said while t-0 and t-1 wait for their uids: a list without them would be a lie.
+    assert coordinator.running[first] is None
     await until(lambda: "done" in coordinator.log("t-0"), "t-0's whole log")
     assert coordinator.log("t-0") == "waiting\ndone\n"
     await until(lambda: not proc_alive(pids["t-1"], None), "t-1's worker to be stopped")
