@@ -74,12 +74,14 @@ Holders = dict[str, dict[str, tuple[str, str]]]
 
 
 def _holders(database: Database) -> Holders:
-    """Machine → GPU UUID → (run, workspace), for every GPU a live task holds: one row per
-    task, not per GPU (the rule `read_usage` counts by)."""
+    """Machine → GPU UUID → (run, workspace), for every GPU a task holds: a live one, or a Lost
+    one whose worker may still run (`held`), the rule `read_usage` counts by. One row per task,
+    not per GPU."""
     rows = database.read(
         "SELECT tasks.machine, tasks.gpu_ids, runs.name, runs.workspace"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
-        " WHERE tasks.state IN ('Assigned', 'Starting', 'Running') AND tasks.gpu_ids != '[]'"
+        " WHERE (tasks.state IN ('Assigned', 'Starting', 'Running') OR tasks.held = 1)"
+        " AND tasks.gpu_ids != '[]'"
     )
     held: Holders = {}
     for r in rows:

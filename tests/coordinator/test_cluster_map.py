@@ -166,6 +166,24 @@ async def test_a_member_sees_its_pools_and_no_other_workspaces_run_names(
     assert [r["name"] for r in everything["runs"]] == ["beta-secret-project-x", "train"]
 
 
+async def test_a_lost_tasks_gpus_stay_in_use_while_held(fake_cluster: Cluster) -> None:
+    """A task Lost with its machine keeps its GPUs until the agent says the worker is gone: the
+    map shows them in use by its run on the Down machine, not free."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01", gpus=8)
+    await c.submit("vision", "finetune", gpus=8)
+    await c.run_pass()
+    await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}], tasks=["finetune-0"])
+    c.clock.advance(61)
+    assert (await c.run_pass()).lost == 1
+    _, answer = await c.call("GET", "/api/v1/cluster/map")
+    (machine,) = answer["machines"]
+    assert machine["state"] == "Down"
+    assert answer["runs"] == [{"name": "finetune", "workspace": "vision"}]
+    assert [g[3] for g in machine["gpus"]] == [0] * 8
+
+
 async def test_agents_may_not_read_the_map(fake_cluster: Cluster) -> None:
     """An agent's token is refused: agents only report."""
     c = fake_cluster
