@@ -5,14 +5,22 @@ from __future__ import annotations
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from astraeus.coordinator.store import Role, Workspace, WorkspaceSpec
+from astraeus.coordinator.store import Role, TokenInfo, WorkspaceSpec
 from astraeus.shared import field_errors
+from astraeus.shared.admin import (
+    NewToken,
+    TokenBody,
+    TokenInfoView,
+    TokenList,
+    Workspace,
+    WorkspaceBody,
+    WorkspaceList,
+)
 
 from .auth import require_admin
 from .errors import ApiError, fail, not_found, read_model, row_id
 from .keys import CLOCK, SCHEDULER, STORE
 from .routes import Route
-from .views import NewToken, TokenBody, TokenInfoView, TokenList, WorkspaceBody, WorkspaceList
 
 
 def _json(model: BaseModel, status: int = 200) -> web.Response:
@@ -47,10 +55,14 @@ async def put_workspace(request: web.Request) -> web.Response:
     return _json(workspace, status=201 if created else 200)
 
 
+def _token_view(info: TokenInfo) -> TokenInfoView:
+    return TokenInfoView.model_validate(info.as_dict())
+
+
 async def list_tokens(request: web.Request) -> web.Response:
     require_admin(request)
     infos = request.app[STORE].tokens.all()
-    return _json(TokenList(tokens=[TokenInfoView.of(i) for i in infos]))
+    return _json(TokenList(tokens=[_token_view(i) for i in infos]))
 
 
 async def create_token(request: web.Request) -> web.Response:
@@ -86,7 +98,7 @@ async def create_token(request: web.Request) -> web.Response:
         machine=body.machine if role == Role.AGENT else None,
         description=body.description,
     )
-    return _json(NewToken(token=secret, info=TokenInfoView.of(info)), status=201)
+    return _json(NewToken(token=secret, info=_token_view(info)), status=201)
 
 
 async def revoke_token(request: web.Request) -> web.Response:

@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 from aiohttp import web
-from pydantic import Field
 
-from astraeus.shared.base import WireModel
+from astraeus.shared.views import ClusterView
 
 from .auth import require_user
 from .health import package_version
 from .keys import SETTINGS
 from .routes import Route
-
-
-class ClusterView(WireModel):
-    """What a client names the cluster by, and where its users open runs."""
-
-    name: str = Field(description="the cluster's name (`cluster_name`)")
-    console_url: str = Field(
-        description="the console; a run's page is `<console_url>#/runs/<name>`"
-    )
-    version: str = Field(description="the coordinator's package version")
-
 
 _EVERY_INTERFACE = ("0.0.0.0", "::", "[::]", "")  # noqa: S104 - compared, never bound
 

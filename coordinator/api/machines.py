@@ -12,13 +12,7 @@ from astraeus.coordinator.store import MachineRecord, ReservationSpec, Role
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
-from astraeus.shared.reasons import ANOTHER_WORKSPACE
-
-from .auth import principal, require_admin, visible_pools
-from .errors import not_found, read_model, row_id
-from .keys import CLOCK, SCHEDULER, STORE
-from .routes import Route
-from .views import (
+from astraeus.shared.machines import (
     CordonBody,
     GpuView,
     LabelsBody,
@@ -27,6 +21,12 @@ from .views import (
     MachineView,
     ReservationList,
 )
+from astraeus.shared.reasons import ANOTHER_WORKSPACE
+
+from .auth import principal, require_admin, visible_pools
+from .errors import not_found, read_model, row_id
+from .keys import CLOCK, SCHEDULER, STORE
+from .routes import Route
 
 
 def _json(model: BaseModel, status: int = 200) -> web.Response:

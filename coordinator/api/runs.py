@@ -8,12 +8,12 @@ from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store import NameTakenError
 from astraeus.coordinator.store.queue import QueueItem
 from astraeus.shared import Run, RunSpec, RunState, Task
+from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
 
 from .auth import workspace_of
 from .errors import fail, not_found, read_model
 from .keys import CLOCK, SCHEDULER, STORE
 from .routes import Route
-from .views import DryRun, LogView, RunList, WorkerView
 
 
 def _json(model: Run | Task | RunList | DryRun | LogView, status: int = 200) -> web.Response:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from astraeus.coordinator.api.views import NewToken, TokenList, WorkspaceList
-from astraeus.coordinator.store import Workspace
+from astraeus.shared.admin import NewToken, TokenList, Workspace, WorkspaceList
 
 from .context import Context
 from .errors import Exit
+from .flags import parse_pairs
 from .render import table
-from .spec import parse_pairs
 
 
 def _workspace_line(w: Workspace) -> list[str]:

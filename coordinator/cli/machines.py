@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from astraeus.coordinator.api.views import MachineDetail, MachineList
-from astraeus.coordinator.store import StoredReservation
+from astraeus.shared.machines import MachineDetail, MachineList, StoredReservation
 
 from .context import Context
 from .errors import Exit
+from .flags import parse_pairs
 from .machines_view import machine_page, machine_rows
-from .spec import parse_pairs
 
 
 def machines(ctx: Context, args: argparse.Namespace) -> int:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from astraeus.coordinator.api.views import MachineDetail, MachineView
 from astraeus.shared import GpuHealthState, LinkLayer
 from astraeus.shared.labels import SITE
+from astraeus.shared.machines import MachineDetail, MachineView
 
 from .render import table
 

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from . import admin, machines, runs
-from .context import Context
-from .spec import add_run_flags
+from .flags import add_run_flags
+
+if TYPE_CHECKING:
+    from .context import Context
+
+Command = Callable[["Context", argparse.Namespace], int]
 
 PRODUCTS = ("astraeus", "demo", "validate")
 VERBS = (
     "run", "status", "list", "logs", "cancel", "machines", "machine", "cordon", "uncordon",
     "label", "reserve", "unreserve", "workspaces", "workspace", "token",
 )  # fmt: skip
-
-Command = Callable[[Context, argparse.Namespace], int]
 
 DESCRIPTION = """\
 Submit GPU runs to an Astraeus cluster and see where they run, or why they wait.
@@ -63,15 +65,27 @@ def _common() -> Parser:
     return common
 
 
+def _later(where: str) -> Command:
+    """The command `module.function`, imported when it runs, so `astra --help` and a usage
+    error load no models and no HTTP client."""
+    module, name = where.split(".")
+
+    def command(ctx: Context, args: argparse.Namespace) -> int:
+        found: Command = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        return found(ctx, args)
+
+    return command
+
+
 def _add(
     sub: argparse._SubParsersAction[Parser],
     name: str,
-    command: Command,
+    where: str,
     help_text: str,
     common: Parser,
 ) -> argparse.ArgumentParser:
     parser = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
-    parser.set_defaults(func=command)
+    parser.set_defaults(func=_later(where))
     return parser
 
 
@@ -99,26 +113,26 @@ def build() -> argparse.ArgumentParser:
 
 def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
     common = _common()
-    add_run_flags(_add(sub, "run", runs.run, "submit a run (or --dry-run it)", common))
-    status = _add(sub, "status", runs.status, "a run's state and its tasks", common)
+    add_run_flags(_add(sub, "run", "runs.run", "submit a run (or --dry-run it)", common))
+    status = _add(sub, "status", "runs.status", "a run's state and its tasks", common)
     status.add_argument("name")
     status.add_argument("--why", action="store_true", help="every machine and what keeps it out")
-    listing = _add(sub, "list", runs.list_runs, "the workspace's runs", common)
+    listing = _add(sub, "list", "runs.list_runs", "the workspace's runs", common)
     listing.add_argument("--state", help="only runs in this state (Pending, Running, ...)")
-    logs = _add(sub, "logs", runs.logs, "a run's or a task's output", common)
+    logs = _add(sub, "logs", "runs.logs", "a run's or a task's output", common)
     logs.add_argument("name", help="a run (all its tasks) or a task (finetune-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
-    _add(sub, "cancel", runs.cancel, "cancel a run", common).add_argument("name")
-    _add(sub, "machines", machines.machines, "the machines you may use", common)
-    _add(sub, "machine", machines.machine, "one machine in detail", common).add_argument("name")
-    cordon = _add(sub, "cordon", machines.cordon, "stop placing runs on a machine", common)
+    _add(sub, "cancel", "runs.cancel", "cancel a run", common).add_argument("name")
+    _add(sub, "machines", "machines.machines", "the machines you may use", common)
+    _add(sub, "machine", "machines.machine", "one machine in detail", common).add_argument("name")
+    cordon = _add(sub, "cordon", "machines.cordon", "stop placing runs on a machine", common)
     cordon.add_argument("name")
     cordon.add_argument("--reason", default="", help="shown in every pending explanation")
-    _add(sub, "uncordon", machines.uncordon, "accept runs again", common).add_argument("name")
-    label = _add(sub, "label", machines.label, "set the labels admins give a machine", common)
+    _add(sub, "uncordon", "machines.uncordon", "accept runs again", common).add_argument("name")
+    label = _add(sub, "label", "machines.label", "set the labels admins give a machine", common)
     label.add_argument("name")
     label.add_argument("labels", nargs="*", metavar="KEY=VALUE")
-    reserve = _add(sub, "reserve", machines.reserve, "reserve a machine", common)
+    reserve = _add(sub, "reserve", "machines.reserve", "reserve a machine", common)
     reserve.add_argument("name")
     reserve.add_argument(
         "--label",
@@ -130,7 +144,7 @@ def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
     reserve.add_argument("--for-workspace", help="for one workspace ...")
     reserve.add_argument("--starts-at", help="... from this time (ISO 8601 with zone)")
     reserve.add_argument("--ends-at", help="... until this time")
-    unreserve = _add(sub, "unreserve", machines.unreserve, "drop a reservation", common)
+    unreserve = _add(sub, "unreserve", "machines.unreserve", "drop a reservation", common)
     unreserve.add_argument("name")
     unreserve.add_argument("id", type=int)
     _workspace(sub, common)
@@ -138,11 +152,11 @@ def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _workspace(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    _add(sub, "workspaces", admin.workspaces, "list workspaces (admin)", common)
+    _add(sub, "workspaces", "admin.workspaces", "list workspaces (admin)", common)
     parent = sub.add_parser("workspace", help="show or set a workspace (admin)")
     actions = parent.add_subparsers(dest="action", metavar="{show,set}", required=True)
-    _add(actions, "show", admin.workspace_show, "one workspace", common).add_argument("name")
-    put = _add(actions, "set", admin.workspace_set, "create or replace a workspace", common)
+    _add(actions, "show", "admin.workspace_show", "one workspace", common).add_argument("name")
+    put = _add(actions, "set", "admin.workspace_set", "create or replace a workspace", common)
     put.add_argument("name")
     put.add_argument("--pool", action="append", default=[], help="a pool it may use (repeat)")
     put.add_argument("--gpu-quota", type=int, help="GPUs it may hold at once")
@@ -152,8 +166,8 @@ def _workspace(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
 def _token(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
     parent = sub.add_parser("token", help="list, create or revoke API tokens (admin)")
     actions = parent.add_subparsers(dest="action", metavar="{list,create,revoke}", required=True)
-    _add(actions, "list", admin.tokens, "every token (never the secrets)", common)
-    create = _add(actions, "create", admin.token_create, "print a new token, once", common)
+    _add(actions, "list", "admin.tokens", "every token (never the secrets)", common)
+    create = _add(actions, "create", "admin.token_create", "print a new token, once", common)
     create.add_argument("--role", choices=["admin", "member", "agent"], required=True)
     create.add_argument("--for-workspace", help="a member token's workspace")
     create.add_argument("--machine", help="an agent token's machine")
@@ -165,5 +179,5 @@ def _token(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
         metavar="K=V",
         help="an agent token's machine gets this label from you (pool=h100); repeatable",
     )
-    revoke = _add(actions, "revoke", admin.token_revoke, "revoke a token", common)
+    revoke = _add(actions, "revoke", "admin.token_revoke", "revoke a token", common)
     revoke.add_argument("id", type=int)

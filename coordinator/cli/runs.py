@@ -6,9 +6,8 @@ import argparse
 import time
 import urllib.parse
 
-from astraeus.coordinator.api.cluster import ClusterView
-from astraeus.coordinator.api.views import DryRun, LogView, RunList
 from astraeus.shared import Run, RunSpec, Task
+from astraeus.shared.views import ClusterView, DryRun, LogView, RunList
 
 from .client import Api
 from .context import Context

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from astraeus.coordinator.api.views import LogView, MachineDetail, MachineList, MachineView
 from astraeus.coordinator.cli.client import Api
 from astraeus.coordinator.cli.machines_view import machine_rows, signals_of
 from astraeus.coordinator.cli.parser import build
@@ -24,6 +23,8 @@ from astraeus.coordinator.cli.render import (
 from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
 from astraeus.shared import Run, RunState, TaskState
+from astraeus.shared.machines import MachineDetail, MachineList, MachineView
+from astraeus.shared.views import LogView
 
 WORKER = "astraeus.coordinator.demo.worker"
 WAIT_SECONDS = 90.0

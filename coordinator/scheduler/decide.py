@@ -20,11 +20,11 @@ from astraeus.coordinator.placement import (
     PlacementSession,
     RunRequest,
 )
-from astraeus.coordinator.store import Workspace
 from astraeus.coordinator.store.commit import Placed, Waiting
 from astraeus.coordinator.store.queue import QueueItem
 from astraeus.coordinator.store.reshape import Reshaped
 from astraeus.shared import reasons
+from astraeus.shared.admin import Workspace
 
 
 class Session(Protocol):

@@ -14,8 +14,8 @@ from datetime import datetime
 
 from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Placement
 from astraeus.coordinator.placement.ladder import RUNGS
-from astraeus.coordinator.store import Workspace
 from astraeus.coordinator.store.reshape import Reshaped, Unstarted
+from astraeus.shared.admin import Workspace
 
 from .decide import SessionFactory, request_for
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Reservation
 from astraeus.coordinator.store import MachineRecord, Store
 from astraeus.coordinator.store.queue import Usage, read_usage
+from astraeus.shared.machines import StoredReservation
 
 
 def build_snapshot(
@@ -17,7 +18,7 @@ def build_snapshot(
     usage = read_usage(store.database)
     reservations: dict[str, list[Reservation]] = defaultdict(list)
     for stored in store.reservations.of():
-        reservations[stored.machine].append(stored.for_placement())
+        reservations[stored.machine].append(_reservation(stored))
     views = tuple(
         _view(
             record, now, down_after, heard_since, usage.get(record.name), reservations[record.name]
@@ -51,3 +52,7 @@ def _view(
         reservations=tuple(reservations),
         workers=tuple(sorted(held.runs)),
     )
+
+
+def _reservation(stored: StoredReservation) -> Reservation:
+    return Reservation(dict(stored.labels), stored.workspace, stored.starts_at, stored.ends_at)

@@ -12,10 +12,10 @@ from .agents import Agents
 from .db import Database
 from .faults import StorageError
 from .machines import MachineRecord, Machines, network_site
-from .reservations import Reservations, ReservationSpec, StoredReservation
+from .reservations import Reservations, ReservationSpec
 from .runs import NameTakenError, Runs
 from .tokens import Principal, Role, TokenInfo, Tokens
-from .workspaces import Workspace, Workspaces, WorkspaceSpec
+from .workspaces import Workspaces, WorkspaceSpec
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,7 @@ __all__ = [
     "Role",
     "StorageError",
     "Store",
-    "StoredReservation",
     "TokenInfo",
-    "Workspace",
     "WorkspaceSpec",
     "network_site",
 ]

@@ -8,8 +8,8 @@ from typing import Self
 
 from pydantic import AwareDatetime, Field, model_validator
 
-from astraeus.coordinator.placement import Reservation
-from astraeus.shared.base import UserModel, WireModel
+from astraeus.shared.base import UserModel
+from astraeus.shared.machines import StoredReservation
 
 from .db import Database, Row
 
@@ -33,18 +33,6 @@ class ReservationSpec(UserModel):
         if self.starts_at and self.ends_at and self.starts_at >= self.ends_at:
             raise ValueError("starts_at must be before ends_at")
         return self
-
-
-class StoredReservation(WireModel):
-    id: int
-    machine: str
-    labels: dict[str, str] = Field(default_factory=dict)
-    workspace: str | None = None
-    starts_at: datetime | None = None
-    ends_at: datetime | None = None
-
-    def for_placement(self) -> Reservation:
-        return Reservation(dict(self.labels), self.workspace, self.starts_at, self.ends_at)
 
 
 class Reservations:

@@ -8,7 +8,8 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from astraeus.shared.base import UserModel, WireModel
+from astraeus.shared.admin import Workspace
+from astraeus.shared.base import UserModel
 
 from .db import Database, Row
 
@@ -24,14 +25,6 @@ class WorkspaceSpec(UserModel):
     )
     gpu_quota: int | None = Field(default=None, ge=0, description="GPUs held at once; null: none")
     max_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-
-
-class Workspace(WireModel):
-    name: str
-    pools: list[str] = Field(default_factory=list)
-    gpu_quota: int | None = None
-    max_priority: int = 0
-    created_at: str
 
 
 class Workspaces:

@@ -1,4 +1,5 @@
-"""Response shapes that are not shared models: machines, dry runs, logs, lists."""
+"""Machines as the API shows them and as admins change them: views, cordons, labels,
+reservations."""
 
 from __future__ import annotations
 
@@ -6,10 +7,19 @@ from datetime import datetime
 
 from pydantic import Field
 
-from astraeus.coordinator.store import StoredReservation, TokenInfo, Workspace
-from astraeus.shared import Landing, MachineReport, PendingExplanation, Run, Shape
-from astraeus.shared.base import UserModel, WireModel
-from astraeus.shared.report import MAX_LABELS, LabelKey, LabelValue
+from .base import UserModel, WireModel
+from .report import MAX_LABELS, LabelKey, LabelValue, MachineReport
+
+
+class StoredReservation(WireModel):
+    """A reservation as stored and shown: the machine held, for labels or a workspace."""
+
+    id: int
+    machine: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    workspace: str | None = None
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
 
 
 class GpuView(WireModel):
@@ -86,35 +96,6 @@ class MachineList(WireModel):
     machines: list[MachineView]
 
 
-class RunList(WireModel):
-    runs: list[Run]
-
-
-class WorkerView(WireModel):
-    index: int
-    machine: str
-    assigned_gpu_ids: list[str]
-    cpu_cores: float
-    memory_bytes: int
-
-
-class DryRun(WireModel):
-    """Where a run would go now (`workers`), or why it would wait (`reason`, `placement`)."""
-
-    would_start: bool
-    shape: Shape | None = None
-    landing: Landing | None = None
-    workers: list[WorkerView] = Field(default_factory=list)
-    reason: str | None = None
-    placement: PendingExplanation | None = None
-
-
-class LogView(WireModel):
-    task: str
-    offset: int = Field(description="byte offset of `data` in the task's log; older was dropped")
-    data: str
-
-
 class CordonBody(UserModel):
     reason: str = Field(default="", max_length=1024)
 
@@ -125,51 +106,6 @@ class LabelsBody(UserModel):
         description="the labels admins set; they win over the agent's, and only they may set "
         "labels that grant access (`pool` and the coordinator's `access_labels`)",
     )
-
-
-class WorkspaceBody(UserModel):
-    pools: list[str] = Field(default_factory=list, max_length=256)
-    gpu_quota: int | None = Field(default=None, ge=0, le=10_000_000)
-    max_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
-
-
-class WorkspaceList(WireModel):
-    workspaces: list[Workspace]
-
-
-class TokenBody(UserModel):
-    role: str = Field(pattern="^(admin|member|agent)$")
-    workspace: str | None = Field(default=None, max_length=63)
-    machine: str | None = Field(default=None, min_length=1, max_length=253)
-    description: str = Field(default="", max_length=1024)
-    labels: dict[LabelKey, LabelValue] = Field(
-        default_factory=dict,
-        max_length=MAX_LABELS,
-        description="agent tokens only: labels admins give the machine now (`pool`, racks...), "
-        "added to those it has",
-    )
-
-
-class TokenInfoView(WireModel):
-    id: int
-    role: str
-    workspace: str | None = None
-    machine: str | None = None
-    description: str = ""
-    created_at: str
-
-    @classmethod
-    def of(cls, info: TokenInfo) -> TokenInfoView:
-        return cls.model_validate(info.as_dict())
-
-
-class NewToken(WireModel):
-    token: str = Field(description="the secret; shown this once, stored only hashed")
-    info: TokenInfoView
-
-
-class TokenList(WireModel):
-    tokens: list[TokenInfoView]
 
 
 class ReservationList(WireModel):
