@@ -14,7 +14,6 @@ from pathlib import Path
 
 from aiohttp import web
 
-from astraeus.agent.runtime.sdnotify import Notifier
 from astraeus.coordinator.api import create_app
 from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings, SettingsError, load
@@ -22,6 +21,7 @@ from astraeus.coordinator.startup import open_store, start
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.backup import BackupError, backup
 from astraeus.coordinator.tls import ServerCertificate, TlsError
+from astraeus.shared.sdnotify import Notifier
 
 log = logging.getLogger("astraeus.coordinator")
 

@@ -1,4 +1,5 @@
-"""The wire contract between agent and coordinator: models and the guide's texts. No I/O.
+"""The wire contract between agent and coordinator: models and the guide's texts, with no
+I/O; beside them, in their own modules, the two helpers both programs use (`tls`, `sdnotify`).
 
 Each name is imported from its module when first used (PEP 562), so a program that needs one
 model, such as `astra status` needing `Run`, does not build every model of the contract."""

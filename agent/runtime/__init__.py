@@ -5,13 +5,11 @@ from .launch import choose_launcher
 from .loop import Agent, LoopConfig
 from .main import main
 from .runner import Runner, RunnerConfig
-from .sdnotify import Notifier
 from .state import Outbox, StateDir
 
 __all__ = [
     "Agent",
     "LoopConfig",
-    "Notifier",
     "Outbox",
     "Runner",
     "RunnerConfig",

@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 
 from astraeus.shared import AgentReport, MachineReport, ReportReply
 from astraeus.shared.assignment import MAX_UPDATES
+from astraeus.shared.sdnotify import Notifier
 
 from .client import CoordinatorClient, CoordinatorError
 from .runner import Runner
-from .sdnotify import Notifier
 
 log = logging.getLogger(__name__)
 

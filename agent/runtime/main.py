@@ -15,6 +15,7 @@ import aiohttp
 
 from astraeus.agent.drives import DriveConfig
 from astraeus.shared import MachineReport
+from astraeus.shared.sdnotify import Notifier
 from astraeus.shared.tls import CaFileError, client_context
 
 from .client import CoordinatorClient
@@ -22,7 +23,6 @@ from .container import container_runtime, runtime_capabilities
 from .launch import choose_launcher
 from .loop import Agent, LoopConfig, Scan
 from .runner import Runner, RunnerConfig
-from .sdnotify import Notifier
 from .settings import Settings, SettingsError, load_settings, read_token
 from .state import Outbox, StateDir
 from .users import DYNAMIC, WorkerUserError, WorkerUsers, worker_users

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from astraeus.shared import Assignment
+from astraeus.shared.sdnotify import SYSTEMD_VARIABLES
 
 from ..environment import WorkerEnvironment
 from .container import container_cleanup, container_command
-from .sdnotify import SYSTEMD_VARIABLES
 from .workdir import Worker
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

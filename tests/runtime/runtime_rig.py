@@ -19,7 +19,6 @@ from aiohttp import web
 from astraeus.agent.runtime import (
     Agent,
     LoopConfig,
-    Notifier,
     Outbox,
     Runner,
     RunnerConfig,
@@ -37,6 +36,7 @@ from astraeus.shared import (
     TaskState,
     TaskUpdate,
 )
+from astraeus.shared.sdnotify import Notifier
 
 TOKEN = "agent-token-gpu-01"  # noqa: S105 - a test token, not a secret
 WAIT_SECONDS = 30.0

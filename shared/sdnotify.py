@@ -8,11 +8,13 @@ from collections.abc import Mapping, MutableMapping
 log = logging.getLogger(__name__)
 
 SYSTEMD_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
-"""Meant for the agent alone: a worker that inherited them could ping or stop it."""
+"""Meant for the program systemd started alone: a worker that inherited them could ping or
+stop it."""
 
 
 class Notifier:
-    """Tells systemd how the agent is doing; does nothing when not started as `Type=notify`."""
+    """Tells systemd how the agent or the coordinator is doing; does nothing when not started
+    as `Type=notify`."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         self.address = _address(environ.get("NOTIFY_SOCKET", ""))
