@@ -31,8 +31,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "astraeus"
 TOOLS = ("astra", "astraeus-coordinator", "astraeus-agent")
-HIDDEN = ("astraeus.agent.runtime.shim", "astraeus.coordinator.demo.worker")
-"""Modules run by name (`astraeus -m MODULE`), never imported, so PyInstaller must be told."""
+HIDDEN = (
+    "astraeus.agent.runtime.shim",
+    "astraeus.coordinator.demo.worker",
+    "astraeus.coordinator.cli.admin",
+    "astraeus.coordinator.cli.machines",
+    "astraeus.coordinator.cli.runs",
+)
+"""Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (`astra`'s
+commands, so `astra --help` loads none of them), which PyInstaller cannot see by itself."""
 DOCS = ("README.md", "docs", "systemd/README.md")
 
 
