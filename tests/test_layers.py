@@ -1,0 +1,190 @@
+"""The layers' import rules, read from the source with `ast` (nothing is imported).
+
+`shared/` is the contract both programs build on; the agent and the coordinator never import
+each other (the demo alone, which runs a whole cluster in one process, starts agents); the
+placement engine is pure (no store, no HTTP, no clock); `astra` reads the API through the shared
+models and never loads the server."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("agent", "coordinator", "shared")
+CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_counter"})
+
+ENGINE = ("astraeus.coordinator.placement",)
+CLI = ("astraeus.coordinator.cli",)
+STORE = ("astraeus.coordinator.store",)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`module` (the file `path`) imports `target` at `line`."""
+
+    module: str
+    path: str
+    line: int
+    target: str
+
+    def __str__(self) -> str:
+        return f"{self.module} ({self.path}:{self.line}) imports {self.target}"
+
+
+def _module_of(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(["astraeus", *parts])
+
+
+def _targets(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            package = package[: len(package) - (node.level - 1)]
+            base = ".".join([*package, base] if base else package)
+        # `from pkg import sub` may name a submodule: count both, so a rule on either holds.
+        yield base
+        yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+@functools.cache
+def edges(root: Path = ROOT) -> tuple[Edge, ...]:
+    """Every import in the three packages under `root`, with its line."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            module = _module_of(path, root)
+            where = str(path.relative_to(root))
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                for target in _targets(node, module, path.name == "__init__.py"):
+                    found.append(Edge(module, where, getattr(node, "lineno", 0), target))
+    return tuple(found)
+
+
+def clock_reads(root: Path, package: str) -> list[str]:
+    """Calls such as `datetime.now()` or `time.monotonic()` in `package`'s modules."""
+    found = []
+    folder = root / package.removeprefix("astraeus.").replace(".", "/")
+    for path in sorted(folder.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in CLOCK_CALLS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in ("datetime", "date", "time")
+            ):
+                call = f"{node.func.value.id}.{node.func.attr}()"
+                where = f"{path.relative_to(root)}:{node.lineno}"
+                found.append(f"{_module_of(path, root)} ({where}) reads a clock: {call}")
+    return found
+
+
+def _within(name: str, roots: tuple[str, ...]) -> bool:
+    return any(name == r or name.startswith(r + ".") for r in roots)
+
+
+def violations(
+    importers: tuple[str, ...],
+    forbidden: tuple[str, ...],
+    *,
+    allowed: tuple[str, ...] = (),
+    root: Path = ROOT,
+) -> list[str]:
+    """Each import from a module under `importers` (but not `allowed`) of one under
+    `forbidden`, as a sentence naming the module, the file and the line."""
+    return sorted(
+        {
+            str(edge)
+            for edge in edges(root)
+            if _within(edge.module, importers)
+            and not _within(edge.module, allowed)
+            and _within(edge.target, forbidden)
+        }
+    )
+
+
+def test_the_engine_imports_no_store_no_http_and_no_clock() -> None:
+    """The placement engine imports neither the store, aiohttp, `time` nor the coordinator's
+    clock, and calls no `datetime.now()`: `now` is an argument."""
+    clocks = ("time", "astraeus.coordinator.clock")
+    found = violations(ENGINE, (*STORE, "aiohttp", *clocks))
+    found += clock_reads(ROOT, ENGINE[0])
+    assert found == [], "the engine must stay pure:\n" + "\n".join(found)
+
+
+def test_shared_imports_neither_program() -> None:
+    """`shared/` imports neither the agent nor the coordinator."""
+    found = violations(("astraeus.shared",), ("astraeus.agent", "astraeus.coordinator"))
+    assert found == [], "shared/ is below both programs:\n" + "\n".join(found)
+
+
+def test_the_agent_does_not_import_the_coordinator() -> None:
+    """No agent module imports the coordinator."""
+    found = violations(("astraeus.agent",), ("astraeus.coordinator",))
+    assert found == [], "the agent must not import the coordinator:\n" + "\n".join(found)
+
+
+def test_the_coordinator_does_not_import_the_agent() -> None:
+    """No coordinator module imports the agent, but the demo, which starts fake agents."""
+    found = violations(
+        ("astraeus.coordinator",), ("astraeus.agent",), allowed=("astraeus.coordinator.demo",)
+    )
+    assert found == [], "the coordinator must not import the agent:\n" + "\n".join(found)
+
+
+def test_the_cli_does_not_import_the_server() -> None:
+    """`astra` imports neither the store, the API app, the scheduler nor the engine."""
+    server = (*STORE, "astraeus.coordinator.api", "astraeus.coordinator.scheduler", *ENGINE)
+    found = violations(CLI, server)
+    assert found == [], "astra must not load the server:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        pytest.param(
+            "from ..store import Store\n",
+            "astraeus.coordinator.placement.bad (coordinator/placement/bad.py:1) imports "
+            "astraeus.coordinator.store",
+            id="relative",
+        ),
+        pytest.param(
+            "def f():\n    import aiohttp\n",
+            "astraeus.coordinator.placement.bad (coordinator/placement/bad.py:2) imports aiohttp",
+            id="inside-a-function",
+        ),
+    ],
+)
+def test_a_planted_import_is_named_with_its_line(
+    tmp_path: Path, source: str, expected: str
+) -> None:
+    """The walker finds a forbidden import wherever it is written, and names file and line."""
+    for folder in FOLDERS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "coordinator" / "placement").mkdir()
+    (tmp_path / "coordinator" / "placement" / "bad.py").write_text(source)
+    assert expected in violations(ENGINE, (*STORE, "aiohttp"), root=tmp_path)
+
+
+def test_a_planted_clock_read_is_found(tmp_path: Path) -> None:
+    """`datetime.now()` in the engine is reported with its file and line."""
+    (tmp_path / "coordinator" / "placement").mkdir(parents=True)
+    (tmp_path / "coordinator" / "placement" / "bad.py").write_text(
+        "from datetime import datetime\n\nstamp = datetime.now()\n"
+    )
+    assert clock_reads(tmp_path, ENGINE[0]) == [
+        "astraeus.coordinator.placement.bad (coordinator/placement/bad.py:3) reads a clock: "
+        "datetime.now()"
+    ]
