@@ -1,15 +1,14 @@
 """The scheduler loop: queue order, queue reasons, and the only writer of assignments."""
 
-from .decide import Decisions, PassContext, Session, SessionFactory, decide, engine
+from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide
 from .loop import PassResult, Scheduler
 
 __all__ = [
-    "Decisions",
+    "EngineSession",
     "PassContext",
+    "PassOutcome",
     "PassResult",
     "Scheduler",
-    "Session",
     "SessionFactory",
     "decide",
-    "engine",
 ]

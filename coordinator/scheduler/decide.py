@@ -1,8 +1,9 @@
 """One pass's decisions over a snapshot: what to place, and why each other run waits.
 
-Pure: no database, no clock. The rule that keeps big gangs from starving is here: the first run
-in queue order that waits only for room is the head; the machines it would use are held for it,
-and runs behind it may start only elsewhere.
+No database, and `now` is an argument; the one clock read is `time.perf_counter` in
+`decide_within`, which bounds how long a pass may take. The rule that keeps big gangs from
+starving is here: the first run in queue order that waits only for room is the head; the
+machines it would use are held for it, and runs behind it may start only elsewhere.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from astraeus.coordinator.placement import (
     ClusterSnapshot,
     Pending,
     Placement,
-    PlacementSession,
     RunRequest,
 )
 from astraeus.coordinator.store.commit import Placed, Waiting
@@ -27,8 +27,9 @@ from astraeus.shared import reasons
 from astraeus.shared.admin import Workspace
 
 
-class Session(Protocol):
-    """The placement engine over one snapshot: `placement.PlacementSession`."""
+class EngineSession(Protocol):
+    """What a pass needs of the placement engine over one snapshot; the real one is
+    `placement.PlacementSession`, tests pass fakes."""
 
     def place(
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
@@ -37,12 +38,7 @@ class Session(Protocol):
     def take(self, placement: Placement) -> None: ...
 
 
-SessionFactory = Callable[[ClusterSnapshot], Session]
-
-
-def engine() -> SessionFactory:
-    """The real placement engine's session class."""
-    return PlacementSession
+SessionFactory = Callable[[ClusterSnapshot], EngineSession]
 
 
 @dataclass(frozen=True)
@@ -56,7 +52,7 @@ class PassContext:
 
 
 @dataclass
-class Decisions:
+class PassOutcome:
     placed: list[Placed] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
     skipped: int = 0
@@ -80,12 +76,12 @@ def request_for(item: QueueItem, workspace: Workspace | None) -> RunRequest:
 
 def decide(
     items: Sequence[QueueItem],
-    session: Session,
+    session: EngineSession,
     now: datetime,
     context: PassContext,
-) -> Decisions:
+) -> PassOutcome:
     """Walk the queue in order, placing what fits without taking what the head waits for."""
-    out = Decisions()
+    out = PassOutcome()
     for _ in steps(items, session, now, context, out):
         pass
     return out
@@ -93,16 +89,16 @@ def decide(
 
 def decide_within(
     items: Sequence[QueueItem],
-    session: Session,
+    session: EngineSession,
     now: datetime,
     context: PassContext,
     seconds: float,
     stopping: Callable[[], bool] = lambda: False,
-) -> tuple[Decisions, bool]:
+) -> tuple[PassOutcome, bool]:
     """`decide` for at most `seconds`; the flag says it stopped before the end of the queue.
 
     `stopping` is asked between runs: true raises `InterruptedError` (the service is stopping)."""
-    out = Decisions()
+    out = PassOutcome()
     walk = steps(items, session, now, context, out)
     deadline = time.perf_counter() + seconds
     for done, _ in enumerate(walk, start=1):
@@ -117,10 +113,10 @@ def decide_within(
 
 def steps(
     items: Sequence[QueueItem],
-    session: Session,
+    session: EngineSession,
     now: datetime,
     context: PassContext,
-    out: Decisions,
+    out: PassOutcome,
 ) -> Generator[None, None, None]:
     """`decide`, one queue item per step, so the event loop can answer requests in between."""
     walk = _Walk(session, now, context, out)
@@ -137,7 +133,9 @@ def steps(
 class _Walk:
     """The state of one walk down the queue."""
 
-    def __init__(self, session: Session, now: datetime, context: PassContext, out: Decisions):
+    def __init__(
+        self, session: EngineSession, now: datetime, context: PassContext, out: PassOutcome
+    ):
         self.session, self.now, self.context, self.out = session, now, context, out
         self.held = dict(context.gpus_by_workspace)
         self.live = dict(context.live_by_run)
@@ -218,7 +216,7 @@ def _queue_rule(
     return None
 
 
-def _fits_without_hold(session: Session, request: RunRequest, now: datetime) -> bool:
+def _fits_without_hold(session: EngineSession, request: RunRequest, now: datetime) -> bool:
     return isinstance(session.place(request, now), Placement)
 
 

@@ -1,8 +1,9 @@
 """The scheduler loop: the only writer of assignments.
 
 A pass runs when something changed (debounced) and at least every `pass_interval_seconds`. Each
-pass marks tasks on long-silent machines Lost, takes one snapshot, decides in a worker thread (the
-engine is pure, so reports keep being answered), and commits in transactions of whole placements.
+pass marks tasks on long-silent machines Lost, takes one snapshot, decides in a worker process
+(`worker.py`: the engine holds the GIL; in a process of its own, reports keep being answered),
+and commits in transactions of whole placements.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import datetime, timedelta
 
 from astraeus.coordinator.clock import Clock
 from astraeus.coordinator.metrics import Metrics
-from astraeus.coordinator.placement import ClusterSnapshot, Placement
+from astraeus.coordinator.placement import ClusterSnapshot, Placement, PlacementSession
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.commit import (
@@ -39,7 +40,7 @@ from astraeus.coordinator.store.queue import (
 )
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
 
-from .decide import Decisions, PassContext, SessionFactory, engine
+from .decide import PassContext, PassOutcome, SessionFactory
 from .snapshot import build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 
@@ -75,7 +76,7 @@ class Scheduler:
         *,
         session_factory: SessionFactory | None = None,
     ) -> None:
-        self._session_factory = session_factory or engine()
+        self._session_factory = session_factory or PlacementSession
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
             # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
@@ -157,7 +158,7 @@ class Scheduler:
                 return
             await asyncio.sleep(0)
 
-    async def _decide_elsewhere(self, now: datetime) -> tuple[Decisions, bool]:
+    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome, bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
         settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
@@ -172,7 +173,7 @@ class Scheduler:
             settings.access_labels,
         )
 
-    async def _commit(self, decisions: Decisions, now: datetime) -> int:
+    async def _commit(self, decisions: PassOutcome, now: datetime) -> int:
         """Commit in chunks, each its own transaction, so reports are answered in between.
 
         Each placement is whole in one chunk, so a crash between chunks leaves every run either
@@ -201,7 +202,7 @@ class Scheduler:
         now: datetime,
         context: PassContext,
         unstarted: Sequence[Unstarted] = (),
-    ) -> tuple[Decisions, bool]:
+    ) -> tuple[PassOutcome, bool]:
         """Decide in a worker thread (with a fake engine, or for a dry run).
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it

@@ -29,7 +29,7 @@ from astraeus.coordinator.store.queue import (
 )
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
-from .decide import Decisions, PassContext, SessionFactory, decide_within
+from .decide import PassContext, PassOutcome, SessionFactory, decide_within
 from .reshape import find_reshape
 from .snapshot import build_snapshot
 
@@ -80,7 +80,7 @@ def compute_pass(
     max_pending: int,
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
-) -> tuple[Decisions, bool]:
+) -> tuple[PassOutcome, bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
     if db not in _OPEN:
         _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {})
@@ -108,7 +108,7 @@ def plan(
     factory: SessionFactory,
     seconds: float,
     stopping: Callable[[], bool] = lambda: False,
-) -> tuple[Decisions, bool]:
+) -> tuple[PassOutcome, bool]:
     """A pass's decisions: first at most one reshape of an unstarted run, then the queue.
 
     The queue's session takes the reshaped run's new workers; its old ones still count as held
