@@ -12,7 +12,7 @@ from aiohttp import web
 from astraeus.shared import GpuHealthState, GpuInfo, MachineReport
 
 from .metrics import CONTENT_TYPE, render
-from .service import ScanService
+from .scanning import ScanService
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7641

@@ -18,7 +18,7 @@ from .fake import FakeMachineError
 from .inventory import Scanner, default_data_dir
 from .runtime.settings import parse_label
 from .runtime.users import DYNAMIC, WorkerUserError, worker_users
-from .service import SCAN_SECONDS, ScanService
+from .scanning import SCAN_SECONDS, ScanService
 from .table import render
 from .watch import udev_monitor
 

@@ -19,7 +19,7 @@ from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
 from .health.ports import PortHealthTracker
 from .host import DiskReader, HostState, read_host, statvfs_disk
-from .known import KNOWN_FILE, KnownGpus
+from .known_gpus import KNOWN_FILE, KnownGpus
 from .topology.ifaddrs import live_addresses
 from .topology.imex import imex_status
 from .topology.netifs import AddressReader, read_interfaces

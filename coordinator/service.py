@@ -199,8 +199,9 @@ def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) ->
 
 
 async def serve(settings: Settings, certificate: ServerCertificate | None = None) -> int:
-    # A scheduler pass computes in a worker thread. Handing the GIL back to the event loop every
-    # millisecond (not every 5) keeps agents' reports answered sooner while a pass runs.
+    # A scheduler pass computes in a worker process, but a dry run in a thread of this one.
+    # Handing the GIL back to the event loop every millisecond (not every 5) keeps agents'
+    # reports answered sooner while a dry run computes.
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()

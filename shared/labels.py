@@ -8,7 +8,3 @@ POOL: Final = "pool"
 SITE: Final = "topology.astraeus.io/site"
 RACK: Final = "topology.astraeus.io/rack"
 FABRIC: Final = "topology.astraeus.io/fabric"
-
-TOPOLOGY_PREFIX: Final = "topology.astraeus.io/"
-
-WELL_KNOWN: Final = (POOL, SITE, RACK, FABRIC)

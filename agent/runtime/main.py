@@ -28,7 +28,7 @@ from .state import Outbox, StateDir
 from .users import DYNAMIC, WorkerUserError, WorkerUsers, worker_users
 
 if TYPE_CHECKING:
-    from astraeus.agent.service import ScanService
+    from astraeus.agent.scanning import ScanService
 
 log = logging.getLogger("astraeus.agent")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -60,7 +60,7 @@ def make_scan(settings: Settings) -> "ScanService":
     Imported only here so the runtime's own tests need no discovery backend."""
     try:
         inventory = importlib.import_module("astraeus.agent.inventory")
-        service = importlib.import_module("astraeus.agent.service")
+        service = importlib.import_module("astraeus.agent.scanning")
     except ImportError as error:
         raise SettingsError(
             f"machine discovery (astraeus.agent.inventory) is not available: {error}"

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient
 from astraeus.agent.api import create_app
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.inventory import Scanner
-from astraeus.agent.service import ScanService
+from astraeus.agent.scanning import ScanService
 
 from .conftest import FakeClock
 

@@ -11,7 +11,7 @@ import pytest
 
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.inventory import Scanner
-from astraeus.agent.service import ScanService
+from astraeus.agent.scanning import ScanService
 from astraeus.agent.watch import PortPoller, WatchUnavailableError, udev_monitor
 
 from .conftest import FakeClock
