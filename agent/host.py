@@ -1,5 +1,5 @@
 """The host: cores, memory, PSI, free disk at the data directory, and the pressure conditions
-with kubelet's default eviction thresholds (hardware.md §8). Reads files under configurable
+with kubelet's default eviction thresholds (docs/hardware.md §8). Reads files under configurable
 `/proc` and `/sys` roots; a missing file degrades one figure, never the report."""
 
 import os

@@ -1,6 +1,6 @@
 """Change detection: udev events for the `infiniband`, `net`, `pci` and `drm` subsystems ask
 for an immediate rescan; InfiniBand port state changes raise no udev event, so ports are polled
-(hardware.md §7). pyudev may be unavailable (no netlink in a container): that degrades to
+(docs/hardware.md §7). pyudev may be unavailable (no netlink in a container): that degrades to
 polling and periodic scans, with the reason logged."""
 
 import asyncio

@@ -1,6 +1,6 @@
 """NVML field values read in one `nvmlDeviceGetFieldValues` call per GPU: the GPU recovery
 action (field 230, R570+) and, per NVLink, the NVLink5 (Blackwell) error counters that replace
-`nvmlDeviceGetNvLinkErrorCounter` there (hardware.md §1.7, §1.11).
+`nvmlDeviceGetNvLinkErrorCounter` there (docs/hardware.md §1.7, §1.11).
 
 Each value carries its own return code: a field this GPU or driver does not have answers
 `NVML_ERROR_NOT_SUPPORTED` and is skipped quietly (every pre-Blackwell GPU lacks the NVLink5

@@ -1,4 +1,4 @@
-"""A fake `amdsmi` module over a fake machine, faithful to amdsmi 7.0.2 (hardware.md §4, §9):
+"""A fake `amdsmi` module over a fake machine, faithful to amdsmi 7.0.2 (docs/hardware.md §4, §9):
 exact dict keys, `"N/A"` for values a GPU cannot give, library exceptions with error codes."""
 
 from enum import IntEnum

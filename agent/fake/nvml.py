@@ -1,4 +1,4 @@
-"""A fake `pynvml` module over a fake machine, faithful to nvidia-ml-py (hardware.md §9).
+"""A fake `pynvml` module over a fake machine, faithful to nvidia-ml-py (docs/hardware.md §9).
 
 Constants, error classes and structs are the real module's; only the functions are replaced.
 Errors are the real `NVMLError_*` subclasses, strings are `str`, the fabric call mutates the

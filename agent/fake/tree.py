@@ -1,5 +1,5 @@
 """Write a fake machine's /sys, /proc and /dev as real files, in the kernel's exact formats, so
-the agent's real parsers read them (hardware.md §5.5, §6, §8, §9)."""
+the agent's real parsers read them (docs/hardware.md §5.5, §6, §8, §9)."""
 
 import os
 from pathlib import Path

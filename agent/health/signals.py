@@ -1,4 +1,4 @@
-"""At-risk signals from the growth of a GPU's counters over one window (hardware.md §3), in
+"""At-risk signals from the growth of a GPU's counters over one window (docs/hardware.md §3), in
 words a person can act on. Pure functions: the tracker owns the history."""
 
 import math
@@ -11,7 +11,7 @@ HW_SLOWDOWN_REASONS = {
     0x040: "HW thermal slowdown",
     0x080: "HW power brake",
 }
-"""Clock event reason bits that say the hardware itself cut the clocks (hardware.md §1.9)."""
+"""Clock event reason bits that say the hardware itself cut the clocks (docs/hardware.md §1.9)."""
 
 PCIE_REPLAYS_PER_LANE_PER_MIN = (0.15, 0.3, 0.48, 0.96, 1.92, 3.84)
 """DCGM `MonitorPcie`: errors per minute per lane for Gen1..Gen6 (BER 1e-12 × line rate × 60)."""

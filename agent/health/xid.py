@@ -1,4 +1,4 @@
-"""Xid classification (hardware.md §2): fatal ones fault the GPU until it is reset or
+"""Xid classification (docs/hardware.md §2): fatal ones fault the GPU until it is reset or
 re-validated, application errors do not count, the rest are at-risk signals."""
 
 from enum import StrEnum

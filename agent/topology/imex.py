@@ -1,4 +1,4 @@
-"""Whether this machine can give a worker IMEX channel 0 (hardware.md §6)."""
+"""Whether this machine can give a worker IMEX channel 0 (docs/hardware.md §6)."""
 
 import os
 import re

@@ -1,4 +1,4 @@
-"""The machine's multi-node NVLink domain, from GPU fabric info (hardware.md §1.12)."""
+"""The machine's multi-node NVLink domain, from GPU fabric info (docs/hardware.md §1.12)."""
 
 from collections.abc import Sequence
 

@@ -1,4 +1,4 @@
-"""RDMA ports from `/sys/class/infiniband` under a configurable root (hardware.md §5)."""
+"""RDMA ports from `/sys/class/infiniband` under a configurable root (docs/hardware.md §5)."""
 
 import ipaddress
 import logging
