@@ -14,9 +14,6 @@ from astraeus.shared import GpuHealthState, GpuInfo, MachineReport
 from .metrics import CONTENT_TYPE, render
 from .scanning import ScanService
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 7641
-
 SERVICE = web.AppKey("service", ScanService)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

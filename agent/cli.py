@@ -1,24 +1,23 @@
 """`astraeus-agent`: the node agent's entry point."""
 
-import argparse
 import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from aiohttp import web
 
-from .api import DEFAULT_HOST, DEFAULT_PORT, create_app
+from .api import create_app
 from .backends.select import UnknownBackendError
 from .fake import FakeMachineError
-from .inventory import Scanner, default_data_dir
-from .runtime.settings import parse_label
+from .inventory import scanner_for
 from .runtime.users import DYNAMIC, WorkerUserError, worker_users
-from .scanning import SCAN_SECONDS, ScanService
+from .scanning import ScanService
+from .settings import MachineSettings, ServeSettings, load_command
 from .table import render
 from .watch import udev_monitor
 
@@ -40,61 +39,13 @@ Run `astraeus-agent <command> --help` for a command's options.
 COMMANDS = ("inspect", "serve")
 
 
-def _parser(command: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"astraeus-agent {command}")
-    parser.add_argument(
-        "--name",
-        default="",
-        help="machine name to report (default: the hostname, or the fake machine's name)",
-    )
-    parser.add_argument(
-        "--backend",
-        default="auto",
-        help="auto, nvml, amdsmi, intel, none or fake:FILE (a path or a shipped machine name)",
-    )
-    parser.add_argument("--sysfs-root", type=Path, default=Path("/sys"))
-    parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
-    parser.add_argument("--dev-root", type=Path, default=Path("/dev"))
-    parser.add_argument("--data-dir", type=Path, default=default_data_dir())
-    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
-    if command == "inspect":
-        parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    else:
-        parser.add_argument("--host", default=DEFAULT_HOST)
-        parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-        parser.add_argument("--scan-seconds", type=float, default=SCAN_SECONDS)
-        parser.add_argument(
-            "--udev-source",
-            choices=("udev", "kernel"),
-            default="udev",
-            help="kernel: in a container that sees the host's kernel events but not its udevd",
-        )
-    return parser
-
-
-def _labels(pairs: list[str]) -> dict[str, str]:
-    return dict(parse_label(pair) for pair in pairs)
-
-
-def _scanner(args: argparse.Namespace) -> Scanner:
-    return Scanner(
-        name=args.name,
-        backend=args.backend,
-        sysfs_root=args.sysfs_root,
-        proc_root=args.proc_root,
-        dev_root=args.dev_root,
-        data_dir=args.data_dir,
-        labels=_labels(args.label),
-    )
-
-
-def inspect(args: argparse.Namespace) -> int:
-    scanner = _scanner(args)
+def inspect(settings: MachineSettings, as_json: bool) -> int:
+    scanner = scanner_for(settings)
     try:
         report = scanner.scan()
     finally:
         scanner.close()
-    if args.json:
+    if as_json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
         print(render(report, scanner.warnings, workers_line()), end="")
@@ -109,17 +60,17 @@ def workers_line() -> str:
         return f"none: {error}"
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve(settings: ServeSettings) -> int:
     async def run() -> None:
         service = ScanService(
-            _scanner(args),
-            scan_seconds=args.scan_seconds,
-            monitor_factory=lambda: udev_monitor(args.udev_source),
+            scanner_for(settings),
+            scan_seconds=settings.scan_seconds,
+            monitor_factory=lambda: udev_monitor(settings.udev_source),
         )
         await service.start()
         runner = web.AppRunner(create_app(service))
         await runner.setup()
-        await web.TCPSite(runner, args.host, args.port).start()
+        await web.TCPSite(runner, settings.host, settings.port).start()
         host, port = runner.addresses[0][:2]  # the real port when --port 0
         print(f"astraeus-agent: serving on http://{host}:{port}/v1/machine", flush=True)
         stop = asyncio.Event()
@@ -151,11 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        parsed = _parser(args[0]).parse_args(args[1:])
-        return inspect(parsed) if args[0] == "inspect" else serve(parsed)
+        settings, parsed = load_command(args[0], args[1:], os.environ)
+        if isinstance(settings, ServeSettings):
+            return serve(settings)
+        return inspect(settings, parsed.json)
     except SystemExit as exc:  # argparse's own errors and --help
         return int(exc.code or 0)
-    except (FakeMachineError, UnknownBackendError, ValueError) as exc:
+    except (FakeMachineError, UnknownBackendError, ValueError) as exc:  # SettingsError too
         print(f"astraeus-agent {args[0]}: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

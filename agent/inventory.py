@@ -5,7 +5,7 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ from .health import HealthPolicy, HealthTracker
 from .health.ports import PortHealthTracker
 from .host import DiskReader, HostState, read_host, statvfs_disk
 from .known_gpus import KNOWN_FILE, KnownGpus
+from .settings import MachineSettings, default_state_dir
 from .topology.ifaddrs import live_addresses
 from .topology.imex import imex_status
 from .topology.netifs import AddressReader, read_interfaces
@@ -46,15 +47,21 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def default_data_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """systemd's StateDirectory= when set, /var/lib/astraeus/agent as root, else the user's XDG
-    state directory: the same rule as the agent runtime's state directory."""
-    if environ.get("STATE_DIRECTORY"):
-        return Path(environ["STATE_DIRECTORY"].split(":")[0])
-    if os.geteuid() == 0:
-        return Path("/var/lib/astraeus/agent")
-    base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "astraeus-agent"
+def scanner_for(settings: MachineSettings) -> "Scanner":
+    """The one way every command (`run`, `inspect`, `serve`) builds its scanner."""
+    local = [DriveConfig(name, Path(path)) for name, path in settings.drives]
+    remote = [DriveConfig(name, Path(path), local=False) for name, path in settings.network_drives]
+    return Scanner(
+        name=settings.name,
+        backend=settings.backend,
+        sysfs_root=settings.sysfs_root,
+        proc_root=settings.proc_root,
+        dev_root=settings.dev_root,
+        data_dir=settings.state_dir,
+        labels=dict(settings.labels),
+        drives=local + remote,
+        policy=settings.health,
+    )
 
 
 class Scanner:
@@ -82,7 +89,7 @@ class Scanner:
         drives: Sequence[DriveConfig] = (),
         addresses: AddressReader = live_addresses,
     ) -> None:
-        data_dir = data_dir or default_data_dir()
+        data_dir = data_dir or default_state_dir(os.environ)
         self.data_dir, self.clock = data_dir, clock
         with contextlib.suppress(OSError):  # a missing disk figure is reported, not fatal
             data_dir.mkdir(parents=True, exist_ok=True)

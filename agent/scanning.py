@@ -9,11 +9,11 @@ from collections.abc import Callable
 from astraeus.shared import MachineReport
 
 from .inventory import Scanner
+from .settings import SCAN_SECONDS
 from .watch import Monitor, PortPoller, UdevWatch, WatchUnavailableError, udev_monitor
 
 log = logging.getLogger(__name__)
 
-SCAN_SECONDS = 10.0
 PORT_POLL_SECONDS = 5.0
 
 

@@ -5,13 +5,22 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ENV_PREFIX = "ASTRAEUS_"
+from astraeus.shared.settings import (
+    FLAG,
+    PATH,
+    TEXT,
+    Rule,
+    SettingsError,
+    gather,
+    seconds,
+    whole,
+)
+
 DB_FILE = "astraeus.db"
 UNSET = Path()
 """`db` left at this means `<state_dir>/astraeus.db`."""
@@ -30,10 +39,6 @@ def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
 def short_hostname() -> str:
     """This host's name up to its first dot."""
     return socket.gethostname().split(".")[0] or "astraeus"
-
-
-class SettingsError(ValueError):
-    """A setting with a bad value; the message names the setting and the source."""
 
 
 @dataclass(frozen=True)
@@ -119,40 +124,36 @@ def _label_list(raw: object) -> tuple[str, ...]:
     items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
     names = [str(item).strip() for item in items]
     if any(not name for name in names if len(names) > 1):
-        raise ValueError(raw)
+        raise ValueError(f"{raw!r} is not a comma-separated list of label names")
     return tuple(dict.fromkeys(["pool", *(name for name in names if name)]))
 
 
-_CONVERT: dict[str, Any] = {
-    "db": Path,
-    "state_dir": Path,
-    "tls_cert": Path,
-    "tls_key": Path,
-    "access_labels": _label_list,
+SCHEMA: dict[str, Rule] = {
+    "db": PATH,
+    "listen": TEXT,
+    "state_dir": PATH,
+    "tls_cert": PATH,
+    "tls_key": PATH,
+    "tls_reload_seconds": seconds(zero=True),
+    "allow_plain_http": FLAG,
+    "down_after_seconds": seconds(),
+    "lost_after_seconds": seconds(zero=True),
+    "report_interval_seconds": seconds(),
+    "pass_debounce_seconds": seconds(zero=True),
+    "pass_interval_seconds": seconds(),
+    "max_body_bytes": whole(minimum=1),
+    "log_cap_bytes": whole(),
+    "max_pending_evaluations": whole(),
+    "max_pass_seconds": seconds(zero=True),
+    "pass_process": FLAG,
+    "scheduler": FLAG,
+    "cluster_name": TEXT,
+    "console_url": TEXT,
+    "access_labels": Rule(_label_list),
 }
-
-
-def _coerce(name: str, raw: object, source: str) -> object:
-    kind = type(getattr(Settings(), name))
-    try:
-        if name in _CONVERT:
-            return _CONVERT[name](raw if isinstance(raw, list) else str(raw))
-        if kind is bool:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        value = kind(raw)
-    except (TypeError, ValueError):
-        what = "comma-separated list of label names" if kind is tuple else kind.__name__
-        raise SettingsError(f"{source}: {raw!r} is not a valid {what}") from None
-    if isinstance(value, int | float) and value < 0:
-        raise SettingsError(f"{source}: must be at least 0, got {raw!r}")
-    return value
+"""Every setting and its rule (`shared/settings.py`, the same rules as the agent's). Where 0
+is allowed it means none: only SIGHUP reloads the certificate, Lost as soon as silent, no
+debounce, one run per pass, no log kept."""
 
 
 def _check_listen(settings: Settings) -> Settings:
@@ -185,23 +186,7 @@ def load(
     overrides: Mapping[str, object] | None = None,
 ) -> Settings:
     """Settings from the file, the environment and flags, later sources winning."""
-    names = {f.name for f in fields(Settings)}
     environ = os.environ if env is None else env
-    values: dict[str, object] = {"state_dir": default_state_dir(environ)}
-    if config is not None:
-        try:
-            table = tomllib.loads(config.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise SettingsError(f"config {config}: {exc}") from None
-        for key, raw in table.items():
-            if key not in names:
-                raise SettingsError(f"config {config}: unknown setting {key!r}")
-            values[key] = _coerce(key, raw, f"config {config}: {key}")
-    for key, raw in environ.items():
-        name = key.removeprefix(ENV_PREFIX).lower()
-        if key.startswith(ENV_PREFIX) and name in names:
-            values[name] = _coerce(name, raw, key)
-    for key, raw in (overrides or {}).items():
-        if raw is not None:
-            values[key] = _coerce(key, raw, f"--{key.replace('_', '-')}")
-    return _check_listen(Settings(**values))  # type: ignore[arg-type]
+    values: dict[str, Any] = {"state_dir": default_state_dir(environ)}
+    values |= gather(SCHEMA, config=config, environ=environ, flags=overrides or {})
+    return _check_listen(Settings(**values))

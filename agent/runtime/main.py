@@ -8,14 +8,16 @@ import signal
 import ssl
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import aiohttp
 
-from astraeus.agent.drives import DriveConfig
+from astraeus.agent.settings import Settings, load_settings, read_token
 from astraeus.shared import MachineReport
 from astraeus.shared.sdnotify import Notifier
+from astraeus.shared.settings import SettingsError
 from astraeus.shared.tls import CaFileError, client_context
 
 from .client import CoordinatorClient
@@ -23,7 +25,6 @@ from .container import container_runtime, runtime_capabilities
 from .launch import choose_launcher
 from .loop import Agent, LoopConfig, Scan
 from .runner import Runner, RunnerConfig
-from .settings import Settings, SettingsError, load_settings, read_token
 from .state import Outbox, StateDir
 from .users import DYNAMIC, WorkerUserError, WorkerUsers, worker_users
 
@@ -45,6 +46,8 @@ def main(argv: Sequence[str]) -> int:
         # was chosen and why the others were not (a machine joining with 0 GPUs says why).
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         scans = make_scan(settings)
+        # An empty name is the fake machine's, else the host's: as the scanner resolved it.
+        settings = replace(settings, name=scans.scanner.name)
     except SystemExit as done:  # argparse: --help, or a usage error it already printed
         return int(done.code or 0)
     except (SettingsError, CaFileError, WorkerUserError) as error:
@@ -66,27 +69,11 @@ def make_scan(settings: Settings) -> "ScanService":
             f"machine discovery (astraeus.agent.inventory) is not available: {error}"
         ) from None
     try:
-        scanner = inventory.Scanner(
-            name=settings.name,
-            backend=settings.backend,
-            sysfs_root=settings.sysfs_root,
-            proc_root=settings.proc_root,
-            data_dir=settings.state_dir,
-            labels=dict(settings.labels),
-            drives=drive_configs(settings),
-            policy=settings.health,
-        )
+        scanner = inventory.scanner_for(settings)
     except (TypeError, ValueError, OSError) as error:
         raise SettingsError(f"backend {settings.backend}: {error}") from None
     scans: ScanService = service.ScanService(scanner)
     return scans
-
-
-def drive_configs(settings: Settings) -> list[DriveConfig]:
-    """The configured drives, local first, for the scanner to read at each scan."""
-    local = [DriveConfig(name, Path(path)) for name, path in settings.drives]
-    remote = [DriveConfig(name, Path(path), local=False) for name, path in settings.network_drives]
-    return local + remote
 
 
 async def serve_scanning(settings: Settings, token: str, scans: "ScanService") -> None:

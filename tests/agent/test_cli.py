@@ -45,8 +45,8 @@ def test_inspect_without_gpus_says_why(tmp_path: Path, capsys: pytest.CaptureFix
     ("argv", "message"),
     [
         pytest.param(["inspect", "--backend", "cuda"],
-                     "astraeus-agent inspect: backend 'cuda' is not known; use one of auto, nvml, "
-                     "amdsmi, intel, none or fake:FILE\n", id="unknown-backend"),
+                     "astraeus-agent inspect: --backend: 'cuda'; use auto, nvml, amdsmi, intel, "
+                     "none or fake:FILE\n", id="unknown-backend"),
         pytest.param(["inspect", "--backend", "fake:nope"],
                      "astraeus-agent inspect: no fake machine named 'nope'; use a path or one of: "
                      "gb200-nvl72-tray, h100-at-risk, h100-sxm, l40s-pcie, mi300x\n",

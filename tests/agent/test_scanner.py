@@ -231,14 +231,13 @@ def test_one_fake_file_many_agents(tmp_path: Path, clock: FakeClock) -> None:
     assert uuids_one.isdisjoint(uuids_two)
 
 
-def test_data_dir_defaults_like_the_runtime_state_dir(tmp_path: Path) -> None:
+def test_data_dir_defaults_like_the_runtime_state_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without a data dir the scanner uses systemd's StateDirectory, as the runtime does."""
-    from astraeus.agent.inventory import default_data_dir
-
-    assert default_data_dir({"STATE_DIRECTORY": f"{tmp_path}/a:{tmp_path}/b"}) == tmp_path / "a"
-    assert default_data_dir({"XDG_STATE_HOME": str(tmp_path)}) in (
-        tmp_path / "astraeus-agent", Path("/var/lib/astraeus/agent"),
-    )  # fmt: skip
+    monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path}/a:{tmp_path}/b")
+    scanner = Scanner(name="n", backend="fake:l40s-pcie")
+    assert scanner.data_dir == tmp_path / "a"
 
 
 def test_scanner_as_the_runtime_calls_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

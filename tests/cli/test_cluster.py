@@ -10,7 +10,8 @@ from aiohttp.test_utils import make_mocked_request
 
 from astraeus.coordinator.api.cluster import console_url
 from astraeus.coordinator.api.keys import SETTINGS
-from astraeus.coordinator.settings import Settings, SettingsError, load
+from astraeus.coordinator.settings import Settings, load
+from astraeus.shared.settings import SettingsError
 
 
 def _console_for(settings: Settings, host: str = "gpu-east.example:8470") -> str:

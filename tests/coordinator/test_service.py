@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from astraeus.coordinator.service import main
-from astraeus.coordinator.settings import SettingsError, load
+from astraeus.coordinator.settings import SCHEMA, load
 from astraeus.coordinator.startup import first_admin_token
 from astraeus.coordinator.store import Store
+from astraeus.shared.settings import SettingsError
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"
 
@@ -38,11 +39,17 @@ def test_later_sources_win(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("toml", "env", "message"),
     [
-        ("nonsense = 1\n", {}, "unknown setting 'nonsense'"),
+        ("nonsense = 1\n", {}, f"unknown setting 'nonsense'; known: {', '.join(sorted(SCHEMA))}"),
         (
             "",
             {"ASTRAEUS_DOWN_AFTER_SECONDS": "soon"},
-            "ASTRAEUS_DOWN_AFTER_SECONDS: 'soon' is not a valid float",
+            "ASTRAEUS_DOWN_AFTER_SECONDS: 'soon' is not a number of seconds more than 0",
+        ),
+        ("", {"ASTRAEUS_DOWN_AFTER_SECONDS": "0"}, "'0' is not a number of seconds more than 0"),
+        (
+            'pass_process = "maybe"\n',
+            {},
+            "pass_process: 'maybe' is not true or false (1, yes, on / 0, no, off)",
         ),
         ("", {"ASTRAEUS_LISTEN": "8470"}, "listen: '8470' is not HOST:PORT, e.g. 0.0.0.0:8470"),
         (
@@ -56,18 +63,19 @@ def test_later_sources_win(tmp_path: Path) -> None:
         (
             "",
             {"ASTRAEUS_LOST_AFTER_SECONDS": "-1"},
-            "ASTRAEUS_LOST_AFTER_SECONDS: must be at least 0, got '-1'",
+            "ASTRAEUS_LOST_AFTER_SECONDS: '-1' is not a number of seconds, 0 or more",
         ),
         (
             "",
             {"ASTRAEUS_ACCESS_LABELS": "tenant,,zone"},
-            "ASTRAEUS_ACCESS_LABELS: 'tenant,,zone' is not a valid comma-separated list of label"
-            " names",
+            "ASTRAEUS_ACCESS_LABELS: 'tenant,,zone' is not a comma-separated list of label names",
         ),
     ],
     ids=[
         "unknown-key",
         "not-a-number",
+        "zero-seconds",
+        "toml-flag",
         "listen-without-port",
         "plain",
         "half-tls",

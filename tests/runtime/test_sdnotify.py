@@ -11,7 +11,7 @@ import pytest
 from runtime_rig import TOKEN, Coordinator, Harness, machine_report, until
 
 from astraeus.agent.runtime.main import serve
-from astraeus.agent.runtime.settings import Settings
+from astraeus.agent.settings import Settings
 from astraeus.shared.sdnotify import Notifier
 
 READY = "READY=1\nSTATUS=reporting to the coordinator"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from astraeus.agent.runtime import main
-from astraeus.agent.runtime.settings import (
+from astraeus.agent.settings import (
     Settings,
     SettingsError,
     default_state_dir,
@@ -60,13 +60,13 @@ def test_config_file_from_variable(tmp_path: Path) -> None:
         pytest.param(
             ["--coordinator", "c:8443", "--token-file", "/t"],
             {},
-            "coordinator: 'c:8443' is not an http(s) URL",
+            "--coordinator: 'c:8443' is not an http(s) URL",
             id="not-a-url",
         ),
         pytest.param(
             ["--coordinator", "http://c", "--token-file", "/t", "--backend", "cuda"],
             {},
-            "backend: 'cuda'; use auto, nvml, amdsmi, intel, none or fake:FILE",
+            "--backend: 'cuda'; use auto, nvml, amdsmi, intel, none or fake:FILE",
             id="bad-backend",
         ),
         pytest.param(
@@ -78,7 +78,7 @@ def test_config_file_from_variable(tmp_path: Path) -> None:
         pytest.param(
             ["--coordinator", "http://c", "--token-file", "/t"],
             {"ASTRAEUS_STOP_GRACE_SECONDS": "soon"},
-            "stop_grace_seconds: 'soon' is not a positive number of seconds",
+            "ASTRAEUS_STOP_GRACE_SECONDS: 'soon' is not a number of seconds more than 0",
             id="bad-number",
         ),
     ],
@@ -96,7 +96,7 @@ def test_unknown_toml_key(tmp_path: Path) -> None:
     config.write_text('coordinatr = "http://c"\n')
     with pytest.raises(SettingsError) as caught:
         _load(["--config", str(config)])
-    assert str(caught.value).startswith(f"--config {config}: unknown setting 'coordinatr'; known:")
+    assert str(caught.value).startswith(f"config {config}: unknown setting 'coordinatr'; known:")
 
 
 @pytest.mark.parametrize(
@@ -276,7 +276,9 @@ def test_allow_root_workers_must_be_a_boolean() -> None:
     with pytest.raises(SettingsError) as caught:
         _load(["--coordinator", "http://c", "--token-file", "/t"],
               {"ASTRAEUS_ALLOW_ROOT_WORKERS": "maybe"})  # fmt: skip
-    assert str(caught.value) == "allow_root_workers: 'maybe' is not true or false"
+    assert str(caught.value) == (
+        "ASTRAEUS_ALLOW_ROOT_WORKERS: 'maybe' is not true or false (1, yes, on / 0, no, off)"
+    )
 
 
 def test_health_thresholds_from_the_toml_file(tmp_path: Path) -> None:

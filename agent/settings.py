@@ -1,45 +1,68 @@
-"""The agent's settings: command line, then `ASTRAEUS_*` variables, then TOML, then defaults."""
+"""The agent's settings, for every command (`run`, `inspect`, `serve`): one schema, then
+defaults, then validation. Sources and their order, and the rules for numbers, flags and paths,
+are the coordinator's too (`shared/settings.py`): the TOML file (`--config` or
+`ASTRAEUS_CONFIG`), then `ASTRAEUS_<KEY>` variables, then the command line, each later one
+winning."""
 
 import argparse
 import os
 import re
-import socket
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from astraeus.agent.health.signals import HealthPolicy
+from astraeus.shared.settings import (
+    FLAG,
+    PATH,
+    TEXT,
+    Rule,
+    SettingsError,
+    gather,
+    seconds,
+    whole,
+)
 
 BACKEND = re.compile(r"^(auto|nvml|amdsmi|intel|none|fake:.+)$")
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7641
+SCAN_SECONDS = 10.0
+UDEV_SOURCES = ("udev", "kernel")
 
 
-class SettingsError(ValueError):
-    """A setting is missing or wrong; the text names it and says what is expected."""
+@dataclass(frozen=True, kw_only=True)
+class MachineSettings:
+    """What every command reads: the machine, and how to discover it."""
 
-
-@dataclass(frozen=True)
-class Settings:
-    coordinator: str
-    token_file: Path
-    name: str
+    name: str = ""
+    """The machine's name; empty: the fake machine's name with `fake:`, else the host name."""
     state_dir: Path
+    """Where the agent keeps its tasks, their logs and what it knows of its GPUs."""
     backend: str = "auto"
     sysfs_root: Path = Path("/sys")
     proc_root: Path = Path("/proc")
+    dev_root: Path = Path("/dev")
     labels: tuple[tuple[str, str], ...] = ()
     drives: tuple[tuple[str, str], ...] = ()
     """Drives on this machine: (name, path)."""
     network_drives: tuple[tuple[str, str], ...] = ()
     """Network drives this machine reaches: (name, path where it is mounted)."""
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    """The `[health]` table of the TOML file: GPU and port health thresholds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(MachineSettings):
+    """`run`: the machine, and the coordinator it reports to and the workers it starts."""
+
+    coordinator: str
+    token_file: Path
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
     backoff_max_seconds: float = 5.0
     ca_file: Path | None = None
     """The CA that signed the coordinator's certificate; None: the system's CA store."""
-    health: HealthPolicy = field(default_factory=HealthPolicy)
-    """The `[health]` table of the TOML file: GPU and port health thresholds."""
     worker_user: str = "dynamic"
     """`dynamic` (a uid of its own per task), or one user's name or uid for every worker."""
     worker_uids: str = ""
@@ -49,32 +72,97 @@ class Settings:
     allow_root_workers: bool = False
 
 
-NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
-PATHS = ("token_file", "state_dir", "sysfs_root", "proc_root", "ca_file", "work_root")
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+@dataclass(frozen=True, kw_only=True)
+class ServeSettings(MachineSettings):
+    """`serve`: the machine, and where its local API listens."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    scan_seconds: float = SCAN_SECONDS
+    udev_source: str = "udev"
+    """`kernel`: in a container that sees the host's kernel events but not its udevd."""
+
+
+def _backend(raw: Any) -> str:
+    if not BACKEND.match(str(raw)):
+        raise ValueError(f"{raw!r}; use auto, nvml, amdsmi, intel, none or fake:FILE")
+    return str(raw)
+
+
+def _url(raw: Any) -> str:
+    if not re.match(r"^https?://[^/]+", str(raw)):
+        raise ValueError(f"{raw!r} is not an http(s) URL")
+    return str(raw)
+
+
+def _port(raw: Any) -> int:
+    port = whole().parse(raw)
+    if port > 65535:
+        raise ValueError(f"{raw!r} is not a port (0 to 65535; 0 picks a free one)")
+    return int(port)
+
+
+def _udev_source(raw: Any) -> str:
+    if raw not in UDEV_SOURCES:
+        raise ValueError(f"{raw!r}; use udev or kernel")
+    return str(raw)
+
+
+MACHINE: dict[str, Rule] = {
+    "name": TEXT,
+    "state_dir": PATH,
+    "backend": Rule(_backend),
+    "sysfs_root": PATH,
+    "proc_root": PATH,
+    "dev_root": PATH,
+    "labels": Rule(lambda raw: _labels(raw)),
+    "drives": Rule(lambda raw: _drives("drives", raw)),
+    "network_drives": Rule(lambda raw: _drives("network_drives", raw)),
+    "health": Rule(lambda raw: health_policy(raw)),
+}
+RUN: dict[str, Rule] = MACHINE | {
+    "coordinator": Rule(_url),
+    "token_file": PATH,
+    "report_interval_seconds": seconds(),
+    "stop_grace_seconds": seconds(),
+    "backoff_max_seconds": seconds(),
+    "ca_file": PATH,
+    "worker_user": TEXT,
+    "worker_uids": TEXT,
+    "work_root": PATH,
+    "allow_root_workers": FLAG,
+}
+SERVE: dict[str, Rule] = MACHINE | {
+    "host": TEXT,
+    "port": Rule(_port),
+    "scan_seconds": seconds(),
+    "udev_source": Rule(_udev_source),
+}
+SCHEMAS: dict[str, tuple[type[MachineSettings], dict[str, Rule]]] = {
+    "run": (Settings, RUN),
+    "inspect": (MachineSettings, MACHINE),
+    "serve": (ServeSettings, SERVE),
+}
 KEYS = tuple(f.name for f in fields(Settings))
 
 
-def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(
-        prog="astraeus-agent",
-        description="Report this machine to the coordinator and run the workers it assigns.",
-        epilog="Every option can also be set as ASTRAEUS_<OPTION> (e.g. ASTRAEUS_COORDINATOR) "
-        "or as a key of the --config TOML file; the command line wins, then the variable.",
-    )
-    cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
-    cli.add_argument("--token-file", help="a file holding this machine's agent token")
+def _machine_flags(cli: argparse.ArgumentParser) -> None:
     cli.add_argument(
-        "--ca-file",
-        help="PEM file of the CA that signed the coordinator's certificate "
-        "(default: the system's CA store)",
+        "--name",
+        help="this machine's name (default: the fake machine's name, else the host name)",
     )
-    cli.add_argument("--name", help="this machine's name (default: the host name)")
     cli.add_argument(
         "--backend", help="auto, nvml, amdsmi, intel, none or fake:FILE (default: auto)"
     )
     cli.add_argument("--sysfs-root", help="where sysfs is mounted (default: /sys)")
     cli.add_argument("--proc-root", help="where procfs is mounted (default: /proc)")
+    cli.add_argument("--dev-root", help="where devices are (default: /dev)")
+    cli.add_argument(
+        "--state-dir",
+        "--data-dir",
+        dest="state_dir",
+        help="where the agent keeps its tasks, their logs and its GPUs' history",
+    )
     cli.add_argument(
         "--label",
         action="append",
@@ -97,7 +185,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME=PATH",
         help="a network drive mounted here, e.g. shared=/mnt/nfs/shared (repeatable)",
     )
-    cli.add_argument("--state-dir", help="where the agent keeps its tasks and their logs")
+    cli.add_argument("--config", help="a TOML file of settings (ASTRAEUS_CONFIG)")
+
+
+def _run_flags(cli: argparse.ArgumentParser) -> None:
+    cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
+    cli.add_argument("--token-file", help="a file holding this machine's agent token")
+    cli.add_argument(
+        "--ca-file",
+        help="PEM file of the CA that signed the coordinator's certificate "
+        "(default: the system's CA store)",
+    )
     cli.add_argument(
         "--worker-user",
         help="dynamic (default: a uid of its own per task), or a user name or uid for all",
@@ -109,66 +207,78 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="let workers run as root (where worker_user is root or the agent cannot switch)",
     )
-    cli.add_argument("--config", help="a TOML file of settings")
+
+
+def _serve_flags(cli: argparse.ArgumentParser) -> None:
+    cli.add_argument("--host", help=f"the local API's address (default: {DEFAULT_HOST})")
+    cli.add_argument(
+        "--port", help=f"the local API's port; 0 picks a free one (default: {DEFAULT_PORT})"
+    )
+    cli.add_argument("--scan-seconds", help=f"seconds between scans (default: {SCAN_SECONDS:g})")
+    cli.add_argument(
+        "--udev-source",
+        help="udev (default), or kernel: in a container that sees the host's kernel events "
+        "but not its udevd",
+    )
+
+
+DESCRIPTIONS = {
+    "run": "Report this machine to the coordinator and run the workers it assigns.",
+    "inspect": "Print this machine's report once, as a table or --json.",
+    "serve": "Scan continuously and serve the local API.",
+}
+
+
+def parser(command: str = "run") -> argparse.ArgumentParser:
+    """The command's flags: the machine's for every command, then its own."""
+    cli = argparse.ArgumentParser(
+        prog="astraeus-agent" if command == "run" else f"astraeus-agent {command}",
+        description=DESCRIPTIONS[command],
+        epilog="Every setting can also be set as ASTRAEUS_<SETTING> (e.g. ASTRAEUS_BACKEND) "
+        "or as a key of the --config TOML file; the command line wins, then the variable.",
+    )
+    _machine_flags(cli)
+    if command == "run":
+        _run_flags(cli)
+    elif command == "serve":
+        _serve_flags(cli)
+    else:
+        cli.add_argument("--json", action="store_true", help="print the report as JSON")
     return cli
 
 
-def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
-    """Merge the three sources and check every value; SettingsError names what is wrong."""
-    args = vars(parser().parse_args(list(argv)))
-    config_path = args.pop("config") or environ.get("ASTRAEUS_CONFIG")
-    merged: dict[str, Any] = _toml(Path(config_path)) if config_path else {}
-    for key in KEYS:
-        value = environ.get(f"ASTRAEUS_{key.upper()}")
-        if value:
-            merged[key] = value
-    merged.update({key: value for key, value in args.items() if value is not None})
-    return _settings(merged, environ)
+def load_settings(
+    argv: Sequence[str], environ: Mapping[str, str], command: str = "run"
+) -> Settings:
+    """`run`'s settings; SettingsError names what is wrong."""
+    settings, _args = load_command(command, argv, environ)
+    assert isinstance(settings, Settings)  # noqa: S101 - the run schema builds Settings
+    return settings
 
 
-def _toml(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as error:
-        raise SettingsError(f"--config {path}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise SettingsError(f"--config {path}: not valid TOML: {error}") from None
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise SettingsError(f"--config {path}: unknown setting {unknown[0]!r}; known: {KEYS}")
-    return data
+def load_command(
+    command: str, argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[MachineSettings, argparse.Namespace]:
+    """The command's settings from its schema, and its parsed arguments (for flags that are
+    not settings, such as `inspect --json`)."""
+    kind, schema = SCHEMAS[command]
+    args = parser(command).parse_args(list(argv))
+    config = args.config or environ.get("ASTRAEUS_CONFIG")
+    values = gather(
+        schema, config=Path(config) if config else None, environ=environ, flags=vars(args)
+    )
+    if command == "run":
+        _require(values)
+    values.setdefault("state_dir", default_state_dir(environ))
+    _unique_drives(values.get("drives", ()) + values.get("network_drives", ()))
+    return kind(**values), args
 
 
-def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
+def _require(values: Mapping[str, Any]) -> None:
     for key in ("coordinator", "token_file"):
-        if not merged.get(key):
+        if key not in values:
             flag = key.replace("_", "-")
             raise SettingsError(f"--{flag} is required (or ASTRAEUS_{key.upper()})")
-    if not re.match(r"^https?://[^/]+", str(merged["coordinator"])):
-        raise SettingsError(f"coordinator: {merged['coordinator']!r} is not an http(s) URL")
-    merged.setdefault("name", socket.gethostname())
-    merged.setdefault("state_dir", default_state_dir(environ))
-    if not BACKEND.match(str(merged.get("backend", "auto"))):
-        raise SettingsError(
-            f"backend: {merged['backend']!r}; use auto, nvml, amdsmi, intel, none or fake:FILE"
-        )
-    merged["labels"] = _labels(merged.get("labels") or ())
-    for key in ("drives", "network_drives"):
-        merged[key] = _drives(key, merged.get(key) or ())
-    _unique_drives(merged["drives"] + merged["network_drives"])
-    merged["health"] = health_policy(merged.get("health", {}))
-    for key in NUMBERS:
-        if key in merged:
-            merged[key] = _positive(key, merged[key])
-    if "allow_root_workers" in merged:
-        merged["allow_root_workers"] = _flag("allow_root_workers", merged["allow_root_workers"])
-    for key in ("worker_user", "worker_uids"):
-        if key in merged:
-            merged[key] = str(merged[key])
-    for key in PATHS:
-        if key in merged:
-            merged[key] = Path(merged[key])
-    return Settings(**merged)
 
 
 def health_policy(table: Any) -> HealthPolicy:
@@ -254,24 +364,6 @@ def _unique_drives(pairs: tuple[tuple[str, str], ...]) -> None:
         if name in seen:
             raise SettingsError(f"drives: {name} is configured more than once; name it once")
         seen.add(name)
-
-
-def _positive(key: str, value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = -1.0
-    if isinstance(value, bool) or not number > 0:
-        raise SettingsError(f"{key}: {value!r} is not a positive number of seconds")
-    return number
-
-
-def _flag(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).strip().lower() in TRUE + FALSE:
-        return str(value).strip().lower() in TRUE
-    raise SettingsError(f"{key}: {value!r} is not true or false")
 
 
 def default_state_dir(environ: Mapping[str, str], *, root: bool | None = None) -> Path:
