@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 
 from astraeus.coordinator.store import Store
 
@@ -24,23 +24,35 @@ MACHINES = 20
 RUNS = 200
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+DEADLINE_SECONDS = 30.0
+"""How long any wait here may take before the test fails, saying what it waited for."""
+LISTENING = "astraeus-coordinator: listening on "
+
+
+async def until(what: str, check: Callable[[], Awaitable[object]]) -> Any:
+    """`check()`'s first true answer; the test fails naming `what` after DEADLINE_SECONDS."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_SECONDS
+    while not (answer := await check()):
+        if loop.time() > deadline:
+            pytest.fail(f"gave up after {DEADLINE_SECONDS:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+    return answer
 
 
 class Coordinator:
-    """A coordinator subprocess and an HTTP session to it."""
+    """A coordinator subprocess on a port it chose, and an HTTP session to it."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.port = _free_port()
+        self.base = ""
         self.process: asyncio.subprocess.Process | None = None
         self.http = aiohttp.ClientSession()
         self.admin = ""
+        self.drain: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
+        """Start on port 0 and read back the address it says it listens on: ready, and where."""
         self.process = await asyncio.create_subprocess_exec(
             BIN,
             "--db",
@@ -48,22 +60,32 @@ class Coordinator:
             "--state-dir",
             self.tmp,
             "--listen",
-            f"127.0.0.1:{self.port}",
+            "127.0.0.1:0",
             stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
         )
-        for _ in range(300):
-            try:
-                async with self.http.get(f"{self._base}/healthz") as response:
-                    if response.status == 200:
-                        break
-            except aiohttp.ClientConnectionError:
-                await asyncio.sleep(0.05)
+        self.base = await asyncio.wait_for(self._listening(), DEADLINE_SECONDS)
         self.admin = (self.tmp / "admin.token").read_text().strip()
+
+    async def _listening(self) -> str:
+        assert self.process is not None
+        assert self.process.stderr is not None
+        async for line in self.process.stderr:
+            text = line.decode().strip()
+            if text.startswith(LISTENING):
+                # Nobody reads stderr from here on: drop it, so the coordinator never blocks.
+                self.drain = asyncio.ensure_future(self._drain(self.process.stderr))
+                return text.removeprefix(LISTENING)
+        pytest.fail(f"the coordinator exited with {await self.process.wait()} before listening")
+
+    @staticmethod
+    async def _drain(stream: asyncio.StreamReader) -> None:
+        while await stream.read(65536):
+            pass
 
     @property
     def _base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.base
 
     async def call(self, method: str, path: str, body: Any = None, token: str = "") -> Any:
         headers = {"Authorization": f"Bearer {token or self.admin}"}
@@ -155,13 +177,16 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
             for i in range(RUNS)
         ]
         await asyncio.gather(*submissions[: RUNS // 2])
-        for _ in range(400):  # until a first pass has committed
-            if any(r["reason"] for r in await _pending(c, member)):
-                break
-            await asyncio.sleep(0.05)
-        # Kill while the second half arrives and each arrival triggers passes.
+
+        async def explained() -> bool:
+            return any(r["reason"] for r in await _pending(c, member))
+
+        await until("a first pass to commit", explained)
+        # Kill while the second half arrives and each arrival triggers passes: once the first
+        # of them is answered, arrivals are being taken and passes triggered.
         tasks = [asyncio.ensure_future(s) for s in submissions[RUNS // 2 :]]
-        await asyncio.sleep(0.3)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        assert not all(t.done() for t in tasks)  # some still arriving at the kill
         orphans = await c.kill()
         accepted = sum(
             1
@@ -170,11 +195,11 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
         )
 
         assert orphans  # the pass worker was running
-        for _ in range(100):  # it notices its parent is gone within a second or so
-            if not _alive(orphans):
-                break
-            await asyncio.sleep(0.05)
-        assert not _alive(orphans)
+
+        async def orphans_gone() -> bool:
+            return not _alive(orphans)
+
+        await until("the pass worker to notice its parent is gone", orphans_gone)
 
         store = Store.open(tmp_path / "astraeus.db")
         stored = sum(store.runs.counts_by_state().values())
@@ -203,11 +228,12 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
             await c.call(
                 "PUT", f"/api/v1/machines/{name}/report", {**body, "updates": ended}, token
             )
-        for _ in range(400):
+
+        async def placing_again() -> bool:
             pending = await _pending(c, member)
-            if not set(clocks) <= {run["name"] for run in pending}:
-                break  # runs that waited before the kill are being placed again
-            await asyncio.sleep(0.05)
+            return not set(clocks) <= {run["name"] for run in pending}
+
+        await until("runs that waited before the kill to be placed again", placing_again)
         store = Store.open(tmp_path / "astraeus.db")
         assert sum(store.runs.counts_by_state().values()) == stored
         assert assert_no_gpu_held_twice(store) > 0

@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.placement import Pending, Placement, Reservation, place
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
+from astraeus.coordinator.placement.fake_cluster import (
+    gpu_uuid,
+    gpus,
+    machine,
+    rdma_port,
+    run,
+    snapshot,
+)
 from astraeus.shared import DriveInfo, MachineState, PressureCondition
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -257,11 +264,17 @@ def test_first_rejecting_filter_wins() -> None:
     assert result.explanation.nodes[0].reasons == ["under pressure: MemoryPressure"]
 
 
+def landed(result: Placement | Pending) -> list[tuple[str, tuple[str, ...]]]:
+    """Where each worker went: its machine and GPUs."""
+    assert isinstance(result, Placement), result
+    return [(worker.machine, worker.gpu_ids) for worker in result.workers]
+
+
 def test_selected_label_reservation_admits_the_run() -> None:
     """A run whose `match_labels` select a reservation's labels may use the machine."""
     reserved = machine("m", labels_={"team": "nlp"}, reservations=[Reservation({"team": "nlp"})])
     ask = {"gpu_requests": {"count": 1}, "node_selection": {"match_labels": {"team": "nlp"}}}
-    assert isinstance(place(run(ask=ask), snapshot(reserved), NOW), Placement)
+    assert landed(place(run(ask=ask), snapshot(reserved), NOW)) == [("m", (gpu_uuid("m", 0),))]
 
 
 def test_time_limit_that_ends_before_a_reservation_admits_the_run() -> None:
@@ -270,21 +283,21 @@ def test_time_limit_that_ends_before_a_reservation_admits_the_run() -> None:
     result = place(
         run(ask=ONE_GPU, time_limit_seconds=1800), snapshot(machine("m", reservations=[soon])), NOW
     )
-    assert isinstance(result, Placement)
+    assert landed(result) == [("m", (gpu_uuid("m", 0),))]
 
 
 def test_own_workspace_reservation_admits_the_run() -> None:
     """A machine reserved for the run's own workspace takes it."""
     mine = Reservation(workspace="vision", ends_at=NOW + timedelta(hours=1))
     result = place(run(ask=ONE_GPU), snapshot(machine("m", reservations=[mine])), NOW)
-    assert isinstance(result, Placement)
+    assert landed(result) == [("m", (gpu_uuid("m", 0),))]
 
 
 def test_mode_any_lets_workers_share_a_machine_with_the_run() -> None:
     """With `mode: Any` a machine already running a worker of the run is not filtered."""
     ask = {"gpu_requests": {"count": 1}, "node_selection": {"mode": "Any"}}
     result = place(run(ask=ask), snapshot(machine("m", workers=[("vision", "run")])), NOW)
-    assert isinstance(result, Placement)
+    assert landed(result) == [("m", (gpu_uuid("m", 0),))]
 
 
 def test_the_spread_rule_applies_per_array_element() -> None:
@@ -292,7 +305,7 @@ def test_the_spread_rule_applies_per_array_element() -> None:
     worker of a run placed whole may not."""
     snap = snapshot(machine("m", workers=[("vision", "run")]))
     element = run(ask={"cpu_cores": 1, "array": {"size": 3}}, array_index=1)
-    assert isinstance(place(element, snap, NOW), Placement)
+    assert landed(place(element, snap, NOW)) == [("m", ())]
     whole = place(run(ask={"cpu_cores": 1}), snap, NOW)
     assert isinstance(whole, Pending)
     assert whole.explanation.nodes[0].reasons == ["a worker of this run is already on this machine"]

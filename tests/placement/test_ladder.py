@@ -192,7 +192,16 @@ def test_patience_waits_for_a_tighter_rung_that_could_free_up() -> None:
 def test_an_unknown_site_is_its_own_site() -> None:
     """Machines with no site at all still never mix with machines of a named site."""
     snap = snapshot(machine("a"), machine("b", site="fra-1"))
-    assert isinstance(place(run(ask=SIXTEEN), snap, NOW), Pending)
+    result = pending(SIXTEEN, snap)
+    text = (
+        "no single site can hold the whole run; it would span 2 sites (networks), the largest, "
+        "fra-1, has room for 8 of 16 GPUs"
+    )
+    assert result.headline == text
+    assert [(node.name, node.reasons) for node in result.explanation.nodes] == [
+        ("a", [text]),
+        ("b", [text]),
+    ]
 
 
 def test_report_labels_name_the_site_when_the_view_does_not() -> None:
