@@ -7,10 +7,11 @@ import os
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from astraeus.shared import SCHEMA_VERSION, BackendStatus, GpuInfo, MachineReport
+from astraeus.shared.clock import SYSTEM_CLOCK, Clock
 
 from .backends import GpuBackend, GpuSample
 from .backends.select import open_backend, open_fake_backend
@@ -41,10 +42,6 @@ class Telemetry:
     samples: dict[str, GpuSample] = field(default_factory=dict)
     port_counters: dict[str, dict[str, float]] = field(default_factory=dict)
     host: HostState = field(default_factory=HostState)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 def scanner_for(settings: MachineSettings) -> "Scanner":
@@ -84,7 +81,7 @@ class Scanner:
         dev_root: Path = Path("/dev"),
         data_dir: Path | None = None,
         labels: dict[str, str] | None = None,
-        clock: Callable[[], datetime] = utc_now,
+        clock: Clock = SYSTEM_CLOCK,
         policy: HealthPolicy | None = None,
         drives: Sequence[DriveConfig] = (),
         addresses: AddressReader = live_addresses,
@@ -125,7 +122,7 @@ class Scanner:
 
     def scan(self) -> MachineReport:
         """The full report; never raises for missing hardware."""
-        now = self.clock()
+        now = self.clock.now()
         host = read_host(self.proc_root, self.sysfs_root, self.data_dir, self._disk)
         gpus, warnings, samples = self._gpus(now)
         interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())

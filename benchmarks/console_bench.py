@@ -42,11 +42,11 @@ from aiohttp.test_utils import TestServer
 from playwright.async_api import Page, async_playwright
 
 from astraeus.coordinator.api import SCHEDULER, create_app
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.console import setup_console
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store, WorkspaceSpec
 from astraeus.shared import SCHEMA_VERSION
+from astraeus.shared.clock import SystemClock
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 ARGS += ["--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]

@@ -23,9 +23,9 @@ from typing import Any
 
 import aiohttp
 
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.store import Role, Store, WorkspaceSpec
 from astraeus.shared import SCHEMA_VERSION, RunSpec
+from astraeus.shared.clock import SystemClock
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from aiohttp import web
 
 from astraeus.coordinator.api import create_app
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings, load
 from astraeus.coordinator.startup import open_store, start
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.backup import BackupError, backup
 from astraeus.coordinator.tls import ServerCertificate, TlsError
+from astraeus.shared.clock import SystemClock
 from astraeus.shared.sdnotify import Notifier
 from astraeus.shared.settings import SettingsError
 

@@ -7,10 +7,10 @@ import os
 import sqlite3
 from pathlib import Path
 
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
+from astraeus.shared.clock import SystemClock
 
 log = logging.getLogger("astraeus.coordinator")
 

@@ -118,7 +118,7 @@ def violations(
 def test_the_engine_imports_no_store_no_http_and_no_clock() -> None:
     """The placement engine imports neither the store, aiohttp, `time` nor the coordinator's
     clock, and calls no `datetime.now()`: `now` is an argument."""
-    clocks = ("time", "astraeus.coordinator.clock")
+    clocks = ("time", "astraeus.shared.clock")
     found = violations(ENGINE, (*STORE, "aiohttp", *clocks))
     found += clock_reads(ROOT, ENGINE[0])
     assert found == [], "the engine must stay pure:\n" + "\n".join(found)
@@ -188,3 +188,19 @@ def test_a_planted_clock_read_is_found(tmp_path: Path) -> None:
         "astraeus.coordinator.placement.bad (coordinator/placement/bad.py:3) reads a clock: "
         "datetime.now()"
     ]
+
+
+def test_one_clock_type() -> None:
+    """Every `clock` parameter or attribute is a `Clock` (shared/clock.py), never a bare
+    callable returning a datetime or a float."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+                    name = node.arg if isinstance(node, ast.arg) else ast.unparse(node.target)
+                    kind = ast.unparse(node.annotation)
+                    if "clock" in name.lower() and "Callable" in kind:
+                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+                        found.append(f"{where}: {name}: {kind}")
+    assert found == [], "a clock is a Clock:\n" + "\n".join(found)

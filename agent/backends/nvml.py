@@ -10,10 +10,10 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from astraeus.shared import Vendor
+from astraeus.shared.clock import Clock
 
 from .base import BackendUnavailableError, FabricSample, GpuSample, XidEvent
 from .nvml_fields import read_fields
@@ -39,7 +39,7 @@ class NvmlBackend:
 
     name = "nvml"
 
-    def __init__(self, lib: Any, *, name: str = "nvml", clock: Callable[[], datetime]) -> None:
+    def __init__(self, lib: Any, *, name: str = "nvml", clock: Clock) -> None:
         self.lib, self.name, self._clock = lib, name, clock
         try:
             lib.nvmlInit()
@@ -266,7 +266,7 @@ class NvmlBackend:
             timeout_ms = 0
             if event.eventType == lib.nvmlEventTypeXidCriticalError:
                 self._events.put(
-                    XidEvent(self._uuid_of(event), int(event.eventData), self._clock())
+                    XidEvent(self._uuid_of(event), int(event.eventData), self._clock.now())
                 )
                 got = True
 

@@ -3,11 +3,11 @@ Intel sysfs, else none."""
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astraeus.shared import Vendor
+from astraeus.shared.clock import Clock
 
 from .amd import AmdBackend, import_amdsmi
 from .amdgpu import AmdgpuSysfsBackend, amdgpu_cards
@@ -28,7 +28,7 @@ class UnknownBackendError(ValueError):
     pass
 
 
-def open_backend(choice: str, *, sysfs_root: Path, clock: Callable[[], datetime]) -> GpuBackend:
+def open_backend(choice: str, *, sysfs_root: Path, clock: Clock) -> GpuBackend:
     """The backend named by `choice`; `auto` tries each in turn and says why each was passed
     over. Never raises for missing hardware: the null backend carries the reasons."""
     if choice not in BACKENDS:
@@ -81,7 +81,7 @@ def _unused_cards(sysfs_root: Path, chosen: str) -> str:
     return f"; also present, not used: {', '.join(seen)} (one GPU backend per machine)"
 
 
-def open_fake_backend(machine: "FakeMachine", clock: Callable[[], datetime]) -> GpuBackend:
+def open_fake_backend(machine: "FakeMachine", clock: Clock) -> GpuBackend:
     """The backend for a fake machine's GPUs: the real code over the fake vendor module."""
     from astraeus.agent.fake.amdsmi import FakeAmdSmi
     from astraeus.agent.fake.nvml import FakeNvml
@@ -106,7 +106,7 @@ def open_fake_backend(machine: "FakeMachine", clock: Callable[[], datetime]) -> 
     return backend
 
 
-def _real_nvml(clock: Callable[[], datetime]) -> GpuBackend:
+def _real_nvml(clock: Clock) -> GpuBackend:
     import pynvml  # type: ignore[import-untyped]
 
     return NvmlBackend(pynvml, clock=clock)

@@ -227,8 +227,3 @@ def _read(path: Path) -> str:
         return path.read_text()
     except OSError as exc:
         raise FakeMachineError(f"{path}: cannot read: {exc.strerror}") from None
-
-
-def gpu_uuid(machine: str, index: int) -> str:
-    """A stable UUID derived from the machine's name and the GPU's index."""
-    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{machine}.gpu{index}"))

@@ -4,37 +4,32 @@ Xids, ports going down). Counters grow with the clock it is given."""
 import errno
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
 from astraeus.agent.drives import DriveConfig
 from astraeus.agent.host import DiskStats
 from astraeus.agent.topology.ifaddrs import AddressBook, Addresses
+from astraeus.shared.clock import SYSTEM_CLOCK, Clock
+from astraeus.shared.fake_gpu import gpu_uuid
 
-from .machine import FakeGpu, FakeMachineSpec, FakePort, gpu_uuid
+from .machine import FakeGpu, FakeMachineSpec, FakePort
 from .tree import fake_mac, write_tree
-
-Clock = Callable[[], datetime]
 
 # A DGX H100's GPU and NIC buses; more GPUs than that get made-up ones.
 _GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 _NIC_BUSES = (0x17, 0x29, 0x39, 0x5C, 0x99, 0xAA, 0xB9, 0xDA)
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
 class FakeMachine:
     """A whole, stateful fake machine built from a `FakeMachineSpec`."""
 
     def __init__(
-        self, spec: FakeMachineSpec, *, clock: Clock = utc_now, name: str | None = None
+        self, spec: FakeMachineSpec, *, clock: Clock = SYSTEM_CLOCK, name: str | None = None
     ) -> None:
         self.spec = spec.model_copy(update={"name": name}) if name else spec
         self.clock = clock
-        self.started = clock()
+        self.started = clock.now()
         self.root: Path | None = None
         self.on_xid: Callable[[int, int], None] | None = None
         self._removed: set[int] = set()
@@ -48,7 +43,7 @@ class FakeMachine:
 
     # --- what the fakes read
     def elapsed_seconds(self) -> float:
-        return max(0.0, (self.clock() - self.started).total_seconds())
+        return max(0.0, (self.clock.now() - self.started).total_seconds())
 
     def present_gpus(self) -> list[int]:
         return [i for i in range(self.spec.gpus.count) if i not in self._removed]

@@ -3,16 +3,15 @@
 import logging
 import os
 import signal
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from subprocess import SubprocessError
 from typing import Any
 
 from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 from astraeus.shared.assignment import MAX_LOG_CHUNKS
+from astraeus.shared.clock import Clock, SystemClock
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from ..rendezvous import users_own
@@ -57,10 +56,10 @@ class Runner:
         outbox: Outbox,
         launcher: Launcher,
         config: RunnerConfig,
-        clock: Callable[[], float] = time.time,
+        clock: Clock | None = None,
     ) -> None:
         self.state, self.outbox, self.launcher = state, outbox, launcher
-        self.config, self.clock = config, clock
+        self.config, self.clock = config, clock or SystemClock()
         self.records = {record.uid: record for record in state.records()}
         """Every task this agent knows, by `task_uid`: names repeat across workspaces."""
         self.shipped: dict[str, int] = {}
@@ -107,7 +106,7 @@ class Runner:
             self._end(record, TaskState.CANCELLED, message=f"{reason} before it started")
             return
         self.launcher.signal(record, signal.SIGTERM)
-        record.term_sent_at = self.clock()
+        record.term_sent_at = self.clock.now().timestamp()
         self.state.save(record)
         log.info("task %s: %s; SIGTERM sent", record.task, reason)
 
@@ -197,7 +196,7 @@ class Runner:
             return
         record.launcher, record.unit = self.launcher.name, launched.unit
         record.pid, record.pid_start = launched.pid, launched.pid_start
-        record.started_at = self.clock()
+        record.started_at = self.clock.now().timestamp()
         self.state.save(record)
         log.info("task %s started (%s, pid %d)", assignment.task, self.launcher.name, launched.pid)
 
@@ -242,7 +241,7 @@ class Runner:
         return changed
 
     def _enforce_limits(self, record: TaskRecord) -> None:
-        now, limit = self.clock(), record.assignment.time_limit_seconds
+        now, limit = self.clock.now().timestamp(), record.assignment.time_limit_seconds
         started = record.started_at
         if limit is not None and started is not None and now - started >= limit:
             self.stop(record, f"time limit of {limit} s reached")
@@ -287,7 +286,7 @@ class Runner:
         self._end(record, state, message=f"{reason}; {how}", **detail)
 
     def _end(self, record: TaskRecord, state: TaskState, **detail: Any) -> None:
-        record.ended_at = self.clock()
+        record.ended_at = self.clock.now().timestamp()
         self._set(record, state, **detail)
         log.info("task %s %s %s", record.task, state.value, detail.get("message") or "")
 
@@ -295,7 +294,7 @@ class Runner:
         if detail.get("message"):
             detail["message"] = detail["message"][:MESSAGE_CHARS]
         record.state = state
-        at = datetime.fromtimestamp(self.clock(), UTC)
+        at = self.clock.now()
         if record.stand_in:
             # Its uid is not the coordinator's yet: the latest state waits for adoption.
             record.replay = {"state": state.value, "at": at.isoformat(), **detail}

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from astraeus.coordinator.clock import Clock
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.scheduler import Scheduler, SessionFactory
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
+from astraeus.shared.clock import Clock
 
 from ..console import setup_console
 from . import admin, agents, cluster, cluster_map, health, machines, runs

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from astraeus.coordinator.clock import Clock
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.scheduler import Scheduler
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Principal, Store
+from astraeus.shared.clock import Clock
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Store)

@@ -9,9 +9,9 @@ import aiohttp
 from aiohttp import web
 
 from astraeus.coordinator.api import create_app
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.shared.clock import SystemClock
 
 from .agents import FakeAgent, machine_files
 

@@ -22,16 +22,13 @@ from astraeus.shared import (
     Vendor,
     labels,
 )
+from astraeus.shared.fake_gpu import gpu_uuid
 
 from .model import ClusterSnapshot, MachineView, Reservation, RunRequest
 
 GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
 H100_GIB = 79.6
-
-
-def gpu_uuid(machine: str, index: int) -> str:
-    return f"GPU-{machine}-{index}"
 
 
 def gpus(

@@ -21,7 +21,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from astraeus.coordinator.clock import Clock
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import ClusterSnapshot, Placement, PlacementSession
 from astraeus.coordinator.settings import Settings
@@ -39,6 +38,7 @@ from astraeus.coordinator.store.queue import (
     read_queue,
 )
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
+from astraeus.shared.clock import Clock
 
 from .decide import PassContext, PassOutcome, SessionFactory
 from .snapshot import build_snapshot

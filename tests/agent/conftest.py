@@ -1,32 +1,20 @@
 """Shared fixtures for the agent's tests: a fake clock and fake machines on disk."""
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from astraeus.agent.fake import FakeMachine, load_fake_machine
+from astraeus.shared.clock import FakeClock
 
 START = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-class FakeClock:
-    """A clock that only moves when told to."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self.now = now
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(START)
 
 
 @pytest.fixture

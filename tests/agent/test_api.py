@@ -12,8 +12,7 @@ from astraeus.agent.api import create_app
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.inventory import Scanner
 from astraeus.agent.scanning import ScanService
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 Client = TestClient[Any, web.Application]
 

@@ -8,8 +8,7 @@ from astraeus.agent.backends.drm import render_node
 from astraeus.agent.backends.intel import IntelBackend
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.inventory import Scanner
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 Factory = Callable[[str], FakeMachine]
 

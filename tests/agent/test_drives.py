@@ -14,8 +14,7 @@ from astraeus.agent.fake import FakeMachineError, load_fake_machine
 from astraeus.agent.host import DiskStats, statvfs_disk
 from astraeus.agent.inventory import Scanner
 from astraeus.shared import DriveInfo
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 GIB = 1024**3
 

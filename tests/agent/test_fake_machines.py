@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from astraeus.agent.fake import FakeMachineError, gpu_uuid, load_fake_machine, shipped_machines
+from astraeus.agent.fake import FakeMachineError, load_fake_machine, shipped_machines
+from astraeus.shared.fake_gpu import gpu_uuid
 
 SHIPPED = ["gb200-nvl72-tray", "h100-at-risk", "h100-sxm", "l40s-pcie", "mi300x"]
 

@@ -11,8 +11,7 @@ from astraeus.agent.backends import BackendUnavailableError
 from astraeus.agent.backends.nvml import NvmlBackend, nvml_busid_to_sysfs
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.fake.nvml import FakeNvml
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 Factory = Callable[[str], FakeMachine]
 

@@ -13,8 +13,9 @@ from astraeus.agent.fake.nvml import FakeNvml
 from astraeus.agent.health import HealthTracker
 from astraeus.agent.health.xid import XidClass
 from astraeus.shared import GpuHealthState, Vendor
+from astraeus.shared.clock import FakeClock
 
-from .conftest import START, FakeClock
+from .conftest import START
 
 Factory = Callable[[str], FakeMachine]
 
@@ -67,9 +68,9 @@ def test_nvlink5_counter_growth_is_at_risk(machine_factory: Factory, clock: Fake
     first = backend.sample()[1]
     assert first.counters["nvlink5_symbol_errors"] == 0
     assert first.counters["nvlink5_rcv_errors"] == 0
-    tracker.update(first, clock())
+    tracker.update(first, clock.now())
     clock.advance(30)
-    health = tracker.update(backend.sample()[1], clock())
+    health = tracker.update(backend.sample()[1], clock.now())
     assert health.state is GpuHealthState.AT_RISK
     assert [(s.kind, s.message) for s in health.signals] == [
         ("nvlink5_errors", "NVLink5 errors: 3 new in the last 30 s (symbol errors 3)")
@@ -103,9 +104,9 @@ def test_recovery_action_is_a_health_signal(
     machine.spec.gpu[0] = {"recovery_action": action}
     samples = NvmlBackend(FakeNvml(machine), clock=clock).sample()
     assert (samples[0].recovery_action, samples[1].recovery_action) == (action, 0)
-    health = HealthTracker().update(samples[0], clock())
+    health = HealthTracker().update(samples[0], clock.now())
     assert (health.state, [s.message for s in health.signals]) == (state, [message])
-    assert HealthTracker().update(samples[1], clock()).state is GpuHealthState.HEALTHY
+    assert HealthTracker().update(samples[1], clock.now()).state is GpuHealthState.HEALTHY
 
 
 def test_driver_without_field_values_warns_once(machine_factory: Factory, clock: FakeClock) -> None:

@@ -9,8 +9,7 @@ from astraeus.agent.health.ports import PortHealthTracker
 from astraeus.agent.inventory import Scanner
 from astraeus.agent.topology.rdma import read_counters
 from astraeus.shared import LinkLayer, RdmaPort
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 Factory = Callable[[str], FakeMachine]
 
@@ -36,22 +35,22 @@ def test_error_growth_puts_a_port_at_risk_then_clears(clock: FakeClock) -> None:
     """Growing error counters and a flapping link put the port at risk, in words, until quiet."""
     tracker = PortHealthTracker(HealthPolicy(quiet_seconds=120))
     zero = {"link_downed": 0, "symbol_error": 0, "port_rcv_errors": 0}
-    assert tracker.classify([_port()], {"mlx5_0:1": zero}, clock())[0].at_risk is False
+    assert tracker.classify([_port()], {"mlx5_0:1": zero}, clock.now())[0].at_risk is False
     clock.advance(30)
     grown = {"link_downed": 2, "symbol_error": 5, "port_rcv_errors": 1}
-    port = tracker.classify([_port()], {"mlx5_0:1": grown}, clock())[0]
+    port = tracker.classify([_port()], {"mlx5_0:1": grown}, clock.now())[0]
     assert port.at_risk is True
     assert [s.message for s in port.signals] == [
         "Link went down 2 times in the last 30 s",
         "Port errors: 6 new in the last 30 s (symbol_error 5, port_rcv_errors 1)",
     ]
     clock.advance(121)
-    assert tracker.classify([_port()], {"mlx5_0:1": grown}, clock())[0].at_risk is False
+    assert tracker.classify([_port()], {"mlx5_0:1": grown}, clock.now())[0].at_risk is False
 
 
 def test_link_error_recovery_state_is_at_risk(clock: FakeClock) -> None:
     """A port whose physical state is LinkErrorRecovery is at risk now."""
-    port = PortHealthTracker().classify([_port("LinkErrorRecovery")], {}, clock())[0]
+    port = PortHealthTracker().classify([_port("LinkErrorRecovery")], {}, clock.now())[0]
     assert [s.message for s in port.signals] == ["Port is in link error recovery"]
 
 

@@ -8,8 +8,7 @@ import pytest
 from astraeus.agent.fake import FakeMachine, load_fake_machine
 from astraeus.agent.inventory import Scanner
 from astraeus.shared import SCHEMA_VERSION, GpuHealthState, LinkLayer, MachineReport
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 Factory = Callable[[str], FakeMachine]
 

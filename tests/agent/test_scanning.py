@@ -13,8 +13,7 @@ from astraeus.agent.fake import FakeMachine
 from astraeus.agent.inventory import Scanner
 from astraeus.agent.scanning import ScanService
 from astraeus.agent.watch import PortPoller, WatchUnavailableError, udev_monitor
-
-from .conftest import FakeClock
+from astraeus.shared.clock import FakeClock
 
 Factory = Callable[[str], FakeMachine]
 

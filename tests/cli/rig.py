@@ -15,10 +15,11 @@ from typing import Any
 from aiohttp import web
 
 from astraeus.coordinator.api import SCHEDULER, create_app
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION
+from astraeus.shared.clock import SystemClock
+from astraeus.shared.fake_gpu import gpu_uuid
 
 CONSOLE_URL = "https://console.astralyx.cloud/o/acme/w/vision/jobs/gpu-east/"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -39,7 +40,7 @@ def gpu_report(
         "gpus": [
             {
                 "index": i,
-                "uuid": f"GPU-{name}-{i}",
+                "uuid": gpu_uuid(name, i),
                 "vendor": "nvidia",
                 "model": model,
                 "memory_bytes": int(memory_gb * 1024**3) - 400 * 1024**2,

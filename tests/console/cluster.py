@@ -16,11 +16,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from astraeus.coordinator.api import SCHEDULER, create_app
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.console import setup_console
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION
+from astraeus.shared.clock import SystemClock
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"

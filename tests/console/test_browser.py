@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from astraeus.shared.fake_gpu import gpu_uuid
+
 from .cluster import A100, FABRIC, H100, RACK, SITE, Cluster, gpu, report
 from .conftest import screenshot_path
 
@@ -117,7 +119,7 @@ async def test_a_waiting_run_shows_its_reasons_and_starts_when_a_machine_frees(
     await expect(page.locator("#landing")).to_have_text("one machine, gpu-02")
     task = page.locator('#tasks tr[data-task="finetune-0"]')
     await expect(task).to_contain_text("gpu-02")
-    await expect(task.locator("td.gpus")).to_contain_text("GPU-gpu-02-0")
+    await expect(task.locator("td.gpus")).to_contain_text(gpu_uuid("gpu-02", 0))
     gpus = [gpu("gpu-02", i) for i in range(8)]
     machine = report("gpu-02", gpus, _labels("fra-1", "r1", "ib-0"))
     await cluster.report(machine, {"finetune-0": "Running"}, {"finetune-0": "epoch 1: loss 2.31\n"})

@@ -14,8 +14,9 @@ from astraeus.coordinator.api import SCHEDULER, create_app
 from astraeus.coordinator.scheduler import PassResult, SessionFactory
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
+from astraeus.shared.clock import FakeClock
 
-from .fakes import FakeClock, FirstFitSession, report
+from .fakes import START, FirstFitSession, report
 
 ClientFactory = Callable[..., Any]
 
@@ -154,7 +155,7 @@ async def make_cluster(
     store = Store.open(
         settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
     )
-    clock = clock or FakeClock()
+    clock = clock or FakeClock(START)
     app = create_app(settings, store=store, clock=clock, session_factory=session_factory)
     client = await aiohttp_client(app)
     admin, _ = store.tokens.create(Role.ADMIN, clock.now())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from astraeus.coordinator.placement import (
@@ -23,25 +23,9 @@ from astraeus.shared import (
     Shape,
     reasons,
 )
+from astraeus.shared.fake_gpu import gpu_uuid
 
 START = datetime(2026, 10, 1, 9, 0, 0, tzinfo=UTC)
-
-
-class FakeClock:
-    """Tells the time it was set to; tests move it with `advance`."""
-
-    def __init__(self, now: datetime = START) -> None:
-        self._now = now
-
-    def now(self) -> datetime:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += timedelta(seconds=seconds)
-
-
-def gpu_uuid(machine: str, index: int) -> str:
-    return f"GPU-{machine}-{index}"
 
 
 def report(

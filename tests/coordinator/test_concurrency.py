@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from astraeus.coordinator.store import Store
+from astraeus.shared.fake_gpu import gpu_uuid
 
 from .conftest import ClientFactory, Cluster, make_cluster
 
@@ -28,7 +29,7 @@ def assert_no_gpu_held_twice(store: Store) -> int:
     twice = [key for key, count in held.items() if count > 1]
     assert twice == []
     for machine, gpu in held:
-        assert gpu.startswith(f"GPU-{machine}-")
+        assert gpu in {gpu_uuid(machine, i) for i in range(8)}
     holds = store.database.read("SELECT machine, gpu_id FROM gpu_holds")
     assert {(h["machine"], h["gpu_id"]) for h in holds} == set(held)
     return len(held)

@@ -21,8 +21,9 @@ from astraeus.coordinator.api import SCHEDULER, all_routes, create_app
 from astraeus.coordinator.api.openapi import document
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.shared.clock import FakeClock
 
-from .fakes import FakeClock, report
+from .fakes import START, report
 
 UID = "0b5c8f1e-7d2a-4c3b-9e6f-1a2b3c4d5e6f"
 
@@ -114,7 +115,7 @@ class Server:
 
     def __init__(self, tmp: Path) -> None:
         self.store = Store.open(tmp / "fuzz.db")
-        clock = FakeClock()
+        clock = FakeClock(START)
         self.tokens = {
             "admin": self.store.tokens.create(Role.ADMIN, clock.now())[0],
             "agent": self.store.tokens.create(Role.AGENT, clock.now(), machine="gpu-01")[0],
@@ -305,7 +306,7 @@ def test_after_hostile_reports_runs_are_still_placed(server: Server, tmp_path: P
     assert server.request("PUT", "/api/v1/machines/evil/report", hostile, valid)[0] == 200
     # A workspace and token of its own: the route fuzzing may have changed `vision` or revoked
     # the admin's token.
-    now = FakeClock().now()
+    now = START
     server.store.workspaces.put(WorkspaceSpec(name="after"), now)
     member, _ = server.store.tokens.create(Role.MEMBER, now, workspace="after")
     ask = {"gpu_requests": {"count": 1}, "node_selection": {"names": ["evil"]}}

@@ -9,9 +9,10 @@ from typing import Any
 
 from astraeus.coordinator.scheduler.worker import compute_pass
 from astraeus.coordinator.store.agents import NO_WORKER
+from astraeus.shared.clock import FakeClock
 
 from .conftest import ClientFactory, Cluster, make_cluster
-from .fakes import START, FakeClock, FirstFitSession
+from .fakes import START, FirstFitSession
 
 STOPPED = "cancelled: no longer assigned by the coordinator; stopped with SIGTERM"
 

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from astraeus.shared import SCHEMA_VERSION
+from astraeus.shared.fake_gpu import gpu_uuid
 
 BIN = Path(sys.executable).parent
 DEADLINE_SECONDS = 60.0
@@ -365,7 +366,7 @@ def machine_report(name: str) -> dict[str, Any]:
         "gpus": [
             {
                 "index": i,
-                "uuid": f"GPU-{name}-{i}",
+                "uuid": gpu_uuid(name, i),
                 "vendor": "nvidia",
                 "model": "NVIDIA H100 80GB HBM3",
                 "memory_bytes": 80 * 2**30,

@@ -24,9 +24,9 @@ from astraeus.agent.runtime.client import CoordinatorClient
 from astraeus.agent.runtime.launch import ProcessLauncher
 from astraeus.agent.runtime.users import WorkerUsers
 from astraeus.coordinator.api import SCHEDULER, create_app
-from astraeus.coordinator.clock import SystemClock
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
+from astraeus.shared.clock import SystemClock
 
 WAIT_SECONDS = 30.0
 """How long a test waits for something before failing; only a hang reaches it."""

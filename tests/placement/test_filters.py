@@ -173,9 +173,9 @@ ROWS = [
     ),
     row(
         "8-pinned-in-use",
-        "GPU GPU-m-2 is in use",
+        f"GPU {gpu_uuid('m', 2)} is in use",
         room=True,
-        ask={"gpu_requests": {"count": 1, "ids": ["GPU-m-2"]}},
+        ask={"gpu_requests": {"count": 1, "ids": [gpu_uuid("m", 2)]}},
         used_gpus=[2],
     ),
     row(

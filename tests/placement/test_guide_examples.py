@@ -24,6 +24,7 @@ from astraeus.shared import (
     RequestedResources,
     Vendor,
 )
+from astraeus.shared.fake_gpu import gpu_uuid
 
 NOW = datetime(2026, 10, 1, 9, 14, 2, 511843, tzinfo=UTC)
 
@@ -74,7 +75,7 @@ def test_finetune_ask_places_on_an_idle_h100_with_per_gpu_cores_and_memory() -> 
     result = place(run("finetune", ask=FINETUNE), snapshot(machine("gpu-09")), NOW)
     assert isinstance(result, Placement)
     (worker,) = result.workers
-    assert worker.gpu_ids == tuple(f"GPU-gpu-09-{i}" for i in range(8))
+    assert worker.gpu_ids == tuple(gpu_uuid("gpu-09", i) for i in range(8))
     assert worker.cpu_cores == 96
     assert worker.memory_bytes == 8 * 128849018880
 
@@ -105,8 +106,8 @@ def test_at_risk_gpus_are_used_only_when_no_healthy_one_is_free() -> None:
     ask = {"gpu_requests": {"count": 7}}
     result = place(run(ask=ask), snapshot(machine("gpu-01", gpu_list=risky)), NOW)
     assert isinstance(result, Placement)
-    assert result.workers[0].gpu_ids[:6] == tuple(f"GPU-gpu-01-{i}" for i in range(2, 8))
-    assert result.workers[0].gpu_ids[6] == "GPU-gpu-01-0"
+    assert result.workers[0].gpu_ids[:6] == tuple(gpu_uuid("gpu-01", i) for i in range(2, 8))
+    assert result.workers[0].gpu_ids[6] == gpu_uuid("gpu-01", 0)
     assert risky[0].health.state is GpuHealthState.AT_RISK
 
 

@@ -9,6 +9,7 @@ from astraeus.coordinator.placement import (
     place,
 )
 from astraeus.coordinator.placement.fake_cluster import machine, run, snapshot
+from astraeus.shared.fake_gpu import gpu_uuid
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 ONE = {"gpu_requests": {"count": 1}}
@@ -37,7 +38,7 @@ def test_take_makes_later_runs_see_what_is_left() -> None:
         assert isinstance(result, Placement)
         session.take(result)
         given.extend(result.workers[0].gpu_ids)
-    assert sorted(given) == [f"GPU-a-{i}" for i in range(8)]
+    assert sorted(given) == sorted(gpu_uuid("a", i) for i in range(8))
     last = session.place(run("r8", ask=ONE), NOW)
     assert isinstance(last, Pending)
     assert last.explanation.nodes[0].reasons == ["insufficient gpus: need 1, 0 free and usable"]
@@ -90,10 +91,10 @@ def test_pinned_ids_by_index_or_uuid_place_those_gpus() -> None:
     snap = snapshot(machine("a"))
     by_index = place(run(ask={"gpu_requests": {"count": 2, "ids": ["3", "5"]}}), snap, NOW)
     assert isinstance(by_index, Placement)
-    assert by_index.workers[0].gpu_ids == ("GPU-a-3", "GPU-a-5")
-    by_uuid = place(run(ask={"gpu_requests": {"count": 1, "ids": ["GPU-a-6"]}}), snap, NOW)
+    assert by_index.workers[0].gpu_ids == (gpu_uuid("a", 3), gpu_uuid("a", 5))
+    by_uuid = place(run(ask={"gpu_requests": {"count": 1, "ids": [gpu_uuid("a", 6)]}}), snap, NOW)
     assert isinstance(by_uuid, Placement)
-    assert by_uuid.workers[0].gpu_ids == ("GPU-a-6",)
+    assert by_uuid.workers[0].gpu_ids == (gpu_uuid("a", 6),)
 
 
 def test_runs_with_the_same_ask_share_verdicts_but_not_names() -> None:

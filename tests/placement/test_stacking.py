@@ -7,6 +7,7 @@ import pytest
 
 from astraeus.coordinator.placement import Pending, Placement, PlacementSession, place
 from astraeus.coordinator.placement.fake_cluster import machine, run, snapshot
+from astraeus.shared.fake_gpu import gpu_uuid
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 ANY_TWO = {"mode": "Any", "names": ["eth1", "eth2"]}
@@ -29,8 +30,8 @@ def test_any_mode_stacks_four_workers_on_two_eight_gpu_machines() -> None:
         (3, "eth2"),
     ]
     assert [w.gpu_ids for w in result.workers[:2]] == [
-        ("GPU-eth1-0", "GPU-eth1-1", "GPU-eth1-2", "GPU-eth1-3"),
-        ("GPU-eth1-4", "GPU-eth1-5", "GPU-eth1-6", "GPU-eth1-7"),
+        tuple(gpu_uuid("eth1", i) for i in range(4)),
+        tuple(gpu_uuid("eth1", i) for i in range(4, 8)),
     ]
     assert (result.shape.tasks, result.shape.gpus_each) == (4, 4)
     assert result.shape.why == "4 workers × 4 GPUs on 2 machines over Ethernet"
