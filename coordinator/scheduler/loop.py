@@ -117,14 +117,15 @@ class Scheduler:
     async def run_pass(self) -> PassResult:
         """One pass, start to commit. Passes never overlap."""
         async with self._lock:
-            self._writable()
+            run = self._store.database.run  # every write goes to the writer thread
+            await run(self._writable)
             started = time.perf_counter()
             now = self._clock.now()
             await self._flush_seen()  # the worker reads who is Up from the file
-            lost = self._mark_lost(now)
+            lost = await run(self._mark_lost, now)
             if lost:
                 self._store.agents.refresh_holding()
-            self._store.reservations.expire(now)
+            await run(self._store.reservations.expire, now)
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:
@@ -153,7 +154,8 @@ class Scheduler:
         """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
         requests in between (5,000 in one transaction would stall them)."""
         while True:
-            if self._store.machines.flush_seen(FLUSH_CHUNK) < FLUSH_CHUNK:
+            flushed = await self._store.database.run(self._store.machines.flush_seen, FLUSH_CHUNK)
+            if flushed < FLUSH_CHUNK:
                 return
             await asyncio.sleep(0)
 
@@ -178,8 +180,9 @@ class Scheduler:
         Each placement is whole in one chunk, so a crash between chunks leaves every run either
         placed or still pending, never half placed."""
         committed = 0
+        database = self._store.database
         for reshaped in decisions.reshaped:
-            if commit_reshape(self._store.database, reshaped, now):
+            if await database.run(commit_reshape, database, reshaped, now):
                 why = reshaped.placement.shape.why
                 log.info("run %s reshaped: %s", reshaped.old.item.run, why)
                 self.poke()  # its old machines are free now
@@ -187,11 +190,10 @@ class Scheduler:
         stored: dict[int, int] = {}
         for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
             end = start + COMMIT_CHUNK
-            committed += commit_pass(
-                self._store.database, placed[start:end], waiting[start:end], now, stored
+            committed += await database.run(
+                commit_pass, database, placed[start:end], waiting[start:end], now, stored
             )
-            await asyncio.sleep(0)
-        drop_unused_explanations(self._store.database)
+        await database.run(drop_unused_explanations, database)
         return committed
 
     async def _decide(
