@@ -46,7 +46,7 @@ async def create_run(request: web.Request) -> web.Response:
             "name",
             "is already used in this workspace; pick another name or cancel that run",
         )
-    request.app[SCHEDULER].poke()
+    request.app[SCHEDULER].poke(now=True)  # placed without waiting for the debounce
     return _json(run, status=201)
 
 
