@@ -6,6 +6,7 @@ from pydantic import Field
 
 from .base import WireModel
 from .explanation import PendingExplanation
+from .reasons import ReasonKind
 from .run import Landing, Run, Shape
 
 
@@ -29,6 +30,7 @@ class DryRun(WireModel):
     landing: Landing | None = None
     workers: list[WorkerView] = Field(default_factory=list)
     reason: str | None = None
+    reason_kind: ReasonKind | None = None
     placement: PendingExplanation | None = None
 
 
