@@ -3,17 +3,22 @@ tasks its machine should run."""
 
 from __future__ import annotations
 
+import logging
 import math
+from datetime import datetime
 
 from aiohttp import web
 
 from astraeus.coordinator.store import Role
+from astraeus.coordinator.store.ports import refuse_port
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
 from .errors import ApiError, fail, read_model
 from .keys import CLOCK, REPORTING, SCHEDULER, SETTINGS, STORE
 from .routes import Route
+
+log = logging.getLogger(__name__)
 
 
 async def put_report(request: web.Request) -> web.Response:
@@ -49,8 +54,9 @@ async def _receive(request: web.Request, name: str) -> web.Response:
     app = request.app
     agents, now = app[STORE].agents, app[CLOCK].now()
     record, changed = agents.apply(body, request.remote, now)
+    refused = _busy_ports(app, name, body, now)
     assignments, freed = agents.reply(name, body.tasks, now)
-    if changed or freed:
+    if changed or freed or refused:
         app[SCHEDULER].poke()
     reply = ReportReply(
         acked_seq=record.acked_seq,
@@ -58,6 +64,23 @@ async def _receive(request: web.Request, name: str) -> web.Response:
         report_interval_seconds=app[SETTINGS].report_interval_seconds,
     )
     return web.Response(text=reply.model_dump_json(), content_type="application/json")
+
+
+def _busy_ports(app: web.Application, machine: str, body: AgentReport, now: datetime) -> bool:
+    """Take back each port the agent found busy for its own worker 0 not yet started, and
+    remember it as busy there; the next pass gives another. True when one was taken back."""
+    database, ports = app[STORE].database, app[SCHEDULER].ports
+    refused = False
+    for busy in body.busy_ports:
+        if refuse_port(database, machine, busy.task_uid, busy.port):
+            ports.found_busy(machine, busy.port, now)
+            log.info(
+                "machine %s: rendezvous port %d is in use there; another is given",
+                machine,
+                busy.port,
+            )
+            refused = True
+    return refused
 
 
 ROUTES = (

@@ -40,6 +40,7 @@ from astraeus.coordinator.store.queue import (
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
 
 from .decide import Decisions, PassContext, SessionFactory, engine
+from .ports import Ports
 from .snapshot import build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 
@@ -100,6 +101,8 @@ class Scheduler:
         storage fault. Silence before it is the coordinator's, never a machine's."""
         store.database.recovered.append(self._hearing_again)
         self._fault_logged: str | None = None
+        self.ports = Ports(settings.port_range)
+        """Rendezvous ports: given after each commit, taken back when an agent finds one busy."""
 
     @property
     def down_after(self) -> timedelta:
@@ -136,6 +139,7 @@ class Scheduler:
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             committed = await self._commit(decisions, now)
+            self.ports.give(self._store.database, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
 

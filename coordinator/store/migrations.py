@@ -137,4 +137,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE logs ADD COLUMN end_offset INTEGER NOT NULL DEFAULT 0;
     UPDATE logs SET end_offset = offset + length(CAST(data AS BLOB));
     """,
+    # 6: rendezvous ports, held like GPUs: a run's worker 0 (an array element) holds `port` on its
+    # machine while it holds resources; no two such tasks of one machine hold the same port.
+    """
+    ALTER TABLE tasks ADD COLUMN port INTEGER;
+    CREATE UNIQUE INDEX tasks_port ON tasks (machine, port) WHERE port IS NOT NULL
+        AND (state IN ('Assigned', 'Starting', 'Running') OR held = 1);
+    """,
 )
