@@ -10,6 +10,7 @@ from .ask import RequestedResources
 from .base import ProcessText, UserModel, WireModel
 from .explanation import PendingExplanation
 from .image import OciImage
+from .reasons import ReasonKind
 
 RunName = Annotated[
     str,
@@ -115,6 +116,9 @@ class Task(WireModel):
     memory_bytes: int = 0
     environment: dict[str, str] = Field(default_factory=dict)
     reason: str | None = None
+    reason_kind: ReasonKind | None = Field(
+        default=None, description="what `reason` is while the task waits (`NotEvaluated`, …)"
+    )
     placement: PendingExplanation | None = None
     exit_code: int | None = None
     message: str | None = None
@@ -143,6 +147,9 @@ class Run(WireModel):
     requested_resources: RequestedResources
     state: RunState = RunState.PENDING
     reason: str | None = None
+    reason_kind: ReasonKind | None = Field(
+        default=None, description="what `reason` is while the run waits (`QueuedBehind`, …)"
+    )
     shape: Shape | None = None
     landing: Landing | None = None
     tasks: list[Task] = Field(default_factory=list)

@@ -27,7 +27,7 @@ from .runs import settle_run
 log = logging.getLogger(__name__)
 
 LEGACY_BASE_PORT = 29500
-"""A task started before ports were held (migration 6) was told 29500 + (run number mod 1000);
+"""A task started before ports were held (migration 7) was told 29500 + (run number mod 1000);
 its assignment keeps saying so. Every other port is the scheduler's (`scheduler/ports.py`)."""
 
 _FORWARD: dict[TaskState, frozenset[TaskState]] = {

@@ -3,7 +3,7 @@ scheduler gave, and taking back one an agent found busy. The store never chooses
 scheduler does (`scheduler/ports.py`).
 
 A port is held while its task holds resources (Assigned, Starting, Running, or Lost and still
-`held`): migration 6's unique index `tasks_port` on (machine, port) over exactly those tasks is
+`held`): migration 7's unique index `tasks_port` on (machine, port) over exactly those tasks is
 the invariant, as `gpu_holds`' key is for GPUs.
 """
 
