@@ -10,7 +10,7 @@ from datetime import datetime
 from aiohttp import web
 
 from astraeus.coordinator.store import Role
-from astraeus.coordinator.store.ports import refuse_port
+from astraeus.coordinator.store.ports import refuse_ports
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
@@ -52,10 +52,20 @@ async def _receive(request: web.Request, name: str) -> web.Response:
             f"is {body.report.name!r} but the URL names {name!r}",
         )
     app = request.app
-    agents, now = app[STORE].agents, app[CLOCK].now()
-    record, changed = agents.apply(body, request.remote, now)
-    refused = _busy_ports(app, name, body, now)
-    assignments, freed = agents.reply(name, body.tasks, now)
+    store, now = app[STORE], app[CLOCK].now()
+    agents, run = store.agents, store.database.run
+    # A plain heartbeat is kept in memory here; a report that writes goes to the writer thread.
+    beat = agents.beat(body, request.remote, now)
+    if beat is None:
+        record, changed = await run(agents.store_report, body, request.remote, now)
+    else:
+        record, changed = beat, False
+    refused = await _busy_ports(app, name, body, now)
+    rows = agents.live(name)
+    if agents.stale(name, body.tasks, rows) is None:
+        assignments, freed = agents.assignments_of(rows), False
+    else:
+        assignments, freed = await run(agents.settle, name, body.tasks, now)
     if changed or freed or refused:
         app[SCHEDULER].poke()
     reply = ReportReply(
@@ -66,21 +76,18 @@ async def _receive(request: web.Request, name: str) -> web.Response:
     return web.Response(text=reply.model_dump_json(), content_type="application/json")
 
 
-def _busy_ports(app: web.Application, machine: str, body: AgentReport, now: datetime) -> bool:
+async def _busy_ports(app: web.Application, machine: str, body: AgentReport, now: datetime) -> bool:
     """Take back each port the agent found busy for its own worker 0 not yet started, and
     remember it as busy there; the next pass gives another. True when one was taken back."""
+    if not body.busy_ports:
+        return False
     database, ports = app[STORE].database, app[SCHEDULER].ports
-    refused = False
-    for busy in body.busy_ports:
-        if refuse_port(database, machine, busy.task_uid, busy.port):
-            ports.found_busy(machine, busy.port, now)
-            log.info(
-                "machine %s: rendezvous port %d is in use there; another is given",
-                machine,
-                busy.port,
-            )
-            refused = True
-    return refused
+    busy = [(item.task_uid, item.port) for item in body.busy_ports]
+    given_back = await database.run(refuse_ports, database, machine, busy)
+    for port in given_back:
+        ports.found_busy(machine, port, now)
+        log.info("machine %s: rendezvous port %d is in use there; another is given", machine, port)
+    return bool(given_back)
 
 
 ROUTES = (

@@ -9,6 +9,7 @@ task's `port`, unique per machine among tasks that hold resources) and never cho
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,18 +38,22 @@ class Ports:
 
     ports: PortRange
     busy: dict[str, dict[int, datetime]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    """Reports mark ports busy on the event loop while `give` reads them on the writer thread."""
 
     def found_busy(self, machine: str, port: int, now: datetime) -> None:
-        marks = self.busy.setdefault(machine, {})
-        if len(marks) >= MAX_BUSY_PER_MACHINE:
-            marks.pop(min(marks, key=marks.__getitem__))
-        marks[port] = now + BUSY_FOR
+        with self._lock:
+            marks = self.busy.setdefault(machine, {})
+            if len(marks) >= MAX_BUSY_PER_MACHINE:
+                marks.pop(min(marks, key=marks.__getitem__))
+            marks[port] = now + BUSY_FOR
 
     def busy_on(self, machine: str, now: datetime) -> set[int]:
-        marks = self.busy.get(machine, {})
-        for port in [p for p, until in marks.items() if until <= now]:
-            del marks[port]
-        return set(marks)
+        with self._lock:
+            marks = self.busy.get(machine, {})
+            for port in [p for p, until in marks.items() if until <= now]:
+                del marks[port]
+            return set(marks)
 
     def give(self, database: Database, now: datetime) -> int:
         """A port for every worker 0 placed without one; returns how many were given."""

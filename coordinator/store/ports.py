@@ -76,13 +76,18 @@ def set_ports(database: Database, given: Sequence[tuple[int, int]]) -> int:
     return written
 
 
-def refuse_port(database: Database, machine: str, uid: str, port: int) -> bool:
-    """The agent of `machine` found `port` busy for its task `uid`: the task gives it back, if
-    that task is still Assigned there with that port (an agent speaks for its own tasks only)."""
+def refuse_ports(database: Database, machine: str, busy: Sequence[tuple[str, int]]) -> list[int]:
+    """The agent of `machine` found each (task uid, port) busy: each such task gives its port
+    back if it is still Assigned there with that port (an agent speaks for its own tasks only).
+    Returns the ports given back."""
+    given_back = []
     with database.write() as conn:
-        cursor = conn.execute(
-            "UPDATE tasks SET port = NULL WHERE uid = ? AND machine = ? AND port = ?"
-            " AND state = 'Assigned'",
-            (uid, machine, port),
-        )
-        return cursor.rowcount > 0
+        for uid, port in busy:
+            cursor = conn.execute(
+                "UPDATE tasks SET port = NULL WHERE uid = ? AND machine = ? AND port = ?"
+                " AND state = 'Assigned'",
+                (uid, machine, port),
+            )
+            if cursor.rowcount:
+                given_back.append(port)
+    return given_back
