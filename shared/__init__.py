@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .assignment import (
         AgentReport,
         Assignment,
+        BusyPort,
         LogChunk,
         Mount,
         NetworkKind,
@@ -75,6 +76,7 @@ _HOME: dict[str, str] = {
     "Vendor": "ask",
     "AgentReport": "assignment",
     "Assignment": "assignment",
+    "BusyPort": "assignment",
     "LogChunk": "assignment",
     "Mount": "assignment",
     "NetworkKind": "assignment",
@@ -128,6 +130,7 @@ __all__ = [
     "ArraySpec",
     "Assignment",
     "BackendStatus",
+    "BusyPort",
     "Capability",
     "DriveInfo",
     "DriveMount",
