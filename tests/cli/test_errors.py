@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,10 +23,13 @@ from .rig import Coordinator
 ASTRA = Path(sys.executable).parent / "astra"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port held, bound but not listening, for as long as the block runs: a
+    connection to it is refused, and no other program can take it meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
 
 
 def _astra(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -36,9 +41,10 @@ def _astra(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def test_unreachable_coordinator_is_a_sentence_and_exit_3(tmp_path: Path) -> None:
     """Nothing listening at ASTRA_API: exit 3 and a sentence naming the address, no traceback."""
-    api = f"http://127.0.0.1:{_free_port()}"
-    env = {"ASTRA_API": api, "ASTRA_TOKEN": "t", "ASTRA_CONFIG": str(tmp_path / "none.toml")}
-    done = _astra("astraeus", "list", env=env)
+    with refusing_port() as port:
+        api = f"http://127.0.0.1:{port}"
+        env = {"ASTRA_API": api, "ASTRA_TOKEN": "t", "ASTRA_CONFIG": str(tmp_path / "none.toml")}
+        done = _astra("astraeus", "list", env=env)
     assert done.returncode == 3
     assert done.stderr.startswith(f"astra: cannot reach the coordinator at {api}: ")
     assert "Traceback" not in done.stderr

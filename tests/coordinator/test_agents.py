@@ -8,9 +8,10 @@ from astraeus.coordinator.placement import Placement, WorkerPlacement
 from astraeus.coordinator.store.commit import Placed, commit_pass
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared import Landing, NetworkKind, Shape
+from astraeus.shared.fake_gpu import gpu_uuid
 
 from .conftest import Cluster, make_cluster
-from .fakes import FirstFitSession, gpu_uuid, report
+from .fakes import FirstFitSession, report
 
 
 async def _placed(c: Cluster, name: str = "finetune", gpus: int = 8) -> dict[str, Any]:

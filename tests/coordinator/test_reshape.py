@@ -17,9 +17,9 @@ from astraeus.coordinator.store.reshape import (
     read_unstarted,
 )
 from astraeus.shared import Landing, NetworkKind, RequestedResources, Shape, labels
+from astraeus.shared.fake_gpu import gpu_uuid
 
 from .conftest import Cluster
-from .fakes import gpu_uuid
 
 R1 = {labels.RACK: "r1"}
 R2 = {labels.RACK: "r2"}

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -38,10 +37,15 @@ AS_THIS_USER = {"ASTRAEUS_WORKER_USER": "root", "ASTRAEUS_ALLOW_ROOT_WORKERS": "
 test's own user: root where the test is root (a uid of their own is tested in tests/runtime)."""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+LISTENING = "astraeus-coordinator: listening on "
+
+
+def _listening(log: Path) -> str | None:
+    """The address the coordinator says it listens on (it chose the port), once it has."""
+    for line in log.read_text(errors="replace").splitlines() if log.exists() else ():
+        if line.startswith(LISTENING):
+            return line.removeprefix(LISTENING).strip()
+    return None
 
 
 def _until(what: str, check: Callable[[], Any]) -> Any:
@@ -94,8 +98,8 @@ class Cluster:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = ""
+        """The coordinator's address, as it announced it."""
         self.procs: list[subprocess.Popen[bytes]] = []
         self.seen: set[int] = set()
 
@@ -159,10 +163,13 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     state = tmp_path / "coordinator"
     cluster.start(
         "coordinator",
-        "astraeus-coordinator", "serve", "--listen", f"127.0.0.1:{cluster.port}",
+        "astraeus-coordinator", "serve", "--listen", "127.0.0.1:0",
         "--state-dir", str(state), "--db", str(state / "astraeus.db"),
         "--cluster-name", "e2e", env=FAST,
     )  # fmt: skip
+    cluster.url = _until(
+        "the coordinator to say where it listens", lambda: _listening(tmp_path / "coordinator.log")
+    )
     admin_file = state / "admin.token"
     admin = _until("the admin token file", lambda: admin_file.exists() and admin_file.read_text())
     admin = admin.strip()

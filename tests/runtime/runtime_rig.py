@@ -6,7 +6,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,8 +267,10 @@ async def until(check: Callable[[], object], what: str) -> None:
         await asyncio.sleep(0.02)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port held, bound but not listening, for as long as the block runs: a
+    connection to it is refused, and no other program can take it meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])

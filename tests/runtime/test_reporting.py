@@ -13,8 +13,8 @@ from runtime_rig import (
     Coordinator,
     Harness,
     assignment,
-    free_port,
     machine_report,
+    refusing_port,
     uid_of,
     until,
 )
@@ -157,11 +157,12 @@ async def test_client_names_a_refused_token(coordinator: Coordinator) -> None:
 
 async def test_client_unreachable() -> None:
     """A refused connection becomes a CoordinatorError naming the URL."""
-    url = f"http://127.0.0.1:{free_port()}"
-    async with aiohttp.ClientSession() as session:
-        client = CoordinatorClient(session, url, "gpu-01", TOKEN)
-        with pytest.raises(CoordinatorError) as caught:
-            await client.report(_body())
+    with refusing_port() as port:
+        url = f"http://127.0.0.1:{port}"
+        async with aiohttp.ClientSession() as session:
+            client = CoordinatorClient(session, url, "gpu-01", TOKEN)
+            with pytest.raises(CoordinatorError) as caught:
+                await client.report(_body())
     assert str(caught.value).startswith(f"{url}/api/v1/machines/gpu-01/report unreachable: ")
 
 
