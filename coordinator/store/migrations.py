@@ -146,4 +146,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     UPDATE runs SET reason = NULL WHERE state = 'Pending';
     UPDATE tasks SET reason = NULL WHERE state = 'Pending';
     """,
+    # 7: what keeps each machine of an explanation out, as data (`shared.RejectionGroup`: filter,
+    # code, room, machines), stored with its explanation; null for explanations written before.
+    """
+    ALTER TABLE explanations ADD COLUMN rejections TEXT;
+    """,
 )
