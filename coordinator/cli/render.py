@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
 from astraeus.shared.explanation import RejectionGroup
-from astraeus.shared.reasons import ReasonKind
+from astraeus.shared.reasons import ReasonKind, RejectionCode
 
-NO_CONTAINER = "NoContainerRuntime"
+NO_CONTAINER = RejectionCode.NO_CONTAINER_RUNTIME
 """The code of the capabilities filter's reason for a machine without podman or docker."""
 
 
