@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import ipaddress
 import json
 import logging
@@ -79,8 +80,10 @@ VOLATILE = frozenset({"reported_at", "free_cpu_cores", "free_memory_bytes"})
 
 
 def fingerprint(report: MachineReport) -> str:
-    """Everything but timestamps and free counters: a change here may change where runs fit."""
-    return report.model_dump_json(exclude=set(VOLATILE))
+    """Everything but timestamps and free counters (a change there may change where runs fit),
+    as a SHA-256 digest: 64 characters kept per machine instead of its whole report again."""
+    printed = report.model_dump_json(exclude=set(VOLATILE))
+    return hashlib.sha256(printed.encode()).hexdigest()
 
 
 class Machines:
