@@ -44,6 +44,7 @@ from astraeus.shared import reasons
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import Decisions, PassContext, SessionFactory, engine
+from .ports import Ports
 from .snapshot import Views, build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 
@@ -108,6 +109,8 @@ class Scheduler:
         storage fault. Silence before it is the coordinator's, never a machine's."""
         store.database.recovered.append(self._hearing_again)
         self._fault_logged: str | None = None
+        self.ports = Ports(settings.port_range)
+        """Rendezvous ports: given after each commit, taken back when an agent finds one busy."""
 
     @property
     def down_after(self) -> timedelta:
@@ -151,6 +154,8 @@ class Scheduler:
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             committed = await self._commit(decisions, now)
+            database = self._store.database
+            await database.run(self.ports.give, database, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
 
