@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import WireModel
-from .explanation import PendingExplanation
+from .explanation import PendingExplanation, RejectionGroup
 from .reasons import ReasonKind
 from .run import Landing, Run, Shape
 
@@ -32,6 +32,7 @@ class DryRun(WireModel):
     reason: str | None = None
     reason_kind: ReasonKind | None = None
     placement: PendingExplanation | None = None
+    rejections: list[RejectionGroup] | None = None
 
 
 class LogView(WireModel):

@@ -1,6 +1,6 @@
 """Whole fake machines and runs in a line each, for tests, benchmarks and demos.
 
-GPU UUIDs derive from the machine and the index (`GPU-gpu-01-3`), so runs are reproducible.
+GPU UUIDs derive from the machine and the index (`shared/fake_gpu.py`), so runs are reproducible.
 """
 
 from __future__ import annotations
