@@ -69,11 +69,13 @@ class FreeIndex:
             entries.sort()
         self._owned = {*self.buckets, *self.classes}
 
-    def fork(self, free: Sequence[Free]) -> FreeIndex:
-        """A copy over `free` (a copy of this index's list) that changes without changing this
-        one: buckets and classes are copied only when the copy first changes them."""
+    def fork(self, facts: Sequence[MachineFacts], free: Sequence[Free]) -> FreeIndex:
+        """A copy over `facts` and `free` (lists equal to this index's now) that changes without
+        changing this one: buckets and classes are copied only when one of them first changes
+        them, since neither may change in place from now on."""
         twin = FreeIndex.__new__(FreeIndex)
-        twin._facts, twin._free = self._facts, free
+        twin._facts, twin._free = facts, free
+        self._owned = set()
         twin.buckets, twin.classes = dict(self.buckets), dict(self.classes)
         twin.free_gpus, twin._where = list(self.free_gpus), list(self._where)
         twin._owned = set()

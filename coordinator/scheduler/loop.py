@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 
 from astraeus.coordinator.clock import Clock
 from astraeus.coordinator.metrics import Metrics
-from astraeus.coordinator.placement import ClusterSnapshot, Placement
+from astraeus.coordinator.placement import ClusterSnapshot, Placement, PlacementSession
+from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.commit import (
@@ -76,6 +77,9 @@ class Scheduler:
         session_factory: SessionFactory | None = None,
     ) -> None:
         self._session_factory = session_factory or engine()
+        self._live = LiveState() if session_factory is None else None
+        """The placement state kept between passes and dry runs of this process."""
+        self._live_lock = threading.Lock()
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
             # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
@@ -207,16 +211,27 @@ class Scheduler:
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
         return await asyncio.to_thread(
-            plan,
-            items,
-            unstarted,
-            snapshot,
-            now,
-            context,
-            self._session_factory,
-            self._settings.max_pass_seconds,
-            self._stopping.is_set,
+            self._plan, items, unstarted, snapshot, now, context, self._settings.max_pass_seconds
         )
+
+    def _plan(
+        self,
+        items: list[QueueItem],
+        unstarted: Sequence[Unstarted],
+        snapshot: ClusterSnapshot,
+        now: datetime,
+        context: PassContext,
+        seconds: float,
+    ) -> tuple[Decisions, bool]:
+        """`plan` over this process's live state, brought up to `snapshot` first (one thread at
+        a time: a pass and dry runs may call it together)."""
+        session = None
+        if self._live is not None:
+            with self._live_lock:
+                self._live.update(snapshot)
+                session = PlacementSession(live=self._live)
+        factory, stopping = self._session_factory, self._stopping.is_set
+        return plan(items, unstarted, snapshot, now, context, factory, seconds, stopping, session)
 
     def _context(self) -> PassContext:
         return pass_context(self._store, self._settings.max_pending_evaluations)
