@@ -12,6 +12,8 @@ stays as the snapshot said.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from . import ladder
 from .cluster import Cluster
@@ -19,6 +21,11 @@ from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
 from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
 from .free_index import FreeIndex
 from .model import ClusterSnapshot, MachineView
+from .prepared import Verdicts
+
+if TYPE_CHECKING:
+    from .decision import Decision
+    from .gang import Choice
 from .scores import Home
 
 
@@ -37,6 +44,11 @@ class Frame:
         self.labelled = cluster_has_fabric_label([one.report for one in facts])
         self._places: dict[float | None, list[NetworkPlace]] = {}
         self._clusters: dict[float | None, Cluster] = {}
+        self._verdicts: dict[tuple[object, ...], Verdicts] = {}
+        self.idle_views: dict[tuple[object, ...], tuple[Decision, Choice | None]] = {}
+        """Runs against the idle cluster, by ask (see `PlacementSession._idle_view`)."""
+        self.timed = any(r.starts_at or r.ends_at for one in facts for r in one.view.reservations)
+        """Some reservation starts or ends at a time: static verdicts depend on the moment."""
         if previous is not None and previous.labelled == self.labelled:
             self._reuse(previous)
 
@@ -50,6 +62,14 @@ class Frame:
             for i in changed:
                 mine[i] = network_place(self.facts[i].report, min_gbps, self.labelled)
             self._places[min_gbps] = mine
+
+    def verdicts(self, static_key: tuple[object, ...], now: datetime) -> Verdicts:
+        """The static verdicts of runs with this key, kept for every session of the frame (at
+        this moment too, when a reservation starts or ends at a time)."""
+        key = (static_key, now if self.timed else None)
+        if key not in self._verdicts:
+            self._verdicts[key] = Verdicts()
+        return self._verdicts[key]
 
     def cluster(self, min_gbps: float | None) -> Cluster:
         if min_gbps not in self._clusters:

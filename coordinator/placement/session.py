@@ -39,7 +39,7 @@ class PlacementSession:
         self._idle, self._idle_gpus = frame.idle, frame.idle_gpus
         self._free_index = live.free_index.fork(self._facts, self._free)
         self._prepared: dict[tuple[object, ...], Prepared] = {}
-        self._idle_views: dict[tuple[object, ...], tuple[Decision, gang.Choice | None]] = {}
+        self._idle_views = frame.idle_views
 
     def place(
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
@@ -69,9 +69,11 @@ class PlacementSession:
     ) -> tuple[Decision, gang.Choice | None]:
         """The run against an idle cluster, where no machine is held for a run ahead: where it
         could go, checked at the worker its explanation uses. Idle capacity never changes in a
-        pass, so runs with the same ask share it."""
+        pass, so runs with the same ask share it, and it is kept with the live state's frame for
+        later sessions too (what is idle changes only with what machines are)."""
         needs = prepared.needs
-        key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, prepared.now)
+        moment = prepared.now if self._frame.timed else None
+        key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, moment)
         if key not in self._idle_views:
             idle = Decision(prepared, self._idle, self._idle_gpus, idle=True)
             could = gang.search(idle, rungs)
@@ -129,7 +131,8 @@ class PlacementSession:
         key = (needs.static_key, now, exclude)
         if key not in self._prepared:
             cluster = self._cluster(needs.min_gbps)
-            self._prepared[key] = Prepared(cluster, self._free, needs, now, exclude)
+            shared = self._frame.verdicts(needs.static_key, now)
+            self._prepared[key] = Prepared(cluster, self._free, needs, now, exclude, shared)
         prepared = self._prepared[key]
         # Verdicts are shared, but each run keeps its own name, shape and sizes.
         return prepared if prepared.needs is needs else prepared.for_needs(needs)

@@ -1,7 +1,7 @@
 """The live placement state, changed by deltas, always equals a state built afresh."""
 
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -26,6 +26,12 @@ ASKS: list[dict[str, Any]] = [
     {"gpu_requests": {"count": 64}},
 ]
 
+RESERVATIONS: list[list[Reservation]] = [
+    [],
+    [Reservation(workspace="other")],
+    [Reservation(workspace="other", starts_at=NOW + timedelta(hours=2))],
+]
+
 
 @dataclass
 class Spec:
@@ -40,7 +46,8 @@ class Spec:
     cordon: str | None = None
     down: bool = False
     pool: str | None = None
-    reserved: bool = False
+    reserved: int = 0
+    """0: none; 1: for another workspace; 2: for it, from two hours after NOW."""
     keyed: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
@@ -55,7 +62,7 @@ class Spec:
             used_cores=4 * len(self.used),
             cordon=self.cordon,
             state=MachineState.DOWN if self.down else MachineState.UP,
-            reservations=[Reservation(workspace="other")] if self.reserved else [],
+            reservations=RESERVATIONS[self.reserved],
             workers=self.workers,
         )
         report = view.report
@@ -91,7 +98,7 @@ def apply(specs: dict[str, Spec], change: tuple[str, int, int]) -> None:
     elif kind == "down":
         spec.down = not spec.down
     elif kind == "reserve":
-        spec.reserved = not spec.reserved
+        spec.reserved = (spec.reserved + 1) % len(RESERVATIONS)
     elif kind == "heartbeat":
         spec.keyed = not spec.keyed  # a new report object, same content
 
@@ -108,9 +115,11 @@ CHANGES = st.tuples(
 )
 
 
-def fingerprint(session: PlacementSession) -> list[Any]:
-    """Every decision the session makes for a handful of asks, explanations included."""
-    return [session.place(run(f"ask{n}", ask=ask), NOW) for n, ask in enumerate(ASKS)]
+def fingerprint(session: PlacementSession, now: datetime, held: str) -> list[Any]:
+    """Every decision the session makes for a handful of asks (one also with a machine held
+    for a run ahead), explanations included."""
+    found = [session.place(run(f"ask{n}", ask=ask), now) for n, ask in enumerate(ASKS)]
+    return [*found, session.place(run("held", ask=ASKS[0]), now, exclude=frozenset({held}))]
 
 
 def index_of(session: PlacementSession) -> tuple[Any, ...]:
@@ -128,14 +137,18 @@ def test_deltas_equal_a_fresh_rebuild(size: int, steps: list[list[tuple[str, int
     state built afresh from the same snapshot, and their free indexes are equal."""
     specs = {f"m{i:02d}": Spec(f"m{i:02d}", rack=f"r{i % 3}") for i in range(size)}
     live = LiveState()
-    for changes in [[], *steps]:
+    for step, changes in enumerate([[], *steps]):
         for change in changes:
             apply(specs, change)
         snap = ClusterSnapshot(machines=tuple(spec.view() for spec in specs.values()))
         live.update(snap)
-        kept, fresh = PlacementSession(live=live), PlacementSession(snap)
-        assert index_of(kept) == index_of(fresh)
-        assert fingerprint(kept) == fingerprint(fresh)
+        held = min(specs)
+        # Later sessions of the same state, an hour later each: what they share stays true.
+        for hours in (step, step + 1):
+            now = NOW + timedelta(hours=hours)
+            kept, fresh = PlacementSession(live=live), PlacementSession(snap)
+            assert index_of(kept) == index_of(fresh)
+            assert fingerprint(kept, now, held) == fingerprint(fresh, now, held)
 
 
 def test_unchanged_machines_are_not_read_again() -> None:
