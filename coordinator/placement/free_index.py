@@ -14,12 +14,17 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Sequence
 
+from astraeus.shared import GpuHealthState
+
 from .facts import Free, MachineFacts
 from .scores import cores_free, memory_free
 
 Bucket = tuple[int, int]
-Capacity = tuple[bool, float, float, int, int]
-"""(reported, cores in all, cores free, memory in all, memory free)."""
+Capacity = tuple[bool, float, float, int, int, int, int]
+"""(reported, cores in all, cores free, memory in all, memory free, free GPUs faulted, free GPUs
+at risk): no worker is ever given a faulted GPU, so a class whose other free GPUs are too few is
+skipped whole; and a worker takes healthy GPUs first, so the at-risk ones it must take bound its
+score too."""
 ClassKey = tuple[Bucket, Capacity]
 Entry = tuple[float, Capacity]
 """A class in its bucket's list: the negated headroom, then its capacity."""
@@ -36,11 +41,17 @@ def headroom(facts: MachineFacts, free: Free) -> float:
 
 def _class_of(facts: MachineFacts, free: Free) -> tuple[ClassKey, Entry]:
     report = facts.report
+    faulted = at_risk = 0
+    for gpu in facts.gpus:
+        state = gpu.health.state
+        if state is not GpuHealthState.HEALTHY and gpu.uuid in free.gpu_ids:
+            faulted += state is GpuHealthState.FAULTED
+            at_risk += state is GpuHealthState.AT_RISK
     if report is None:
-        capacity: Capacity = (False, 0.0, free.cpu_cores, 0, free.memory_bytes)
+        capacity: Capacity = (False, 0.0, free.cpu_cores, 0, free.memory_bytes, faulted, at_risk)
     else:
         cores, memory = report.cpu_cores, report.memory_bytes
-        capacity = (True, cores, free.cpu_cores, memory, free.memory_bytes)
+        capacity = (True, cores, free.cpu_cores, memory, free.memory_bytes, faulted, at_risk)
     bucket = (len(facts.gpus), len(free.gpu_ids))
     # Negated, so each bucket's list ascends from the class with the most room.
     return (bucket, capacity), (-headroom(facts, free), capacity)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from .decision import Decision
 from .free_index import Bucket, Capacity, Entry, FreeIndex
 from .needs import WorkerAsk
-from .scores import cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
+from .scores import at_risk, cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
 
 
 def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
@@ -30,9 +30,11 @@ def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
         # Scores are whole: a bound's fraction can never be reached.
         if found is not None and math.floor(-negative - slack) + bonus < found[0]:
             break
+        if _too_small(capacity, bucket, worker):
+            continue
         members = index.classes[(bucket, capacity)]
         # Alike for the exact bound: one check per class, not per machine.
-        most = _exact_bound(decision, members[0], worker) + bonus
+        most = _exact_bound(decision, members[0], worker) + bonus + _risk(capacity, bucket, gpus)
         for i in members:
             if found is not None and (most, -i) < found:
                 break  # the rest of the class has later names: none can win a tie
@@ -42,6 +44,22 @@ def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
             if found is None or rank > found:
                 found = rank
     return None if found is None else -found[1]
+
+
+def _too_small(capacity: Capacity, bucket: Bucket, worker: WorkerAsk) -> bool:
+    """No machine of the class can take the worker: too few free GPUs that are not faulted,
+    or too few free cores or too little free memory."""
+    _reported, _cores, free_cores, _memory, free_memory, faulted, _at_risk = capacity
+    if bucket[1] - faulted < worker.gpus:
+        return True
+    return worker.cpu_cores > free_cores or worker.memory_bytes > free_memory
+
+
+def _risk(capacity: Capacity, bucket: Bucket, gpus: int) -> int:
+    """The at-risk term at best: healthy GPUs are taken first, so only those the free healthy
+    ones cannot cover are at risk (pinned or model-matched GPUs can only take more)."""
+    healthy = bucket[1] - capacity[5] - capacity[6]
+    return at_risk.PER_GPU * max(gpus - healthy, 0)
 
 
 def _least_use(decision: Decision, worker: WorkerAsk) -> float:

@@ -41,6 +41,7 @@ from astraeus.coordinator.store.queue import (
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
 
 from .decide import Decisions, PassContext, SessionFactory, engine
+from .memo import PassMemo
 from .snapshot import build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 
@@ -80,6 +81,10 @@ class Scheduler:
         self._live = LiveState() if session_factory is None else None
         """The placement state kept between passes and dry runs of this process."""
         self._live_lock = threading.Lock()
+        self._memo = PassMemo()
+        self._last_committed = False
+        """The last pass's decisions were all committed: a pass with no change since may
+        decide nothing (`memo`)."""
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
             # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
@@ -136,10 +141,14 @@ class Scheduler:
                 items = read_queue(self._store.database, self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
-                decisions, cut = await self._decide(items, snapshot, now, context, unstarted)
+                decisions, cut = await self._decide(
+                    items, snapshot, now, context, unstarted, remember=True
+                )
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
+            self._last_committed = False
             committed = await self._commit(decisions, now)
+            self._last_committed = True
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
 
@@ -174,6 +183,7 @@ class Scheduler:
             settings.max_pending_evaluations,
             settings.max_pass_seconds,
             settings.access_labels,
+            self._last_committed,
         )
 
     async def _commit(self, decisions: Decisions, now: datetime) -> int:
@@ -205,13 +215,17 @@ class Scheduler:
         now: datetime,
         context: PassContext,
         unstarted: Sequence[Unstarted] = (),
+        *,
+        remember: bool = False,
     ) -> tuple[Decisions, bool]:
-        """Decide in a worker thread (with a fake engine, or for a dry run).
+        """Decide in a worker thread (with a fake engine, or for a dry run); a pass
+        (`remember`) with no change since the last decides nothing (`memo`).
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
+        seconds = self._settings.max_pass_seconds
         return await asyncio.to_thread(
-            self._plan, items, unstarted, snapshot, now, context, self._settings.max_pass_seconds
+            self._plan, items, unstarted, snapshot, now, context, seconds, remember
         )
 
     def _plan(
@@ -222,16 +236,23 @@ class Scheduler:
         now: datetime,
         context: PassContext,
         seconds: float,
+        remember: bool,
     ) -> tuple[Decisions, bool]:
         """`plan` over this process's live state, brought up to `snapshot` first (one thread at
         a time: a pass and dry runs may call it together)."""
-        session = None
+        session, key = None, None
         if self._live is not None:
             with self._live_lock:
                 self._live.update(snapshot)
                 session = PlacementSession(live=self._live)
+                key = self._memo.key(self._live, items, unstarted, context) if remember else None
+            if self._last_committed and self._memo.unchanged(key):
+                return Decisions(), False
         factory, stopping = self._session_factory, self._stopping.is_set
-        return plan(items, unstarted, snapshot, now, context, factory, seconds, stopping, session)
+        found = plan(items, unstarted, snapshot, now, context, factory, seconds, stopping, session)
+        if remember:
+            self._memo.remember(key, *found)
+        return found
 
     def _context(self) -> PassContext:
         return pass_context(self._store, self._settings.max_pending_evaluations)

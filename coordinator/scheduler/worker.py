@@ -31,15 +31,16 @@ from astraeus.coordinator.store.queue import (
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
 from .decide import Decisions, PassContext, Session, SessionFactory, decide_within
+from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import build_snapshot
 
 WORKER_NICENESS = 10
 """Added to the pass worker's niceness."""
 
-_OPEN: dict[str, tuple[Store, dict[int, Parsed], LiveState]] = {}
-"""The worker's store, parsed asks and live placement state, kept between passes (one worker
-serves one file)."""
+_OPEN: dict[str, tuple[Store, dict[int, Parsed], LiveState, PassMemo]] = {}
+"""The worker's store, parsed asks, live placement state and last pass's inputs, kept between
+passes (one worker serves one file)."""
 
 UNFREEZE_EVERY = 100
 """Passes between handing the frozen objects back to the garbage collector."""
@@ -87,11 +88,15 @@ def compute_pass(
     max_pending: int,
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
+    last_committed: bool = False,
 ) -> tuple[Decisions, bool]:
-    """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
+    """Snapshot, queue and decisions from the file as committed now; see `decide_within`.
+    Nothing when nothing changed since the last pass, whose decisions were all committed
+    (`last_committed`, the service says) and changed nothing (`memo`)."""
     if db not in _OPEN:
-        _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {}, LiveState())
-    store, asks, live = _OPEN[db]
+        store = Store.open(Path(db), access_labels=access_labels)
+        _OPEN[db] = (store, {}, LiveState(), PassMemo())
+    store, asks, live, memo = _OPEN[db]
     store.machines.reload()
     snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds), heard_since)
     items = read_queue(store.database, asks)
@@ -99,10 +104,16 @@ def compute_pass(
     unstarted = read_unstarted(store.database)
     live.update(snapshot)
     settle_garbage()
+    key = memo.key(live, items, unstarted, context)
+    if last_committed and memo.unchanged(key):
+        return Decisions(), False
     session = PlacementSession(live=live)
-    return plan(
-        items, unstarted, snapshot, now, context, PlacementSession, max_seconds, session=session
+    factory = PlacementSession
+    decisions, cut = plan(
+        items, unstarted, snapshot, now, context, factory, max_seconds, session=session
     )
+    memo.remember(key, decisions, cut)
+    return decisions, cut
 
 
 def settle_garbage() -> None:
