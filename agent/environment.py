@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from astraeus.shared import Assignment, GpuInfo, LinkLayer, MachineReport, NetworkKind, RdmaPort
 from astraeus.shared.ask import Vendor
 
+from .rendezvous import rendezvous_variables
+
 IMEX_CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 """Channel 0, the one every worker of an NVLink domain shares (hardware reference §6)."""
 
@@ -72,7 +74,7 @@ def worker_environment(
     env = {
         **_task_variables(assignment),
         **_gpu_variables(gpus, report),
-        **_rendezvous_variables(assignment),
+        **rendezvous_variables(assignment, len(gpus)),
         **_network_variables(assignment, ports),
         **_drive_variables(assignment, mounts),
     }
@@ -185,19 +187,6 @@ def _gpu_variables(gpus: Sequence[GpuInfo], report: MachineReport) -> dict[str, 
 
 def _ids(gpus: Sequence[GpuInfo], vendor: Vendor, *, uuid: bool) -> str:
     return ",".join(gpu.uuid if uuid else str(gpu.index) for gpu in gpus if gpu.vendor is vendor)
-
-
-def _rendezvous_variables(assignment: Assignment) -> dict[str, str]:
-    rdv = assignment.rendezvous
-    return {
-        "MASTER_ADDR": rdv.master_addr,
-        "MASTER_PORT": str(rdv.master_port),
-        "WORLD_SIZE": str(rdv.world_size),
-        "RANK": str(rdv.rank),
-        "NODE_RANK": str(rdv.node_rank),
-        "LOCAL_RANK": str(rdv.local_rank),
-        "LOCAL_WORLD_SIZE": str(rdv.local_world_size),
-    }
 
 
 def _network_variables(assignment: Assignment, ports: Sequence[RdmaPort]) -> dict[str, str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from astraeus.shared import GpuHealthState, MachineState, reasons
+from astraeus.shared import GpuHealthState, MachineState
 
 if TYPE_CHECKING:
     from astraeus.coordinator.store import Store
@@ -68,11 +68,11 @@ class Metrics:
         lines += _gauge(
             "astraeus_runs", "Runs by state.", [({"state": s}, n) for s, n in sorted(runs.items())]
         )
-        pending = store.runs.pending_reasons()
+        pending = store.runs.pending_kinds()
         lines += _gauge(
             "astraeus_pending_runs",
             "Pending runs by kind of reason.",
-            [({"reason": kind}, n) for kind, n in sorted(_reason_kinds(pending).items())],
+            [({"reason": kind.value}, n) for kind, n in sorted(pending.items())],
         )
         lines += self._machines(store, now, down_after, heard_since)
         lines += self.pass_seconds.lines() + self.placement_latency.lines()
@@ -131,19 +131,6 @@ def _gpu_state(health: GpuHealthState, used: bool) -> str:
     if used:
         return "used"
     return "at_risk" if health == GpuHealthState.AT_RISK else "free"
-
-
-def _reason_kinds(texts: Iterable[str | None]) -> Counter[str]:
-    kinds: Counter[str] = Counter()
-    for text in texts:
-        prefix = next((p for p in reasons.QUEUE_PREFIXES if (text or "").startswith(p)), None)
-        if prefix is not None:
-            kinds[prefix.rstrip(":")] += 1
-        elif (text or "").startswith("No machine fits"):
-            kinds["No machine fits"] += 1
-        else:
-            kinds["not evaluated" if text is None else "other"] += 1
-    return kinds
 
 
 def _escape(value: str) -> str:

@@ -4,6 +4,7 @@ Texts with numbers are functions, so every caller writes them the same way.
 """
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Final
 
 from .labels import RACK
@@ -88,16 +89,52 @@ def array_at_most(concurrency: int) -> str:
     return f"Array runs at most {concurrency} tasks at once"
 
 
-QUEUE_PREFIXES: Final = (
-    "Next to run",
-    "Queued behind",
-    "Waits for namespace quota:",
-    "Array runs at most",
+class ReasonKind(StrEnum):
+    """What a waiting run's (or task's) `reason` is, as data: the API carries it next to the
+    text as `reason_kind`, so no reader classifies the text again. Named as Kubernetes names a
+    condition's reason."""
+
+    NEXT_TO_RUN = "NextToRun"
+    """`Next to run: …`: the head of the queue, waiting for room held for it."""
+    QUEUED_BEHIND = "QueuedBehind"
+    WAITS_FOR_QUOTA = "WaitsForQuota"
+    ARRAY_LIMIT = "ArrayLimit"
+    NO_MACHINE_FITS = "NoMachineFits"
+    """`No machine fits: R of C machines ready`: machines give different reasons, or room."""
+    SAME_REASON = "SameReason"
+    """Every machine gives the same reason, not about room: the reason is that text."""
+    NO_MACHINES = "NoMachines"
+    """The workspace's pools hold no machine."""
+    WAITS_FOR_NETWORK = "WaitsForNetwork"
+    """The run waits, with `patience_seconds`, for a tighter rung of the ladder."""
+    NOT_EVALUATED = "NotEvaluated"
+    """The scheduler has not looked at the run yet (its `reason` is null) or not this pass."""
+
+    @property
+    def is_queue(self) -> bool:
+        """A queue reason: the queue holds the run back (the guide's pending reasons table)."""
+        return self in QUEUE_KINDS
+
+    @property
+    def fits(self) -> bool:
+        """The run fits now and only the queue holds it back: not the head, which waits for the
+        room held for it."""
+        return self.is_queue and self is not ReasonKind.NEXT_TO_RUN
+
+
+QUEUE_KINDS: Final = frozenset(
+    {
+        ReasonKind.NEXT_TO_RUN,
+        ReasonKind.QUEUED_BEHIND,
+        ReasonKind.WAITS_FOR_QUOTA,
+        ReasonKind.ARRAY_LIMIT,
+    }
 )
 
 
-def is_queue_reason(reason: str) -> bool:
-    return reason.startswith(QUEUE_PREFIXES)
+def not_evaluated() -> str:
+    """A dry run whose place in the queue is further than one pass looks."""
+    return "not evaluated: the queue ahead is longer than one pass looks"
 
 
 def _number(value: float | None) -> str:

@@ -4,12 +4,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, field_serializer
+from pydantic import Field, StringConstraints, field_serializer, field_validator
 
 from .ask import RequestedResources
 from .base import ProcessText, UserModel, WireModel
 from .explanation import PendingExplanation
 from .image import OciImage
+from .reasons import ReasonKind
 
 RunName = Annotated[
     str,
@@ -18,6 +19,8 @@ RunName = Annotated[
 """A DNS label, as Kubernetes names are: lower-case letters, digits and '-', at most 63."""
 
 MAX_PRIORITY = 1_000_000
+USER_PORT_VARIABLES = ("MASTER_PORT", "PET_MASTER_PORT")
+"""Variables of a run's `env` that set its rendezvous port instead of the one Astraeus gives."""
 
 
 class RunState(StrEnum):
@@ -69,6 +72,20 @@ class RunSpec(UserModel):
     time_limit_seconds: int | None = Field(default=None, ge=1, le=365 * 24 * 3600)
     requested_resources: RequestedResources = Field(default_factory=RequestedResources)
 
+    @field_validator("env")
+    @classmethod
+    def _ports(cls, env: dict[str, str]) -> dict[str, str]:
+        """A rendezvous port of the user's own must be one: it replaces the one Astraeus holds."""
+        for name in USER_PORT_VARIABLES:
+            value = env.get(name)
+            if value is not None and not (
+                value.isascii() and value.isdigit() and 1 <= int(value) <= 65535
+            ):
+                raise ValueError(
+                    f"{name} is {value[:20]!r}: a port is a whole number from 1 to 65535"
+                )
+        return env
+
 
 class Shape(WireModel):
     """How the scheduler split the run, and why: `2 machines × 8 GPUs on InfiniBand fabric ib-0`."""
@@ -99,6 +116,9 @@ class Task(WireModel):
     memory_bytes: int = 0
     environment: dict[str, str] = Field(default_factory=dict)
     reason: str | None = None
+    reason_kind: ReasonKind | None = Field(
+        default=None, description="what `reason` is while the task waits (`NotEvaluated`, …)"
+    )
     placement: PendingExplanation | None = None
     exit_code: int | None = None
     message: str | None = None
@@ -127,6 +147,9 @@ class Run(WireModel):
     requested_resources: RequestedResources
     state: RunState = RunState.PENDING
     reason: str | None = None
+    reason_kind: ReasonKind | None = Field(
+        default=None, description="what `reason` is while the run waits (`QueuedBehind`, …)"
+    )
     shape: Shape | None = None
     landing: Landing | None = None
     tasks: list[Task] = Field(default_factory=list)

@@ -54,21 +54,22 @@ def test_reason_text(text: str, expected: str) -> None:
     assert text == expected
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        reasons.next_to_run("waiting for 8 GPUs"),
-        reasons.queued_behind("pretrain"),
-        reasons.waits_for_quota(24, 32, 16),
-        reasons.array_at_most(4),
-    ],
-    ids=["next", "behind", "quota", "array"],
-)
-def test_queue_reasons_are_recognised(text: str) -> None:
-    """Queue reasons start with the guide's words, so the console can tell them from room."""
-    assert reasons.is_queue_reason(text)
+def test_queue_kinds_are_the_guides_four_queue_reasons() -> None:
+    """The queue kinds are exactly the four queue reasons of the guide's table."""
+    queue = {kind for kind in reasons.ReasonKind if kind.is_queue}
+    assert queue == {
+        reasons.ReasonKind.NEXT_TO_RUN,
+        reasons.ReasonKind.QUEUED_BEHIND,
+        reasons.ReasonKind.WAITS_FOR_QUOTA,
+        reasons.ReasonKind.ARRAY_LIMIT,
+    }
 
 
-def test_room_reason_is_not_a_queue_reason() -> None:
-    """A filter's reason is not mistaken for a queue reason."""
-    assert not reasons.is_queue_reason(reasons.insufficient_gpus(8, 4))
+def test_only_the_head_of_the_queue_waits_for_room_among_queue_kinds() -> None:
+    """A run held by the queue fits, except the head (`NextToRun`), which waits for room."""
+    fits = {kind for kind in reasons.ReasonKind if kind.fits}
+    assert fits == {
+        reasons.ReasonKind.QUEUED_BEHIND,
+        reasons.ReasonKind.WAITS_FOR_QUOTA,
+        reasons.ReasonKind.ARRAY_LIMIT,
+    }

@@ -15,6 +15,7 @@ from astraeus.shared import Assignment, LogChunk, MachineReport, TaskState
 from astraeus.shared.assignment import MAX_LOG_CHUNKS
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
+from ..rendezvous import users_own
 from .launch import Launched, Launcher
 from .logs import CHUNK_BYTES, next_chunk
 from .spec import CannotStartError, Files, shim_spec
@@ -209,6 +210,7 @@ class Runner:
             uverbs=self.config.uverbs(),
         )
         files = self._files(record)
+        note_users_own(files.log, assignment.env, worker.env)
         key, cursor = self._work_key(record), self.state.root / UID_CURSOR
         where = self.work.prepare(key, self.config.users, worker.devices, cursor)
         runtime, agent_env = self.config.container_runtime, self.config.agent_env
@@ -314,6 +316,16 @@ class Runner:
     def _logs_shipped(self, record: TaskRecord) -> bool:
         log_file = self._files(record).log
         return not log_file.exists() or record.log_shipped >= log_file.stat().st_size
+
+
+def note_users_own(log_file: Path, user_env: Mapping[str, str], placed: Mapping[str, str]) -> None:
+    """One line at the top of the task's log when the run's `env` sets rendezvous variables
+    of its own: they win over the placement's, and the user should see that they did."""
+    notes = users_own(user_env, placed)
+    if notes:
+        line = f"astraeus: the run's env sets {', '.join(notes)}; the run's values are used\n"
+        with log_file.open("a", encoding="utf-8") as out:
+            out.write(line)
 
 
 def signal_name(number: int) -> str:

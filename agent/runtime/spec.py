@@ -9,6 +9,7 @@ from typing import Any
 from astraeus.shared import Assignment
 
 from ..environment import WorkerEnvironment
+from ..rendezvous import RENDEZVOUS_VARIABLES
 from .container import container_cleanup, container_command
 from .sdnotify import SYSTEMD_VARIABLES
 from .workdir import Worker
@@ -17,6 +18,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 AGENT_ONLY = ("USER", "LOGNAME", "MAIL", "HOME", "TMPDIR")
 """The agent's own identity and places: a worker gets its own HOME and TMPDIR instead."""
 CONTAINER_ENV = "container.env"
+USERS_WIN = frozenset(RENDEZVOUS_VARIABLES)
 
 
 class CannotStartError(Exception):
@@ -44,11 +46,11 @@ def agent_base_env(agent_env: Mapping[str, str]) -> dict[str, str]:
 
 def placed_env(assignment: Assignment, worker: WorkerEnvironment) -> dict[str, str]:
     """The user's variables, then the placement's, which win (they keep workers on their
-    GPUs), except the NCCL tuning knobs a user set on purpose."""
+    GPUs), except the NCCL tuning knobs and the rendezvous variables a user set on purpose."""
     placed = {
         key: value
         for key, value in worker.env.items()
-        if not (key.startswith("NCCL_") and key in assignment.env)
+        if not (key in assignment.env and (key.startswith("NCCL_") or key in USERS_WIN))
     }
     return {**assignment.env, **placed}
 

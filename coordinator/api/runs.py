@@ -76,7 +76,12 @@ async def _dry_run(request: web.Request, spec: RunSpec, workspace: str) -> DryRu
             for w in result.workers
         ]
         return DryRun(would_start=True, shape=result.shape, landing=result.landing, workers=workers)
-    return DryRun(would_start=False, reason=result.reason, placement=result.explanation)
+    return DryRun(
+        would_start=False,
+        reason=result.reason,
+        reason_kind=result.kind,
+        placement=result.explanation,
+    )
 
 
 async def list_runs(request: web.Request) -> web.Response:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState, reasons
+from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
+from astraeus.shared.reasons import ReasonKind
 
 
 def plural(count: int, noun: str) -> str:
@@ -70,15 +71,15 @@ def explained_task(run: Run) -> Task | None:
     return None
 
 
-def why_lines(explanation: PendingExplanation, reason: str | None = None) -> list[str]:
+def why_lines(explanation: PendingExplanation, kind: ReasonKind | None = None) -> list[str]:
     """Every machine and what keeps it out: the closest first, then machines up, then down.
-    Under a queue reason (`reason`) the run fits, and the queue holds it back: so it says."""
+    Under a queue reason (`kind`) the run fits, and the queue holds it back: so it says."""
     closest = explanation.closest
     head = (
         f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
         f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
     )
-    if reason is not None and held_by_queue(reason):
+    if kind is not None and kind.fits:
         head += "; the run fits, and the queue holds it back"
     else:
         head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
@@ -104,12 +105,6 @@ def hint_lines(explanation: PendingExplanation) -> list[str]:
     if any(NO_CONTAINER in reason for node in explanation.nodes for reason in node.reasons):
         return CONTAINER_HINT
     return []
-
-
-def held_by_queue(reason: str) -> bool:
-    """A queue reason for a run that fits: not the head's `Next to run`, which waits for room
-    held for it."""
-    return reasons.is_queue_reason(reason) and not reason.startswith("Next to run")
 
 
 def run_rows(runs: Sequence[Run]) -> list[str]:

@@ -102,7 +102,7 @@ class Story:
         self.lines(status_lines(run))
         task = explained_task(run)
         if why and task is not None and task.placement is not None:
-            self.lines(why_lines(task.placement, run.reason or task.reason))
+            self.lines(why_lines(task.placement, run.reason_kind or task.reason_kind))
         return run
 
     def log(self, task: str) -> list[str]:

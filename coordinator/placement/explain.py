@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from astraeus.shared import MachineState, PendingExplanation, labels, reasons
+from astraeus.shared.reasons import ReasonKind
 
 from .decision import Decision
 from .filters.selection import in_no_pool
@@ -58,22 +59,28 @@ def pending(
         }
     )
     pools = now.needs.run.pools
-    text = headline(rejections, ready) if shown or not pools else in_no_pool(pools)
+    if waits_for is not None:
+        text, kind = waits_for, ReasonKind.WAITS_FOR_NETWORK
+    elif shown or not pools:
+        text, kind = headline(rejections, ready)
+    else:
+        text, kind = in_no_pool(pools), ReasonKind.NO_MACHINES
     return Pending(
-        headline=waits_for or text,
+        headline=text,
         explanation=explanation,
+        kind=kind,
         patience_remaining_seconds=patience_remaining,
         wanted_machines=wanted,
     )
 
 
-def headline(rejections: list[Rejection], ready: int) -> str:
+def headline(rejections: list[Rejection], ready: int) -> tuple[str, ReasonKind]:
     """The one non-room reason every machine gives, else `No machine fits: R of C machines
-    ready`."""
+    ready`; with its kind."""
     texts = {rejection.reason for rejection in rejections}
     if ready and len(texts) == 1 and not any(rejection.room for rejection in rejections):
-        return texts.pop()
-    return reasons.no_machine_fits(ready, len(rejections))
+        return texts.pop(), ReasonKind.SAME_REASON
+    return reasons.no_machine_fits(ready, len(rejections)), ReasonKind.NO_MACHINE_FITS
 
 
 def workspace_machines(now: Decision) -> list[int]:

@@ -18,6 +18,7 @@ from astraeus.shared import (
     RequestedResources,
     Shape,
 )
+from astraeus.shared.reasons import ReasonKind
 
 RunKey = tuple[str, str]
 """A run's identity in the cluster: (workspace, name). Names alone repeat across workspaces."""
@@ -120,6 +121,8 @@ class Pending:
     """The sentence for the run's reason: `No machine fits: 3 of 3 machines ready`, or the one
     non-room reason every machine gives."""
     explanation: PendingExplanation
+    kind: ReasonKind = ReasonKind.NO_MACHINE_FITS
+    """What `headline` is, as data."""
     patience_remaining_seconds: int | None = None
     """Set while the run waits for a tighter rung that could become free."""
     wanted_machines: tuple[str, ...] = ()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from astraeus.coordinator.store.commit import Placed, Waiting
 from astraeus.coordinator.store.queue import QueueItem
 from astraeus.coordinator.store.reshape import Reshaped
 from astraeus.shared import reasons
+from astraeus.shared.reasons import ReasonKind
 
 
 class Session(Protocol):
@@ -151,14 +152,15 @@ class _Walk:
 
     def step(self, position: int, item: QueueItem) -> None:
         workspace = self.context.workspaces.get(item.workspace)
-        held_reason = _queue_rule(item, workspace, self.held, self.live)
-        if held_reason is not None:
-            self.out.waiting.append(Waiting(item, held_reason, None))
+        held = _queue_rule(item, workspace, self.held, self.live)
+        if held is not None:
+            text, kind = held
+            self.out.waiting.append(Waiting(item, text, None, kind))
             return
         key = _same_ask(item, workspace)
         if key is not None and key in self.known:
             known = self.known[key]
-            self.out.waiting.append(Waiting(item, known.reason, known.explanation))
+            self.out.waiting.append(replace(known, item=item))
             return
         if self.evaluated >= self.context.max_pending_evaluations:
             self.out.skipped += 1
@@ -184,12 +186,13 @@ class _Walk:
             head = self.head[0]
             # A reason is read by the run's own workspace: another's run is never named.
             label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
-            return Waiting(item, reasons.queued_behind(label), result.explanation)
+            text = reasons.queued_behind(label)
+            return Waiting(item, text, result.explanation, ReasonKind.QUEUED_BEHIND)
         if self.head is None and result.wanted_machines:
             self.head, self.head_position = (item, result), position
             self.reserved = frozenset(result.wanted_machines)
             return None
-        return Waiting(item, result.headline, result.explanation)
+        return Waiting(item, result.headline, result.explanation, result.kind)
 
 
 def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
@@ -204,17 +207,17 @@ def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
 
 def _queue_rule(
     item: QueueItem, workspace: Workspace | None, held: Mapping[str, int], live: Mapping[int, int]
-) -> str | None:
-    """The quota or array limit that holds this item back, if any."""
+) -> tuple[str, ReasonKind] | None:
+    """The quota or array limit that holds this item back, if any, and its kind."""
     need = item.ask.gpu_count
     quota = workspace.gpu_quota if workspace else None
     used = held.get(item.workspace, 0)
     if quota is not None and need and used + need > quota:
-        return reasons.waits_for_quota(used, quota, need)
+        return reasons.waits_for_quota(used, quota, need), ReasonKind.WAITS_FOR_QUOTA
     array = item.ask.array
     concurrency = array.concurrency if array is not None else None
     if concurrency is not None and live.get(item.seq, 0) >= concurrency:
-        return reasons.array_at_most(concurrency)
+        return reasons.array_at_most(concurrency), ReasonKind.ARRAY_LIMIT
     return None
 
 
@@ -226,5 +229,8 @@ def _head_waiting(head: tuple[QueueItem, Pending], *, behind: bool) -> Waiting:
     item, pending = head
     # "Next to run" only means something when other runs wait behind it; alone, the room reason
     # is the whole story (the guide's example: `No machine fits: 3 of 3 machines ready`).
-    reason = reasons.next_to_run(pending.headline) if behind else pending.headline
-    return Waiting(item, reason, pending.explanation)
+    if behind:
+        return Waiting(
+            item, reasons.next_to_run(pending.headline), pending.explanation, ReasonKind.NEXT_TO_RUN
+        )
+    return Waiting(item, pending.headline, pending.explanation, pending.kind)

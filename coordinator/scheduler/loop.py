@@ -39,6 +39,8 @@ from astraeus.coordinator.store.queue import (
     read_queue,
 )
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
+from astraeus.shared import reasons
+from astraeus.shared.reasons import ReasonKind
 
 from .decide import Decisions, PassContext, SessionFactory, engine
 from .memo import PassMemo
@@ -285,7 +287,7 @@ class Scheduler:
         for waiting in decisions.waiting:
             if waiting.item is item:
                 return waiting
-        return Waiting(item, "not evaluated: the queue ahead is longer than one pass looks", None)
+        return Waiting(item, reasons.not_evaluated(), None, ReasonKind.NOT_EVALUATED)
 
     async def _loop(self) -> None:
         debounce = self._settings.pass_debounce_seconds

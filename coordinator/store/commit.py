@@ -10,6 +10,7 @@ from datetime import datetime
 
 from astraeus.coordinator.placement import Placement
 from astraeus.shared import PendingExplanation, task_name
+from astraeus.shared.reasons import ReasonKind
 
 from .db import Database
 from .queue import QueueItem
@@ -28,6 +29,8 @@ class Waiting:
     item: QueueItem
     reason: str
     explanation: PendingExplanation | None
+    kind: ReasonKind
+    """What `reason` is, stored next to it so no reader classifies the text."""
 
 
 def commit_pass(
@@ -83,7 +86,8 @@ def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool
             " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned', uid = excluded.uid,"
             " machine = excluded.machine, gpu_ids = excluded.gpu_ids,"
             " cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,"
-            " assigned_at = excluded.assigned_at, reason = NULL, explanation_id = NULL"
+            " assigned_at = excluded.assigned_at, reason = NULL, reason_kind = NULL,"
+            " explanation_id = NULL"
             " RETURNING id",
             (
                 item.seq,
@@ -103,8 +107,9 @@ def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool
             [(worker.machine, gpu, task_id) for gpu in worker.gpu_ids],
         )
     conn.execute(
-        "UPDATE runs SET state = 'Running', reason = NULL, shape = ?, landing = ?, network = ?,"
-        " nvlink_domain = ?, first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
+        "UPDATE runs SET state = 'Running', reason = NULL, reason_kind = NULL, shape = ?,"
+        " landing = ?, network = ?, nvlink_domain = ?,"
+        " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
         (
             placement.shape.model_dump_json(),
             placement.landing.model_dump_json(),
@@ -130,14 +135,16 @@ def _explain(
             )
             row_id = stored[id(wait.explanation)] = int(cursor.lastrowid or 0)
     conn.execute(
-        "UPDATE tasks SET reason = ?, explanation_id = coalesce(?, explanation_id)"
+        "UPDATE tasks SET reason = ?, reason_kind = ?,"
+        " explanation_id = coalesce(?, explanation_id)"
         " WHERE run_seq = ? AND idx = ? AND state = 'Pending'",
-        (wait.reason, row_id, item.seq, item.index),
+        (wait.reason, wait.kind.value, row_id, item.seq, item.index),
     )
     conn.execute(
         "UPDATE runs SET reason = CASE WHEN state = 'Pending' THEN ? ELSE reason END,"
+        " reason_kind = CASE WHEN state = 'Pending' THEN ? ELSE reason_kind END,"
         " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
-        (wait.reason, now.isoformat(), item.seq),
+        (wait.reason, wait.kind.value, now.isoformat(), item.seq),
     )
 
 

@@ -137,4 +137,13 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE logs ADD COLUMN end_offset INTEGER NOT NULL DEFAULT 0;
     UPDATE logs SET end_offset = offset + length(CAST(data AS BLOB));
     """,
+    # 6: what a waiting run's or task's reason is (`shared.reasons.ReasonKind`), stored next to
+    # the text so no reader classifies the text again. Reasons written before are cleared, not
+    # read back: the next pass explains every pending run again, with its kind.
+    """
+    ALTER TABLE runs ADD COLUMN reason_kind TEXT;
+    ALTER TABLE tasks ADD COLUMN reason_kind TEXT;
+    UPDATE runs SET reason = NULL WHERE state = 'Pending';
+    UPDATE tasks SET reason = NULL WHERE state = 'Pending';
+    """,
 )

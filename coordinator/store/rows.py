@@ -17,6 +17,7 @@ from astraeus.shared import (
     Task,
     TaskState,
 )
+from astraeus.shared.reasons import ReasonKind
 
 from .db import Row
 
@@ -44,6 +45,7 @@ def task_from_row(row: Row) -> Task:
         cpu_cores=row["cpu_cores"],
         memory_bytes=row["memory_bytes"],
         reason=row["reason"],
+        reason_kind=waiting_kind(row, TaskState(row["state"]) == TaskState.PENDING),
         placement=(
             PendingExplanation.model_validate_json(row["placement"]) if row["placement"] else None
         ),
@@ -52,6 +54,14 @@ def task_from_row(row: Row) -> Task:
         started_at=when(row["started_at"]),
         ended_at=when(row["ended_at"]),
     )
+
+
+def waiting_kind(row: Row, waiting: bool) -> ReasonKind | None:
+    """The kind of a waiting row's reason (`NotEvaluated` before its first explanation); none
+    once it no longer waits."""
+    if not waiting:
+        return None
+    return ReasonKind(row["reason_kind"] or ReasonKind.NOT_EVALUATED)
 
 
 def run_from_row(row: Row, tasks: list[Task]) -> Run:
@@ -72,6 +82,7 @@ def run_from_row(row: Row, tasks: list[Task]) -> Run:
         requested_resources=ask,
         state=RunState(row["state"]),
         reason=row["reason"],
+        reason_kind=waiting_kind(row, RunState(row["state"]) == RunState.PENDING),
         shape=shape,
         landing=landing,
         tasks=tasks,

@@ -7,6 +7,7 @@ import sqlite3
 from datetime import datetime
 
 from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
+from astraeus.shared.reasons import ReasonKind
 
 from .db import Database, Row
 from .rows import RUN_FIELDS, TASK_SELECT, new_task_uid, run_from_row, task_from_row
@@ -119,16 +120,22 @@ class Runs:
                 )
                 conn.execute(
                     "UPDATE runs SET state = 'Cancelled', reason = 'cancelled by user',"
-                    " ended_at = ? WHERE seq = ?",
+                    " reason_kind = NULL, ended_at = ? WHERE seq = ?",
                     (now.isoformat(), row["seq"]),
                 )
         return self.get(workspace, name)
 
-    def pending_reasons(self) -> list[str | None]:
-        return [
-            r["reason"]
-            for r in self._database.read("SELECT reason FROM runs WHERE state = 'Pending'")
-        ]
+    def pending_kinds(self) -> dict[ReasonKind, int]:
+        """Pending runs by the kind of their reason; a run not yet explained is `NotEvaluated`."""
+        rows = self._database.read(
+            "SELECT reason_kind, count(*) AS n FROM runs WHERE state = 'Pending'"
+            " GROUP BY reason_kind"
+        )
+        counts: dict[ReasonKind, int] = {}
+        for row in rows:
+            kind = ReasonKind(row["reason_kind"] or ReasonKind.NOT_EVALUATED)
+            counts[kind] = counts.get(kind, 0) + row["n"]
+        return counts
 
     def gpu_owners(self, machine: str) -> dict[str, tuple[str, str]]:
         """GPU UUID to the (workspace, task name) holding it, on one machine."""
@@ -185,7 +192,7 @@ def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
         return
     reason = _failure(failed[0]) if new == RunState.FAILED and failed else None
     conn.execute(
-        "UPDATE runs SET state = ?, reason = ?, ended_at = ? WHERE seq = ?",
+        "UPDATE runs SET state = ?, reason = ?, reason_kind = NULL, ended_at = ? WHERE seq = ?",
         (new.value, reason, now.isoformat() if new.ended else None, seq),
     )
 

@@ -91,7 +91,7 @@ async def test_metrics_count_runs_machines_and_gpus(fake_cluster: Cluster) -> No
     for expected in (
         'astraeus_runs{state="Pending"} 1',
         'astraeus_runs{state="Running"} 1',
-        'astraeus_pending_runs{reason="No machine fits"} 1',
+        'astraeus_pending_runs{reason="NoMachineFits"} 1',
         'astraeus_machines{state="Up"} 1',
         'astraeus_machines{state="Down"} 1',
         'astraeus_gpus{model="NVIDIA H100 80GB HBM3",state="used"} 3',

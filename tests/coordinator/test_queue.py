@@ -10,10 +10,11 @@ from .conftest import ClientFactory, Cluster, make_cluster
 from .fakes import FirstFitSession
 
 
-async def _reason(c: Cluster, run: str) -> str:
+async def _reason(c: Cluster, run: str) -> tuple[str, str]:
+    """The run's reason and, as data, its kind."""
     status, data = await c.call("GET", f"/api/v1/runs/{run}", c.tokens["vision"])
     assert status == 200
-    return data["reason"]  # type: ignore[no-any-return]
+    return data["reason"], data["reason_kind"]
 
 
 async def test_the_head_is_next_to_run_and_holds_its_machine(fake_cluster: Cluster) -> None:
@@ -28,10 +29,13 @@ async def test_the_head_is_next_to_run_and_holds_its_machine(fake_cluster: Clust
     await c.submit("vision", "small", gpus=2)
     result = await c.run_pass()
     assert result.placed == 0
-    assert await _reason(c, "big") == "Next to run: No machine fits: 1 of 1 machines ready"
-    assert await _reason(c, "small") == "Queued behind big"
+    assert await _reason(c, "big") == (
+        "Next to run: No machine fits: 1 of 1 machines ready",
+        "NextToRun",
+    )
+    assert await _reason(c, "small") == ("Queued behind big", "QueuedBehind")
     _status, task = await c.call("GET", "/api/v1/tasks/small-0", c.tokens["vision"])
-    assert task["reason"] == "Queued behind big"
+    assert (task["reason"], task["reason_kind"]) == ("Queued behind big", "QueuedBehind")
     assert task["placement"]["nodes"] == [
         {
             "name": "gpu-01",
@@ -63,7 +67,10 @@ async def test_a_lone_waiting_run_gives_the_room_reason(fake_cluster: Cluster) -
     await c.report("gpu-01", gpus=4)
     await c.submit("vision", "finetune", gpus=8)
     await c.run_pass()
-    assert await _reason(c, "finetune") == "No machine fits: 1 of 1 machines ready"
+    assert await _reason(c, "finetune") == (
+        "No machine fits: 1 of 1 machines ready",
+        "NoMachineFits",
+    )
     _status, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
     assert task["placement"] == {
         "checked_nodes": 1,
@@ -91,7 +98,8 @@ async def test_quota_holds_a_run_back(fake_cluster: Cluster) -> None:
     await c.submit("vision", "b", gpus=1)
     assert (await c.run_pass()).placed == 1
     assert await _reason(c, "b") == (
-        "Waits for namespace quota: 8 of 8 GPUs in use, this run needs 1 more"
+        "Waits for namespace quota: 8 of 8 GPUs in use, this run needs 1 more",
+        "WaitsForQuota",
     )
 
 
@@ -112,6 +120,7 @@ async def test_array_concurrency_holds_elements_back(fake_cluster: Cluster) -> N
         ("sweep-3", "Pending"),
     ]
     assert run["tasks"][2]["reason"] == "Array runs at most 2 tasks at once"
+    assert (run["reason_kind"], run["tasks"][2]["reason_kind"]) == (None, "ArrayLimit")
     await c.report("gpu-01", [{"task": "sweep-0", "state": "Succeeded", "exit_code": 0}])
     assert (await c.run_pass()).placed == 1
     _status, task = await c.call("GET", "/api/v1/tasks/sweep-2", c.tokens["vision"])
@@ -128,7 +137,7 @@ async def test_higher_priority_goes_first(fake_cluster: Cluster) -> None:
     await c.run_pass()
     _status, urgent = await c.call("GET", "/api/v1/runs/urgent", c.tokens["vision"])
     assert urgent["state"] == "Running"
-    assert await _reason(c, "early") == "No machine fits: 1 of 1 machines ready"
+    assert await _reason(c, "early") == ("No machine fits: 1 of 1 machines ready", "NoMachineFits")
 
 
 async def test_dry_run_answers_without_storing(fake_cluster: Cluster) -> None:
@@ -148,7 +157,11 @@ async def test_dry_run_answers_without_storing(fake_cluster: Cluster) -> None:
     assert len(dry["workers"][0]["assigned_gpu_ids"]) == 2
     spec["requested_resources"] = {"gpu_requests": {"count": 16}}
     status, dry = await c.call("POST", "/api/v1/runs?dry_run=1", member, spec)
-    assert (dry["would_start"], dry["reason"]) == (False, "No machine fits: 1 of 1 machines ready")
+    assert (dry["would_start"], dry["reason"], dry["reason_kind"]) == (
+        False,
+        "No machine fits: 1 of 1 machines ready",
+        "NoMachineFits",
+    )
     assert dry["placement"]["checked_nodes"] == 1
     assert c.store.database.read("SELECT count(*) AS n FROM runs")[0]["n"] == 0
 

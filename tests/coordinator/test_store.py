@@ -8,6 +8,7 @@ from pathlib import Path
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.db import _statements
 from astraeus.coordinator.store.migrations import MIGRATIONS
+from astraeus.shared.reasons import ReasonKind
 
 from .conftest import Cluster
 
@@ -52,6 +53,43 @@ def test_version_1_file_keeps_its_explanations(tmp_path: Path) -> None:
     assert task.placement is not None
     assert task.placement.checked_nodes == 1
     assert store.database.schema_version == len(MIGRATIONS)
+    store.close()
+
+
+def test_reasons_stored_before_kinds_are_explained_again(tmp_path: Path) -> None:
+    """Migration 6 clears the reasons of waiting runs and tasks stored without a kind (they read
+    `NotEvaluated` until the next pass explains them), and keeps how ended runs ended."""
+    path = tmp_path / "v5.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:5]:
+        for statement in _statements(migration):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version=5")
+    for name, state, reason in (
+        ("a", "Pending", "Queued behind b"),
+        ("c", "Failed", "c-0 Failed (exit 3)"),
+    ):
+        conn.execute(
+            "INSERT INTO runs (workspace, name, spec, priority, state, reason, submitted_at)"
+            """ VALUES ('vision', ?, '{"command": ["x"], "requested_resources": {}}', 0, ?, ?,"""
+            " '2026-10-01T09:00:00+00:00')",
+            (name, state, reason),
+        )
+    conn.execute(
+        "INSERT INTO tasks (run_seq, idx, name, state, reason, uid)"
+        " VALUES (1, 0, 'a-0', 'Pending', 'Queued behind b', 'u-1')"
+    )
+    conn.close()
+    store = Store.open(path)
+    waiting, failed = store.runs.get("vision", "a"), store.runs.get("vision", "c")
+    assert waiting is not None
+    assert failed is not None
+    assert (waiting.reason, waiting.reason_kind) == (None, ReasonKind.NOT_EVALUATED)
+    assert (waiting.tasks[0].reason, waiting.tasks[0].reason_kind) == (
+        None,
+        ReasonKind.NOT_EVALUATED,
+    )
+    assert (failed.reason, failed.reason_kind) == ("c-0 Failed (exit 3)", None)
     store.close()
 
 

@@ -19,6 +19,16 @@ from .conftest import Cluster
         ),
         ({"name": "a"}, "command", "is required"),
         (
+            {"name": "a", "command": ["x"], "env": {"MASTER_PORT": "29500x"}},
+            "env",
+            "MASTER_PORT is '29500x': a port is a whole number from 1 to 65535",
+        ),
+        (
+            {"name": "a", "command": ["x"], "env": {"PET_MASTER_PORT": "65536"}},
+            "env",
+            "PET_MASTER_PORT is '65536': a port is a whole number from 1 to 65535",
+        ),
+        (
             {"name": "a", "command": ["x"], "requested_resources": {"gpu_requests": {"count": -1}}},
             "requested_resources.gpu_requests.count",
             "must be at least 0, got -1",
@@ -44,7 +54,16 @@ from .conftest import Cluster
             "e.g. nvcr.io/nvidia/pytorch:24.08-py3",
         ),
     ],
-    ids=["name", "missing-command", "negative-count", "typo", "uneven", "image-as-a-flag"],
+    ids=[
+        "name",
+        "missing-command",
+        "bad-master-port",
+        "bad-pet-master-port",
+        "negative-count",
+        "typo",
+        "uneven",
+        "image-as-a-flag",
+    ],
 )
 async def test_bad_run_specs_name_field_and_problem(
     fake_cluster: Cluster, spec: dict[str, Any], field: str, problem: str

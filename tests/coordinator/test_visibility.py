@@ -4,6 +4,7 @@ Another workspace's run or task is `a run of another workspace`; admins see ever
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .conftest import Cluster
@@ -46,7 +47,7 @@ async def test_machine_views_hide_other_workspaces_names(cluster: Cluster) -> No
 
 async def test_queue_reasons_never_name_another_workspace_s_run(cluster: Cluster) -> None:
     """vision's run that would fit only on the machine the head of the queue (beta's) waits for
-    is `Queued behind a run of another workspace`."""
+    is `Queued behind a run of another workspace`; its kind, as data, names no run either."""
     c = cluster
     vision, _ = await _two_tenants(c)
     whole = {**_gpus(8, per_machine=8), "node_selection": {"names": ["gpu-01"]}}
@@ -55,8 +56,10 @@ async def test_queue_reasons_never_name_another_workspace_s_run(cluster: Cluster
     await c.run_pass()
     _, run = await c.call("GET", "/api/v1/runs/small", vision)
     assert (run["state"], run["reason"]) == ("Pending", f"Queued behind {OTHER}")
+    assert run["reason_kind"] == "QueuedBehind"
     _, task = await c.call("GET", "/api/v1/tasks/small-0", vision)
-    assert task["reason"] == f"Queued behind {OTHER}"
+    assert (task["reason"], task["reason_kind"]) == (f"Queued behind {OTHER}", "QueuedBehind")
+    assert "beta-big" not in json.dumps([run, task])
 
 
 async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster) -> None:

@@ -5,6 +5,10 @@ from datetime import UTC, datetime
 from astraeus.coordinator.placement import Pending, Placement, Reservation, place
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
 from astraeus.shared import DriveInfo, MachineState
+from astraeus.shared.reasons import ReasonKind
+
+NO_MACHINES, SAME_REASON = ReasonKind.NO_MACHINES, ReasonKind.SAME_REASON
+FITS_NONE = ReasonKind.NO_MACHINE_FITS
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 EIGHT = {"gpu_requests": {"count": 8, "min_per_machine": 8}}
@@ -15,7 +19,7 @@ def test_one_non_room_reason_everywhere_is_the_headline() -> None:
     snap = snapshot(machine("a"), machine("b"), machine("c"))
     result = place(run(ask=EIGHT, pools=("h100",)), snap, NOW)
     assert isinstance(result, Pending)
-    assert result.headline == "machine lacks label pool=h100"
+    assert (result.headline, result.kind) == ("machine lacks label pool=h100", NO_MACHINES)
     assert (result.explanation.checked_nodes, result.explanation.nodes) == (0, [])
     assert result.explanation.closest is None
 
@@ -34,7 +38,7 @@ def test_a_workspace_never_sees_machines_outside_its_pools() -> None:
     assert [node.name for node in explanation.nodes] == ["a", "c"]
     counts = (explanation.checked_nodes, explanation.ready_nodes, explanation.down_nodes)
     assert (counts, explanation.closest) == ((2, 1, 1), "a")
-    assert result.headline == "No machine fits: 1 of 2 machines ready"
+    assert (result.headline, result.kind) == ("No machine fits: 1 of 2 machines ready", FITS_NONE)
 
 
 def test_a_down_machine_breaks_the_common_reason() -> None:
@@ -43,8 +47,18 @@ def test_a_down_machine_breaks_the_common_reason() -> None:
     selects = {**EIGHT, "node_selection": {"match_labels": {"pool": "h100"}}}
     result = place(run(ask=selects), snap, NOW)
     assert isinstance(result, Pending)
-    assert result.headline == "No machine fits: 1 of 2 machines ready"
+    assert (result.headline, result.kind) == ("No machine fits: 1 of 2 machines ready", FITS_NONE)
     assert (result.explanation.ready_nodes, result.explanation.down_nodes) == (1, 1)
+
+
+def test_every_ready_machine_giving_one_reason_is_that_reason_as_data() -> None:
+    """When every machine gives the same reason, not about room, the headline is that reason and
+    its kind says so."""
+    snap = snapshot(machine("a"), machine("b"))
+    selects = {**EIGHT, "node_selection": {"match_labels": {"pool": "h100"}}}
+    result = place(run(ask=selects), snap, NOW)
+    assert isinstance(result, Pending)
+    assert (result.headline, result.kind) == ("machine lacks label pool=h100", SAME_REASON)
 
 
 def test_closest_has_the_largest_share_of_its_need() -> None:

@@ -6,6 +6,7 @@ from typing import Any
 from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, place
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import MachineReport, NetworkKind
+from astraeus.shared.reasons import ReasonKind
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 SIXTEEN = {"gpu_requests": {"count": 16}}
@@ -183,6 +184,7 @@ def test_patience_waits_for_a_tighter_rung_that_could_free_up() -> None:
     assert result.headline == (
         "waits up to 1200 s more for one NVLink domain (topology.patience_seconds)"
     )
+    assert result.kind == ReasonKind.WAITS_FOR_NETWORK
     assert result.wanted_machines == ("n0", "n1")
     late = place(run(ask=ask, first_evaluated_at=NOW - timedelta(seconds=1800)), snap, NOW)
     assert isinstance(late, Placement)

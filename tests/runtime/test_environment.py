@@ -91,6 +91,10 @@ BASE = {
     "NODE_RANK": "1",
     "LOCAL_RANK": "0",
     "LOCAL_WORLD_SIZE": "1",
+    "PET_NNODES": "2",
+    "PET_NODE_RANK": "1",
+    "PET_MASTER_ADDR": "10.0.0.1",
+    "PET_MASTER_PORT": "29500",
 }
 
 CASES = [
@@ -185,8 +189,12 @@ CASES = [
 
 @pytest.mark.parametrize(("report", "assignment", "expected"), CASES)
 def test_variables(report: MachineReport, assignment: Assignment, expected: dict) -> None:
-    """Each kind of machine and network gives exactly these variables, plus the rendezvous ones."""
-    assert worker_environment(assignment, report).env == {**BASE, **expected}
+    """Each kind of machine and network gives exactly these variables, plus the rendezvous ones
+    (torchrun's `PET_NPROC_PER_NODE` is the worker's GPUs, 1 without)."""
+    nproc = str(max(1, int(expected["ASTRAEUS_GPU_COUNT"])))
+    assert worker_environment(assignment, report).env == {
+        **BASE, "PET_NPROC_PER_NODE": nproc, **expected
+    }  # fmt: skip
 
 
 def test_infiniband_run_gets_rdma_devices_ipc_lock_and_memlock() -> None:
@@ -316,6 +324,26 @@ def test_a_worker_sharing_its_machine_gets_its_local_rank() -> None:
     rendezvous = shared.rendezvous.model_copy(update={"local_rank": 1, "local_world_size": 2})
     env = worker_environment(shared.model_copy(update={"rendezvous": rendezvous}), _machine()).env
     assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("1", "2")
+
+
+def test_each_worker_is_one_torchrun_node() -> None:
+    """Worker 3 of 4 with 4 GPUs, stacked second on its machine, is torchrun's node 3 of 4 with
+    4 processes, meeting at worker 0's address and port: `torchrun train.py` needs no flag."""
+    rendezvous = {
+        "master_addr": "10.0.0.7", "master_port": 29517, "world_size": 4, "rank": 3,
+        "node_rank": 2, "local_world_size": 2, "local_rank": 1,
+    }  # fmt: skip
+    ids = [_uuid(i) for i in range(4, 8)]
+    env = worker_environment(
+        _assignment(rendezvous=rendezvous, assigned_gpu_ids=ids), _machine()
+    ).env
+    named = ("PET_", "MASTER_", "LOCAL_", "RANK", "WORLD_SIZE", "NODE_RANK")
+    assert {k: v for k, v in env.items() if k.startswith(named)} == {
+        "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29517", "RANK": "3", "WORLD_SIZE": "4",
+        "NODE_RANK": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+        "PET_NNODES": "4", "PET_NODE_RANK": "3", "PET_NPROC_PER_NODE": "4",
+        "PET_MASTER_ADDR": "10.0.0.7", "PET_MASTER_PORT": "29517",
+    }  # fmt: skip
 
 
 DRIVES = [

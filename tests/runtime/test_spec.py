@@ -7,6 +7,7 @@ import pytest
 from runtime_rig import AGENT_ENV, assignment, machine_report
 
 from astraeus.agent.environment import worker_environment
+from astraeus.agent.runtime.runner import note_users_own
 from astraeus.agent.runtime.spec import CannotStartError, Files, shim_spec
 from astraeus.agent.runtime.workdir import Worker
 
@@ -58,3 +59,32 @@ def test_a_plain_worker_lives_in_its_working_directory() -> None:
         "/state-work/t-0", "/state-work/t-0", "/state-work/t-0/tmp"
     )  # fmt: skip
     assert _spec(env={"HOME": "/data/me"})["env"]["HOME"] == "/data/me"
+
+
+def test_the_users_own_rendezvous_variables_win() -> None:
+    """A run's own MASTER_PORT (or any rendezvous variable) wins over the placement's; the rest
+    of the placement's variables stay."""
+    env = _spec(env={"MASTER_PORT": "29999", "PET_NPROC_PER_NODE": "2"}, image=None)["env"]
+    assert (env["MASTER_PORT"], env["PET_NPROC_PER_NODE"]) == ("29999", "2")
+    assert env["PET_MASTER_PORT"] == "29500"
+
+
+def test_the_users_variables_never_replace_the_gpus() -> None:
+    """A run's own CUDA_VISIBLE_DEVICES does not win: the placement keeps workers on their GPUs."""
+    assert (
+        _spec(env={"CUDA_VISIBLE_DEVICES": "0,1"}, image=None)["env"]["CUDA_VISIBLE_DEVICES"] == ""
+    )
+
+
+def test_the_task_log_says_which_rendezvous_variables_the_run_set(tmp_path: Path) -> None:
+    """The note at the top of the task's log names each variable the run set and what Astraeus
+    gave; none is written when the run sets none."""
+    log = tmp_path / "output.log"
+    placed = {"MASTER_PORT": "29500", "MASTER_ADDR": "10.0.0.1"}
+    note_users_own(log, {"PATH": "/bin"}, placed)
+    assert not log.exists()
+    note_users_own(log, {"MASTER_PORT": "29999", "PET_NNODES": "2"}, placed)
+    assert log.read_text() == (
+        "astraeus: the run's env sets MASTER_PORT=29999 (Astraeus gave 29500), PET_NNODES=2"
+        " (Astraeus sets none); the run's values are used\n"
+    )
