@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from astraeus.coordinator.store import Role, Workspace, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store, TokenInfo, Workspace, WorkspaceSpec
 from astraeus.shared import field_errors
 
 from .auth import require_admin
@@ -42,7 +44,10 @@ async def put_workspace(request: web.Request) -> web.Response:
         spec = WorkspaceSpec(name=request.match_info["name"], **body.model_dump())
     except ValidationError as exc:
         raise ApiError(400, "invalid workspace", field_errors(WorkspaceSpec, exc)) from None
-    workspace, created = request.app[STORE].workspaces.put(spec, request.app[CLOCK].now())
+    store = request.app[STORE]
+    workspace, created = await store.database.run(
+        store.workspaces.put, spec, request.app[CLOCK].now()
+    )
     request.app[SCHEDULER].poke()
     return _json(workspace, status=201 if created else 200)
 
@@ -72,28 +77,38 @@ async def create_token(request: web.Request) -> web.Response:
     if body.labels and role != Role.AGENT:
         fail(400, "only an agent token binds labels", "labels", "is for agent tokens only")
     now = request.app[CLOCK].now()
+    secret, info = await store.database.run(_create_token, store, body, role, now)
+    if role == Role.AGENT and body.labels:
+        request.app[SCHEDULER].poke()
+    return _json(NewToken(token=secret, info=TokenInfoView.of(info)), status=201)
+
+
+def _create_token(
+    store: Store, body: TokenBody, role: Role, now: datetime
+) -> tuple[str, TokenInfo]:
+    """On the writer thread: an agent token's machine (and the labels it binds), then the
+    token."""
     if role == Role.AGENT and body.machine is not None:
         record = store.machines.ensure(body.machine, now)
         if body.labels:
             # Bound by the admin who makes the token, like a kubelet's --node-labels that only
             # the admin's provisioning may set.
             store.machines.set_labels(body.machine, {**record.admin_labels, **body.labels})
-            request.app[SCHEDULER].poke()
-    secret, info = store.tokens.create(
+    return store.tokens.create(
         role,
         now,
         workspace=body.workspace if role == Role.MEMBER else None,
         machine=body.machine if role == Role.AGENT else None,
         description=body.description,
     )
-    return _json(NewToken(token=secret, info=TokenInfoView.of(info)), status=201)
 
 
 async def revoke_token(request: web.Request) -> web.Response:
     require_admin(request)
     raw = request.match_info["id"]
     found = row_id(raw)
-    if found is None or not request.app[STORE].tokens.revoke(found):
+    store = request.app[STORE]
+    if found is None or not await store.database.run(store.tokens.revoke, found):
         not_found("token", raw)
     return web.Response(status=204)
 

@@ -47,9 +47,19 @@ async def _receive(request: web.Request, name: str) -> web.Response:
             f"is {body.report.name!r} but the URL names {name!r}",
         )
     app = request.app
-    agents, now = app[STORE].agents, app[CLOCK].now()
-    record, changed = agents.apply(body, request.remote, now)
-    assignments, freed = agents.reply(name, body.tasks, now)
+    store, now = app[STORE], app[CLOCK].now()
+    agents, run = store.agents, store.database.run
+    # A plain heartbeat is kept in memory here; a report that writes goes to the writer thread.
+    beat = agents.beat(body, request.remote, now)
+    if beat is None:
+        record, changed = await run(agents.store_report, body, request.remote, now)
+    else:
+        record, changed = beat, False
+    rows = agents.live(name)
+    if agents.stale(name, body.tasks, rows) is None:
+        assignments, freed = agents.assignments_of(rows), False
+    else:
+        assignments, freed = await run(agents.settle, name, body.tasks, now)
     if changed or freed:
         app[SCHEDULER].poke()
     reply = ReportReply(

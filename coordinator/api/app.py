@@ -56,8 +56,18 @@ def create_app(
     for route in all_routes():
         app.router.add_route(route.method, route.path, route.handler)
     setup_console(app)
+    app.cleanup_ctx.append(_writer_thread)
     app.cleanup_ctx.append(_scheduler_loop)
     return app
+
+
+async def _writer_thread(app: web.Application) -> AsyncIterator[None]:
+    """The database's writer thread runs while the app serves; at cleanup (after the scheduler
+    has stopped) every write queued is done before it ends."""
+    database = app[STORE].database
+    database.start_writer()
+    yield
+    database.stop_writer()
 
 
 async def _scheduler_loop(app: web.Application) -> AsyncIterator[None]:

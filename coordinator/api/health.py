@@ -31,7 +31,9 @@ async def healthz(request: web.Request) -> web.Response:
         database.read("SELECT 1")
     except sqlite3.Error as error:
         return _unhealthy(f"database is not readable: {error}")
-    fault = database.check()
+    fault = database.fault
+    if fault is not None:
+        fault = await database.run(database.check)  # may try a write
     if fault is not None:
         return _unhealthy(fault.error, since=fault.since.isoformat())
     return web.json_response({"status": "ok"})

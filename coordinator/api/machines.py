@@ -178,7 +178,8 @@ async def cordon(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     body = await read_model(request, CordonBody)
-    request.app[STORE].machines.cordon(record.name, body.reason)
+    store = request.app[STORE]
+    await store.database.run(store.machines.cordon, record.name, body.reason)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -186,7 +187,8 @@ async def cordon(request: web.Request) -> web.Response:
 async def uncordon(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
-    request.app[STORE].machines.cordon(record.name, None)
+    store = request.app[STORE]
+    await store.database.run(store.machines.cordon, record.name, None)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -195,7 +197,8 @@ async def set_labels(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     body = await read_model(request, LabelsBody)
-    request.app[STORE].machines.set_labels(record.name, body.labels)
+    store = request.app[STORE]
+    await store.database.run(store.machines.set_labels, record.name, body.labels)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -209,7 +212,8 @@ async def add_reservation(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     spec = await read_model(request, ReservationSpec)
-    stored = request.app[STORE].reservations.add(record.name, spec)
+    store = request.app[STORE]
+    stored = await store.database.run(store.reservations.add, record.name, spec)
     request.app[SCHEDULER].poke()
     return _json(stored, status=201)
 
@@ -219,7 +223,8 @@ async def remove_reservation(request: web.Request) -> web.Response:
     record = _record(request)
     raw = request.match_info["id"]
     found = row_id(raw)
-    if found is None or not request.app[STORE].reservations.remove(record.name, found):
+    store = request.app[STORE]
+    if found is None or not await store.database.run(store.reservations.remove, record.name, found):
         not_found("reservation", raw)
     request.app[SCHEDULER].poke()
     return web.Response(status=204)

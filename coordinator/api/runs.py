@@ -38,7 +38,7 @@ async def create_run(request: web.Request) -> web.Response:
     if request.query.get("dry_run", "").lower() in ("1", "true", "yes"):
         return _json(await _dry_run(request, spec, workspace))
     try:
-        run = store.runs.submit(spec, workspace, now)
+        run = await store.database.run(store.runs.submit, spec, workspace, now)
     except NameTakenError:
         fail(
             409,
@@ -46,7 +46,7 @@ async def create_run(request: web.Request) -> web.Response:
             "name",
             "is already used in this workspace; pick another name or cancel that run",
         )
-    request.app[SCHEDULER].poke()
+    request.app[SCHEDULER].poke(now=True)  # placed without waiting for the debounce
     return _json(run, status=201)
 
 
@@ -119,7 +119,8 @@ async def get_run(request: web.Request) -> web.Response:
 async def cancel_run(request: web.Request) -> web.Response:
     workspace = workspace_of(request, request.query.get("workspace"))
     name = request.match_info["name"]
-    run = request.app[STORE].runs.cancel(workspace, name, request.app[CLOCK].now())
+    store = request.app[STORE]
+    run = await store.database.run(store.runs.cancel, workspace, name, request.app[CLOCK].now())
     if run is None:
         not_found("run", name)
     request.app[SCHEDULER].poke()

@@ -1,6 +1,8 @@
 """The scheduler loop: the only writer of assignments.
 
-A pass runs when something changed (debounced) and at least every `pass_interval_seconds`. Each
+A pass runs when something changed (debounced; a submission skips the debounce, so on an idle
+scheduler a run that fits is placed as soon as a pass can run) and at least every
+`pass_interval_seconds`. Each
 pass marks tasks on long-silent machines Lost, takes one snapshot, decides in a worker thread (the
 engine is pure, so reports keep being answered), and commits in transactions of whole placements.
 """
@@ -101,6 +103,8 @@ class Scheduler:
         self._clock = clock
         self._metrics = metrics
         self._wake = asyncio.Event()
+        self._now = asyncio.Event()
+        """A submission asked for the next pass without the debounce (it cuts one short)."""
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._asks: dict[int, Parsed] = {}
@@ -121,21 +125,26 @@ class Scheduler:
         self.heard_since = self._clock.now()
         self._fault_logged = None
 
-    def poke(self) -> None:
-        """Ask for a pass soon: something changed that may let a run start."""
+    def poke(self, *, now: bool = False) -> None:
+        """Ask for a pass soon: something changed that may let a run start. `now` (a new
+        submission): without waiting for the debounce, so on an idle scheduler the run is placed
+        within one pass of its commit; while a pass runs, the next starts as it ends."""
+        if now:
+            self._now.set()
         self._wake.set()
 
     async def run_pass(self) -> PassResult:
         """One pass, start to commit. Passes never overlap."""
         async with self._lock:
-            self._writable()
+            run = self._store.database.run  # every write goes to the writer thread
+            await run(self._writable)
             started = time.perf_counter()
             now = self._clock.now()
             await self._flush_seen()  # the worker reads who is Up from the file
-            lost = self._mark_lost(now)
+            lost = await run(self._mark_lost, now)
             if lost:
                 self._store.agents.refresh_holding()
-            self._store.reservations.expire(now)
+            await run(self._store.reservations.expire, now)
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:
@@ -168,7 +177,8 @@ class Scheduler:
         """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
         requests in between (5,000 in one transaction would stall them)."""
         while True:
-            if self._store.machines.flush_seen(FLUSH_CHUNK) < FLUSH_CHUNK:
+            flushed = await self._store.database.run(self._store.machines.flush_seen, FLUSH_CHUNK)
+            if flushed < FLUSH_CHUNK:
                 return
             await asyncio.sleep(0)
 
@@ -194,8 +204,9 @@ class Scheduler:
         Each placement is whole in one chunk, so a crash between chunks leaves every run either
         placed or still pending, never half placed."""
         committed = 0
+        database = self._store.database
         for reshaped in decisions.reshaped:
-            if commit_reshape(self._store.database, reshaped, now):
+            if await database.run(commit_reshape, database, reshaped, now):
                 why = reshaped.placement.shape.why
                 log.info("run %s reshaped: %s", reshaped.old.item.run, why)
                 self.poke()  # its old machines are free now
@@ -203,11 +214,10 @@ class Scheduler:
         stored: dict[int, int] = {}
         for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
             end = start + COMMIT_CHUNK
-            committed += commit_pass(
-                self._store.database, placed[start:end], waiting[start:end], now, stored
+            committed += await database.run(
+                commit_pass, database, placed[start:end], waiting[start:end], now, stored
             )
-            await asyncio.sleep(0)
-        drop_unused_explanations(self._store.database)
+        await database.run(drop_unused_explanations, database)
         return committed
 
     async def _decide(
@@ -296,10 +306,12 @@ class Scheduler:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._settings.pass_interval_seconds)
-            await asyncio.sleep(debounce)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._now.wait(), debounce)
             if self._stopping.is_set():
                 return
             self._wake.clear()
+            self._now.clear()
             try:
                 result = await self.run_pass()
             except StorageError as error:
@@ -341,6 +353,7 @@ class Scheduler:
         closing it leaves no WAL behind."""
         self._stopping.set()
         self._wake.set()
+        self._now.set()  # no debounce to sit out either
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -65,12 +65,24 @@ class Agents:
         the machine is new or back, or what it reports about its hardware changed). A plain
         heartbeat (no updates, no logs, nothing new for placement) writes nothing now.
         Access labels the agent claims are dropped first (`Machines.admit`)."""
+        beat = self.beat(body, address, now)
+        if beat is not None:
+            return beat, False
+        return self.store_report(body, address, now)
+
+    def beat(self, body: AgentReport, address: str | None, now: datetime) -> MachineRecord | None:
+        """A plain heartbeat (no updates, no logs, nothing new for placement), kept in memory
+        without a write (any thread); None when the report must be stored (`store_report`)."""
+        if body.updates or body.logs:
+            return None
+        return self._machines.heartbeat(self._machines.admit(body.report), address, now)
+
+    def store_report(
+        self, body: AgentReport, address: str | None, now: datetime
+    ) -> tuple[MachineRecord, bool]:
+        """`apply` for a report that writes (on the writer thread while it runs)."""
         report = self._machines.admit(body.report)
         name = report.name
-        if not body.updates and not body.logs:
-            beat = self._machines.heartbeat(report, address, now)
-            if beat is not None:
-                return beat, False
         old = self._machines.get(name)
         acked = old.acked_seq if old else -1
         freed = False
@@ -140,7 +152,7 @@ class Agents:
 
     def assignments(self, machine: str) -> list[Assignment]:
         """Every live task on the machine, with `cancel` set for those to stop."""
-        return self._assignments(self._live(machine))
+        return self.assignments_of(self.live(machine))
 
     def reply(
         self, machine: str, running: Collection[str] | None, now: datetime
@@ -153,9 +165,18 @@ class Agents:
         Running task the agent runs no worker for ends Lost (`NO_WORKER`) and is freed. A worker
         the agent still runs but the reply does not list is stopped by the agent, which then
         reports its end (and that frees it, `_apply_update`)."""
-        rows = self._live(machine)
+        rows = self.live(machine)
+        if self.stale(machine, running, rows) is None:
+            return self.assignments_of(rows), False
+        return self.settle(machine, running, now)
+
+    def stale(
+        self, machine: str, running: Collection[str] | None, rows: list[Row]
+    ) -> tuple[list[int], list[int]] | None:
+        """The machine's tasks that `reply` must end Lost and those whose held GPUs it must
+        release, given its live task rows; None when there are none (nothing to write)."""
         if running is None:
-            return self._assignments(rows), False
+            return None
         uids = set(running)
         gone = [row["id"] for row in rows if row["state"] in _STARTED and row["uid"] not in uids]
         released: list[int] = []
@@ -164,15 +185,24 @@ class Agents:
                 "SELECT id, uid FROM tasks WHERE machine = ? AND held = 1", (machine,)
             )
             released = [row["id"] for row in held if row["uid"] not in uids]
-        if not gone and not released:
-            return self._assignments(rows), False
+        return (gone, released) if gone or released else None
+
+    def settle(
+        self, machine: str, running: Collection[str] | None, now: datetime
+    ) -> tuple[list[Assignment], bool]:
+        """`reply` when something must be written (on the writer thread while it runs): read
+        again there, so what is ended is what is stored at the time of the write."""
+        found = self.stale(machine, running, self.live(machine))
+        if found is None:
+            return self.assignments(machine), False
+        gone, released = found
         with self._database.write() as conn:
             for task_id in gone:
                 _end_lost(conn, task_id, NO_WORKER.format(machine=machine), now)
             for task_id in released:
                 _release(conn, task_id)
         self._refresh_machine(machine)
-        return self._assignments(self._live(machine)), True
+        return self.assignments_of(self.live(machine)), True
 
     def _refresh_machine(self, machine: str) -> None:
         held = self._database.read_one(
@@ -183,7 +213,7 @@ class Agents:
         else:
             self.holding.add(machine)
 
-    def _live(self, machine: str) -> list[Row]:
+    def live(self, machine: str) -> list[Row]:
         return self._database.read(
             "SELECT tasks.id, tasks.state, tasks.run_seq, tasks.idx, tasks.name, tasks.uid,"
             " tasks.machine,"
@@ -195,8 +225,8 @@ class Agents:
             (machine,),
         )
 
-    def _assignments(self, rows: list[Row]) -> list[Assignment]:
-        """Two queries whatever the number of tasks: the machine's tasks (`_live`), then the
+    def assignments_of(self, rows: list[Row]) -> list[Assignment]:
+        """Two queries whatever the number of tasks: the machine's tasks (`live`), then the
         workers of their runs (for the rendezvous); each run's spec is parsed once."""
         if not rows:
             return []

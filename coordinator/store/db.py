@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,12 +18,15 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlite_utils
 
 from .faults import REOPEN, Fault, StorageError, storage_problem
 from .migrations import MIGRATIONS
+from .writer import Writer
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +37,15 @@ Row = dict[str, Any]
 
 
 class Database:
-    """Owns the one write connection and a read connection to the same file.
+    """Owns the one write connection, and a read connection per thread, to the same file.
 
-    The coordinator is one asyncio process: every write happens on the event loop's thread, one at
-    a time, inside `write()`. Reads use their own connection, so they see committed data only.
+    Every write happens inside `write()`, one at a time. While the service runs, the writer
+    thread (`start_writer`, `writer.py`) does the service's writes: the event loop sends it
+    whole jobs with `await run(fn, ...)` and never waits on a commit. Without it (tools, tests
+    calling the store directly) a write runs on the caller's thread; one made on another thread
+    while the writer runs still takes its turn (a lock) and is counted in `writes_elsewhere`
+    (the service makes none: its tests check that count stays empty). Reads use a connection
+    of the reading thread's own, so they see committed data only and never share a cursor.
     """
 
     def __init__(self, path: Path) -> None:
@@ -50,11 +59,17 @@ class Database:
         """Called when a fault ends (the scheduler restarts its silence windows)."""
         self._reopen = False
         self._probed = 0.0
+        self._lock = threading.Lock()
+        self.writer = Writer(f"sqlite-writer {path.name}")
+        """The thread that runs the service's writes (started by the app)."""
+        self.writes_elsewhere: Counter[str] = Counter()
+        """Writes made on another thread while the writer ran, by thread name."""
         self._writer = self._connect(path)
         self._migrate()
-        self._reader = self._connect(path)
-        self.db = sqlite_utils.Database(self._reader)
-        """sqlite-utils over the read connection, for queries."""
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -76,8 +91,43 @@ class Database:
                 conn.execute(f"PRAGMA user_version={number}")
 
     @property
+    def _reader(self) -> sqlite3.Connection:
+        """This thread's read connection, opened on its first read."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
+            conn = self._connect(self.path)
+            self._local.conn = conn
+            self._local.db = sqlite_utils.Database(conn)
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    @property
+    def db(self) -> sqlite_utils.Database:
+        """sqlite-utils over this thread's read connection, for queries."""
+        self._reader  # noqa: B018 - opens it on first use
+        found: sqlite_utils.Database = self._local.db
+        return found
+
+    @property
     def schema_version(self) -> int:
         return int(self._reader.execute("PRAGMA user_version").fetchone()[0])
+
+    def start_writer(self) -> None:
+        """From now on, writes run on the writer thread only (see the class)."""
+        self.writer.start()
+
+    def stop_writer(self) -> None:
+        """Run every write queued so far, then end the writer thread; writes run on the
+        caller's thread again."""
+        self.writer.stop()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the writer thread, awaited: a job that writes (and the reads and
+        checks it needs done in the same turn). Inline while no writer thread runs."""
+        return await self.writer.run(lambda: fn(*args))
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -85,6 +135,12 @@ class Database:
 
         A storage fault anywhere in it (BEGIN, a statement, COMMIT) leaves nothing written and
         raises `StorageError`; other errors pass through as they are."""
+        if self.writer.running and not self.writer.here():
+            self.writes_elsewhere[threading.current_thread().name] += 1
+        with self._lock:
+            yield from self._transaction()
+
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         try:
             conn = self._writable()
             conn.execute("BEGIN IMMEDIATE")
@@ -172,7 +228,15 @@ class Database:
         return rows[0] if rows else None
 
     def close(self) -> None:
-        self._reader.close()
+        """Drain and stop the writer thread, then close every connection."""
+        self.stop_writer()
+        self._closed = True
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
         with contextlib.suppress(sqlite3.Error):
             self._writer.close()
 

@@ -7,6 +7,7 @@ import ipaddress
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -96,6 +97,9 @@ class Machines:
         """The `report_version` each record's report was read at (for `reload`)."""
         self._seen: dict[str, tuple[str | None, datetime]] = {}
         """Heartbeats not written yet: address and time, by machine (see `flush_seen`)."""
+        self._lock = threading.Lock()
+        """Held (never across a write) to change a record or `_seen`: heartbeats change them on
+        the event loop while the writer thread writes cordons, labels and flushes."""
         self.reload()
 
     def reload(self) -> None:
@@ -187,26 +191,30 @@ class Machines:
 
         Its time and address reach the file at the next `flush_seen`, in one transaction with
         every other machine's: 500 heartbeats a second need not be 500 transactions."""
-        old = self._records.get(report.name)
-        if old is None or old.report is None or old.fingerprint != fingerprint(report):
-            return None
-        # The old report with the new volatile fields: the same content as `report`, but it
-        # shares the old one's GPUs and ports, so a heartbeat leaves a couple of new objects
-        # behind, not hundreds (the collector's full passes grow with what survives).
-        kept = old.report.model_copy(update={field: getattr(report, field) for field in VOLATILE})
-        updated = replace(old, report=kept, address=address, last_seen=now)
-        self._records[report.name] = updated
-        self._seen[report.name] = (address, now)
+        printed = fingerprint(report)
+        with self._lock:
+            old = self._records.get(report.name)
+            if old is None or old.report is None or old.fingerprint != printed:
+                return None
+            # The old report with the new volatile fields: the same content as `report`, but it
+            # shares the old one's GPUs and ports, so a heartbeat leaves a couple of new objects
+            # behind, not hundreds (the collector's full passes grow with what survives).
+            volatile = {field: getattr(report, field) for field in VOLATILE}
+            kept = old.report.model_copy(update=volatile)
+            updated = replace(old, report=kept, address=address, last_seen=now)
+            self._records[report.name] = updated
+            self._seen[report.name] = (address, now)
         return updated
 
     def flush_seen(self, limit: int | None = None) -> int:
         """Write the heartbeats kept in memory (at most `limit` machines' in this transaction,
         the oldest first); returns how many machines."""
-        if limit is None or limit >= len(self._seen):
-            seen, self._seen = self._seen, {}
-        else:
-            names = list(self._seen)[:limit]
-            seen = {name: self._seen.pop(name) for name in names}
+        with self._lock:
+            if limit is None or limit >= len(self._seen):
+                seen, self._seen = self._seen, {}
+            else:
+                names = list(self._seen)[:limit]
+                seen = {name: self._seen.pop(name) for name in names}
         if seen:
             try:
                 with self._database.write() as conn:
@@ -217,7 +225,8 @@ class Machines:
             except Exception:
                 # Not written (the disk is full…): kept for the next flush, unless a newer
                 # heartbeat came meanwhile.
-                self._seen = {**seen, **self._seen}
+                with self._lock:
+                    self._seen = {**seen, **self._seen}
                 raise
         return len(seen)
 
@@ -234,7 +243,8 @@ class Machines:
 
         The caller commits, then calls `remember`, so memory never runs ahead of the file."""
         old = self._records.get(report.name)
-        self._seen.pop(report.name, None)  # written now; a later flush must not set it back
+        with self._lock:
+            self._seen.pop(report.name, None)  # written now; a later flush must not set it back
         printed = fingerprint(report)
         if old is not None and old.report is not None and old.fingerprint == printed:
             # Nothing that matters changed: a heartbeat, not a new report worth writing.
@@ -267,7 +277,8 @@ class Machines:
         return new, old
 
     def remember(self, record: MachineRecord) -> None:
-        self._records[record.name] = record
+        with self._lock:
+            self._records[record.name] = record
 
     def cordon(self, name: str, reason: str | None) -> MachineRecord | None:
         """Cordon with a reason (None uncordons)."""
@@ -284,8 +295,9 @@ class Machines:
             return None
         with self._database.write() as conn:
             conn.execute(f"UPDATE machines SET {column} = ? WHERE name = ?", (value, name))  # noqa: S608 - column is ours
-        updated = replace(record, **changes)  # type: ignore[arg-type]
-        self._records[name] = updated
+        with self._lock:  # the newest record (a heartbeat may have come meanwhile), changed
+            updated = replace(self._records.get(name, record), **changes)  # type: ignore[arg-type]
+            self._records[name] = updated
         return updated
 
     def ensure(self, name: str, now: datetime) -> MachineRecord:
@@ -299,7 +311,8 @@ class Machines:
                 (name, now.isoformat()),
             )
         record = MachineRecord(name)
-        self._records[name] = record
+        with self._lock:
+            self._records[name] = record
         return record
 
 

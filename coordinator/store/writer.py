@@ -1,0 +1,98 @@
+"""The writer thread: every write of the running service, one job at a time, in order.
+
+The service's event loop never waits on a commit: a request handler (or the scheduler) sends
+a job (a plain function that writes through `Database.write()`) to this thread through a
+queue, and awaits its result. One thread owns the write connection, so writes never contend
+inside the process, and a job that reads, checks and writes runs whole before the next one
+starts. Reads run on the caller's thread, each thread on a read connection of its own.
+
+A job's exception (a `StorageError`, a constraint, an `ApiError` a check raised) is raised to
+whoever awaits it; the thread itself goes on with the next job. Stopping drains the queue:
+every job sent before `stop` runs before the thread ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+Job = tuple[Callable[[], Any], Future[Any]]
+
+
+class Writer:
+    """A thread fed by a queue of jobs; `submit` returns a future of the job's result."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        """Jobs in order; None (put by `stop`) ends the thread after those before it."""
+        self._thread: threading.Thread | None = None
+        self._ident: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def here(self) -> bool:
+        """Whether the caller runs on the writer thread."""
+        return self._ident is not None and threading.get_ident() == self._ident
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._work, args=(ready,), name=self._name, daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+
+    def submit(self, job: Callable[[], T]) -> Future[T]:
+        """Queue `job`; its future holds what it returns or raises."""
+        future: Future[T] = Future()
+        self._queue.put((job, future))
+        return future
+
+    async def run(self, job: Callable[[], T]) -> T:
+        """Run `job` on the writer thread and await it; inline when no writer runs (scripts,
+        tests that call the store directly, the moments before start and after stop)."""
+        if self._thread is None or self.here():
+            return job()
+        return await asyncio.wrap_future(self.submit(job))
+
+    def stop(self) -> None:
+        """Run every job queued so far, then end the thread (waiting for it)."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._thread = None  # from now on a job runs where it is sent, after these
+        self._queue.put(None)
+        if threading.get_ident() != thread.ident:
+            thread.join()
+        self._ident = None
+
+    def _work(self, ready: threading.Event) -> None:
+        self._ident = threading.get_ident()
+        ready.set()
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            job, future = item
+            if not future.set_running_or_notify_cancel():
+                continue  # its request went away before it started: nothing is written
+            try:
+                result = job()
+            except BaseException as error:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
