@@ -32,6 +32,26 @@ def short_hostname() -> str:
     return socket.gethostname().split(".")[0] or "astraeus"
 
 
+@dataclass(frozen=True)
+class PortRange:
+    first: int
+    last: int
+
+    def ports(self) -> range:
+        return range(self.first, self.last + 1)
+
+
+def parse_range(text: str) -> PortRange:
+    """`29500-30499` (Kubernetes' `service-node-port-range` form); ValueError otherwise."""
+    first, sep, last = text.strip().partition("-")
+    if not sep or not first.isdigit() or not last.isdigit():
+        raise ValueError(text)
+    low, high = int(first), int(last)
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(text)
+    return PortRange(low, high)
+
+
 class SettingsError(ValueError):
     """A setting with a bad value; the message names the setting and the source."""
 
@@ -78,6 +98,10 @@ class Settings:
     """The name users see: `finetune submitted to <cluster_name>: ...`."""
     console_url: str = ""
     """Where users open the console; empty: `http://<listen>/console/` (set it behind a proxy)."""
+    rendezvous_ports: str = "29500-30499"
+    """`FIRST-LAST`: the ports a run's worker 0 may be given for its rendezvous (`MASTER_PORT`);
+    no two live tasks of one machine hold the same one. Keep it below the kernel's ephemeral
+    range (`net.ipv4.ip_local_port_range`, 32768-60999 by default)."""
     access_labels: tuple[str, ...] = ("pool",)
     """Labels that grant access: only admins set them (API, or with the agent's token); what an
     agent reports for them is ignored. `pool` is always one; a comma list adds others."""
@@ -85,6 +109,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.db == UNSET:
             object.__setattr__(self, "db", self.state_dir / DB_FILE)
+
+    @property
+    def port_range(self) -> PortRange:
+        return parse_range(self.rendezvous_ports)
 
     @property
     def tls(self) -> bool:
@@ -169,6 +197,13 @@ def _check_listen(settings: Settings) -> Settings:
             "HTTP; give tls_cert and tls_key (--tls-cert, --tls-key), or set "
             "allow_plain_http = true (--allow-plain-http) to send tokens in clear text"
         )
+    try:
+        parse_range(settings.rendezvous_ports)
+    except ValueError:
+        raise SettingsError(
+            f"rendezvous_ports: {settings.rendezvous_ports!r} is not FIRST-LAST with"
+            " 1 <= FIRST <= LAST <= 65535, e.g. 29500-30499"
+        ) from None
     url = settings.console_url
     if url and (not url.startswith(("http://", "https://")) or "#" in url):
         raise SettingsError(

@@ -21,6 +21,7 @@ from .ask import (
 from .assignment import (
     AgentReport,
     Assignment,
+    BusyPort,
     LogChunk,
     Mount,
     NetworkKind,
@@ -53,6 +54,7 @@ __all__ = [
     "ArraySpec",
     "Assignment",
     "BackendStatus",
+    "BusyPort",
     "Capability",
     "DriveInfo",
     "DriveMount",

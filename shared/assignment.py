@@ -135,6 +135,18 @@ class LogChunk(WireModel):
         return self
 
 
+MAX_BUSY_PORTS: Final = 1000
+"""Busy rendezvous ports in one report."""
+
+
+class BusyPort(WireModel):
+    """Worker 0 of a task was not started: its rendezvous port is in use on this machine. The
+    coordinator gives the task another port; the agent starts it when the port changes."""
+
+    task_uid: TaskUid = Field(description="the assignment's `task_uid`")
+    port: int = Field(ge=1, le=65535, description="the assignment's `master_port`")
+
+
 class AgentReport(WireModel):
     """The body of `PUT /machines/{name}/report`."""
 
@@ -146,6 +158,11 @@ class AgentReport(WireModel):
         max_length=10_000,
         description="the `task_uid` of every task whose worker this agent still runs or is"
         " stopping; the coordinator frees what the machine no longer runs (null: not said)",
+    )
+    busy_ports: list[BusyPort] = Field(
+        default_factory=list,
+        max_length=MAX_BUSY_PORTS,
+        description="worker 0 tasks not started because their rendezvous port is in use here",
     )
 
 

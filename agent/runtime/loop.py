@@ -136,6 +136,7 @@ class Agent:
             updates=updates,
             logs=self.runner.log_chunks(),
             tasks=self.runner.live_tasks(),
+            busy_ports=self.runner.ports.reports(),
         )
         reply = await self.client.report(body)
         last = updates[-1].seq if updates else -1

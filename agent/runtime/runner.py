@@ -18,6 +18,7 @@ from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environm
 from ..rendezvous import users_own
 from .launch import Launched, Launcher
 from .logs import CHUNK_BYTES, next_chunk
+from .ports import PortGate, port_free
 from .spec import CannotStartError, Files, shim_spec
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
 from .users import WorkerUsers
@@ -46,6 +47,8 @@ class RunnerConfig:
     users: WorkerUsers = field(default_factory=WorkerUsers.agents_own)
     work_root: Path | None = None
     """Where the tasks' working directories go; None: beside the state directory."""
+    port_free: Callable[[int], bool] = port_free
+    """Whether a rendezvous port is free here, checked before a worker 0 starts."""
 
 
 class Runner:
@@ -65,15 +68,18 @@ class Runner:
         """Every task this agent knows, by `task_uid`: names repeat across workspaces."""
         self.shipped: dict[str, int] = {}
         self.work = WorkRoot(config.work_root or default_work_root(state.root))
+        self.ports = PortGate(config.port_free)
         self._hand_over_old_updates()
 
     def sync(self, assignments: Iterable[Assignment], report: MachineReport) -> None:
         """Start what is new, stop what is cancelled or no longer assigned."""
         wanted = {a.task_uid: a for a in assignments}
+        self.ports.keep(wanted)
         for uid, assignment in wanted.items():
             record = self.records.get(uid) or self._adopt(assignment)
             if record is None:
-                self._start(assignment, report)
+                if not self.ports.in_use(assignment):
+                    self._start(assignment, report)
             elif assignment.cancel:
                 self.stop(record, CANCELLED)
         for uid, record in self.records.items():

@@ -46,6 +46,7 @@ from astraeus.shared.reasons import ReasonKind
 
 from .decide import Decisions, PassContext, SessionFactory, engine
 from .memo import PassMemo
+from .ports import Ports
 from .snapshot import build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 
@@ -115,6 +116,8 @@ class Scheduler:
         storage fault. Silence before it is the coordinator's, never a machine's."""
         store.database.recovered.append(self._hearing_again)
         self._fault_logged: str | None = None
+        self.ports = Ports(settings.port_range)
+        """Rendezvous ports: given after each commit, taken back when an agent finds one busy."""
 
     @property
     def down_after(self) -> timedelta:
@@ -160,6 +163,8 @@ class Scheduler:
             self._last_committed = False
             committed = await self._commit(decisions, now)
             self._last_committed = True
+            database = self._store.database
+            await database.run(self.ports.give, database, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
             return PassResult(committed, len(decisions.waiting), lost)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
@@ -26,8 +26,9 @@ from .runs import settle_run
 
 log = logging.getLogger(__name__)
 
-RENDEZVOUS_BASE_PORT = 29500
-"""Worker 0 listens on 29500 + (run number mod 1000), so runs sharing a machine rarely collide."""
+LEGACY_BASE_PORT = 29500
+"""A task started before ports were held (migration 7) was told 29500 + (run number mod 1000);
+its assignment keeps saying so. Every other port is the scheduler's (`scheduler/ports.py`)."""
 
 _FORWARD: dict[TaskState, frozenset[TaskState]] = {
     TaskState.ASSIGNED: frozenset({TaskState.STARTING, TaskState.RUNNING}),
@@ -216,7 +217,7 @@ class Agents:
     def live(self, machine: str) -> list[Row]:
         return self._database.read(
             "SELECT tasks.id, tasks.state, tasks.run_seq, tasks.idx, tasks.name, tasks.uid,"
-            " tasks.machine,"
+            " tasks.machine, tasks.port,"
             " tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, tasks.cancel,"
             " runs.name AS run_name, runs.workspace, runs.spec, runs.network,"
             " runs.nvlink_domain FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
@@ -227,28 +228,32 @@ class Agents:
 
     def assignments_of(self, rows: list[Row]) -> list[Assignment]:
         """Two queries whatever the number of tasks: the machine's tasks (`live`), then the
-        workers of their runs (for the rendezvous); each run's spec is parsed once."""
+        workers of their runs (for the rendezvous); each run's spec is parsed once.
+
+        A task is left out until it can start: worker 0 (an array element) until the scheduler
+        gave it a port, every other worker until worker 0's agent found that port free and
+        started it (so no worker ever meets at a port that changes)."""
         if not rows:
             return []
         specs = {row["run_seq"]: json.loads(row["spec"]) for row in rows}
         gangs = [seq for seq, spec in specs.items() if not _is_array(spec)]
-        workers: dict[int, list[str | None]] = {seq: [] for seq in gangs}
+        workers: dict[int, list[Row]] = {seq: [] for seq in gangs}
         if gangs:
             marks = ",".join("?" * len(gangs))
             for worker in self._database.read(
-                f"SELECT run_seq, machine FROM tasks WHERE run_seq IN ({marks})"  # noqa: S608
-                " ORDER BY run_seq, idx",
+                f"SELECT run_seq, idx, machine, state, port FROM tasks"  # noqa: S608
+                f" WHERE run_seq IN ({marks}) ORDER BY run_seq, idx",
                 tuple(gangs),
             ):
-                workers[worker["run_seq"]].append(worker["machine"])
-        return [
-            self._assignment(row, specs[row["run_seq"]], workers.get(row["run_seq"]))
-            for row in rows
-        ]
+                workers[worker["run_seq"]].append(worker)
+        found = []
+        for row in rows:
+            rendezvous = _rendezvous(row, workers.get(row["run_seq"]), self._address)
+            if rendezvous is not None:
+                found.append(self._assignment(row, specs[row["run_seq"]], rendezvous))
+        return found
 
-    def _assignment(
-        self, row: Row, spec: dict[str, Any], workers: list[str | None] | None
-    ) -> Assignment:
+    def _assignment(self, row: Row, spec: dict[str, Any], rendezvous: Rendezvous) -> Assignment:
         return Assignment(
             task_uid=row["uid"],
             task=row["name"],
@@ -264,7 +269,7 @@ class Agents:
             network=NetworkKind(row["network"] or NetworkKind.LOCAL.value),
             min_gbps=(spec["requested_resources"].get("network") or {}).get("min_gbps"),
             nvlink_domain=row["nvlink_domain"],
-            rendezvous=self._rendezvous(row, workers),
+            rendezvous=rendezvous,
             drives=[
                 Mount(name=drive["name"], mount_path=drive["mount_path"])
                 for drive in spec["requested_resources"].get("drives", [])
@@ -273,33 +278,52 @@ class Agents:
             cancel=bool(row["cancel"]),
         )
 
-    def _rendezvous(self, row: Row, workers: list[str | None] | None) -> Rendezvous:
-        """`workers` are the machines of the run's tasks by index; None for an array element,
-        its own world of one."""
-        port = RENDEZVOUS_BASE_PORT + row["run_seq"] % 1000
-        if workers is None:
-            return Rendezvous(
-                master_addr=self._address(row["machine"]),
-                master_port=port,
-                world_size=1,
-                rank=0,
-                node_rank=0,
-                local_world_size=1,
-            )
-        machines = list(dict.fromkeys(workers))
-        return Rendezvous(
-            master_addr=self._address(workers[0]),
-            master_port=port,
-            world_size=len(workers),
-            rank=row["idx"],
-            node_rank=machines.index(row["machine"]),
-            local_world_size=sum(1 for w in workers if w == row["machine"]),
-            local_rank=sum(1 for w in workers[: row["idx"]] if w == row["machine"]),
-        )
-
     def _address(self, machine: str | None) -> str:
         record = self._machines.get(machine or "")
         return (record.address if record else None) or machine or "127.0.0.1"
+
+
+def _rendezvous(
+    row: Row, workers: list[Row] | None, address: Callable[[str | None], str]
+) -> Rendezvous | None:
+    """`workers` are the run's tasks by index; None for an array element, its own world of one.
+    None when the task may not start yet (see `Agents.assignments_of`)."""
+    if workers is None:
+        port = _port(row, row)
+        if port is None:
+            return None
+        return Rendezvous(
+            master_addr=address(row["machine"]),
+            master_port=port,
+            world_size=1,
+            rank=0,
+            node_rank=0,
+            local_world_size=1,
+        )
+    lead = workers[0]
+    port = _port(lead, row)
+    if port is None or (row["idx"] != 0 and lead["state"] == TaskState.ASSIGNED.value):
+        return None
+    machines = [w["machine"] for w in workers]
+    here = row["machine"]
+    return Rendezvous(
+        master_addr=address(lead["machine"]),
+        master_port=port,
+        world_size=len(workers),
+        rank=row["idx"],
+        node_rank=list(dict.fromkeys(machines)).index(here),
+        local_world_size=sum(1 for m in machines if m == here),
+        local_rank=sum(1 for m in machines[: row["idx"]] if m == here),
+    )
+
+
+def _port(lead: Row, row: Row) -> int | None:
+    """Worker 0's port; for a worker 0 started before ports were held, what it was told."""
+    if lead["port"] is not None:
+        return int(lead["port"])
+    if lead["state"] == TaskState.ASSIGNED.value:
+        return None
+    return LEGACY_BASE_PORT + int(row["run_seq"]) % 1000
 
 
 def _is_array(spec: dict[str, Any]) -> bool:

@@ -146,4 +146,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     UPDATE runs SET reason = NULL WHERE state = 'Pending';
     UPDATE tasks SET reason = NULL WHERE state = 'Pending';
     """,
+    # 7: rendezvous ports, held like GPUs: a run's worker 0 (an array element) holds `port` on its
+    # machine while it holds resources; no two such tasks of one machine hold the same port.
+    """
+    ALTER TABLE tasks ADD COLUMN port INTEGER;
+    CREATE UNIQUE INDEX tasks_port ON tasks (machine, port) WHERE port IS NOT NULL
+        AND (state IN ('Assigned', 'Starting', 'Running') OR held = 1);
+    """,
 )

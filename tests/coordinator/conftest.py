@@ -67,6 +67,7 @@ class Cluster:
         updates: list[dict[str, Any]] | None = None,
         logs: list[dict[str, Any]] | None = None,
         tasks: list[str] | None = None,
+        busy_ports: list[dict[str, Any]] | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
         """Post a machine's report with task updates (numbered here) and, when given, the tasks
@@ -93,6 +94,8 @@ class Cluster:
         }
         if tasks is not None:
             body["tasks"] = [self.uid(machine, task) for task in tasks]
+        if busy_ports is not None:
+            body["busy_ports"] = busy_ports
         status, data = await self.call(
             "PUT", f"/api/v1/machines/{machine}/report", self.agent_token(machine), body
         )

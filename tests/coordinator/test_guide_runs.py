@@ -39,6 +39,8 @@ async def test_any_mode_places_four_workers_on_two_free_machines(cluster: Cluste
     assert run["shape"]["why"] == (
         "4 workers × 4 GPUs on 2 machines over Ethernet in site 127.0.0.0/24"
     )
+    assert (await c.report("eth2"))["assignments"] == []  # until worker 0 has started
+    await c.report("eth1", [{"task": "stack-0", "state": "Starting"}])
     reply = await c.report("eth2")
     ranks = [
         (a["task"], a["rendezvous"]["rank"], a["rendezvous"]["local_rank"])
@@ -76,7 +78,9 @@ async def test_cpu_only_any_count_three_shares_one_machine(cluster: Cluster) -> 
     run = await _run(c, "three")
     assert [t["machine"] for t in run["tasks"]] == ["cpu-1"] * 3
     assert run["shape"]["why"] == "3 workers on cpu-1"
-    reply = await c.report("cpu-1")
+    first = await c.report("cpu-1")
+    assert [a["task"] for a in first["assignments"]] == ["three-0"]
+    reply = await c.report("cpu-1", [{"task": "three-0", "state": "Starting"}])
     assert [a["rendezvous"]["local_rank"] for a in reply["assignments"]] == [0, 1, 2]
 
 

@@ -68,10 +68,11 @@ async def test_unstarted_gang_moves_to_a_tighter_rung(cluster: Cluster) -> None:
         ("pretrain-1", "Assigned", "a2"),
     ]
     assert (await c.report("b1", labels=R2))["assignments"] == []
-    moved = (await c.report("a2", labels=R1))["assignments"]
-    assert [(a["task"], a["assigned_gpu_ids"]) for a in moved] == [("pretrain-1", _gpus("a2"))]
     stays = (await c.report("a1", labels=R1))["assignments"]
     assert [(a["task"], a["rendezvous"]["world_size"]) for a in stays] == [("pretrain-0", 2)]
+    await c.report("a1", [{"task": "pretrain-0", "state": "Starting"}], labels=R1)
+    moved = (await c.report("a2", labels=R1))["assignments"]
+    assert [(a["task"], a["assigned_gpu_ids"]) for a in moved] == [("pretrain-1", _gpus("a2"))]
     assert _holds(c) == sorted(
         [("pretrain-0", "a1", g) for g in _gpus("a1")]
         + [("pretrain-1", "a2", g) for g in _gpus("a2")]

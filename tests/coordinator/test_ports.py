@@ -1,0 +1,156 @@
+"""Rendezvous ports held like GPUs: one per run's worker 0 from the configured range, never one
+another live (or Lost and held) task holds on the machine; a port an agent finds busy is taken
+back and another given, without the run failing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astraeus.coordinator.scheduler.ports import choose_port
+from astraeus.coordinator.settings import PortRange, SettingsError, load
+
+from .conftest import ClientFactory, Cluster, make_cluster
+
+
+def _port(reply: dict[str, Any], task: str) -> int | None:
+    found = [a for a in reply["assignments"] if a["task"] == task]
+    return found[0]["rendezvous"]["master_port"] if found else None
+
+
+def test_the_lowest_port_not_taken_is_chosen() -> None:
+    """The first free port of the range, and none once every one is taken."""
+    ports = PortRange(29500, 29502)
+    assert choose_port(ports, {29500}) == 29501
+    assert choose_port(ports, {29500, 29501, 29502}) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param("29500", "'29500'", id="one-number"),
+        pytest.param("30000-29000", "'30000-29000'", id="backwards"),
+        pytest.param("0-10", "'0-10'", id="zero"),
+        pytest.param("65000-70000", "'65000-70000'", id="past-65535"),
+    ],
+)
+def test_a_bad_port_range_is_refused(value: str, message: str) -> None:
+    """`rendezvous_ports` must be FIRST-LAST within 1-65535; the error names the setting."""
+    with pytest.raises(SettingsError) as caught:
+        load(env={"ASTRAEUS_RENDEZVOUS_PORTS": value})
+    assert str(caught.value) == (
+        f"rendezvous_ports: {message} is not FIRST-LAST with 1 <= FIRST <= LAST <= 65535,"
+        " e.g. 29500-30499"
+    )
+
+
+async def test_runs_on_one_machine_hold_different_ports(fake_cluster: Cluster) -> None:
+    """Two runs' workers 0 on one machine get 29500 and 29501; once the first ends, its port
+    is given again."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "one", gpus=1)
+    await c.submit("vision", "two", gpus=1)
+    await c.run_pass()
+    reply = await c.report("gpu-01")
+    assert (_port(reply, "one-0"), _port(reply, "two-0")) == (29500, 29501)
+    await c.report("gpu-01", [{"task": "one-0", "state": "Succeeded", "exit_code": 0}])
+    await c.submit("vision", "three", gpus=1)
+    await c.run_pass()
+    assert _port(await c.report("gpu-01"), "three-0") == 29500
+
+
+async def test_a_lost_task_keeps_its_port(fake_cluster: Cluster) -> None:
+    """A Lost task whose worker may still run keeps its port on its machine, as its GPUs."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "old", gpus=1)
+    await c.run_pass()
+    await c.report("gpu-01", [{"task": "old-0", "state": "Running"}], tasks=["old-0"])
+    c.clock.advance(61)
+    assert (await c.run_pass()).lost == 1
+    await c.submit("vision", "new", gpus=1)
+    await c.report("gpu-01", tasks=["old-0"])
+    await c.run_pass()
+    assert _port(await c.report("gpu-01", tasks=["old-0"]), "new-0") == 29501
+
+
+async def test_the_configured_range_is_used(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
+    """With `rendezvous_ports` 31000-31001 the first run gets 31000."""
+    c = await make_cluster(aiohttp_client, tmp_path, rendezvous_ports="31000-31001")
+    try:
+        await c.workspace("vision")
+        await c.report("gpu-01")
+        await c.submit("vision", "one", gpus=1)
+        await c.run_pass()
+        assert _port(await c.report("gpu-01"), "one-0") == 31000
+    finally:
+        c.store.close()
+
+
+async def test_a_busy_port_is_replaced_without_failing_the_run(fake_cluster: Cluster) -> None:
+    """Worker 0's agent reports 29500 busy: the task gives it back, is left out of the reply
+    until the next pass gives 29501, and the run stays Running, its task Assigned."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "meet", gpus=1)
+    await c.run_pass()
+    uid = c.uid("gpu-01", "meet-0")
+    assert _port(await c.report("gpu-01"), "meet-0") == 29500
+    reply = await c.report("gpu-01", busy_ports=[{"task_uid": uid, "port": 29500}])
+    assert reply["assignments"] == []
+    await c.run_pass()
+    again = await c.report("gpu-01", busy_ports=[{"task_uid": uid, "port": 29500}])
+    assert _port(again, "meet-0") == 29501
+    _, run = await c.call("GET", "/api/v1/runs/meet", c.tokens["vision"])
+    assert (run["state"], run["tasks"][0]["state"]) == ("Running", "Assigned")
+
+
+async def test_an_agent_cannot_take_back_another_machines_port(fake_cluster: Cluster) -> None:
+    """A busy report naming a task of another machine, or a port the task does not hold,
+    changes nothing."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.report("gpu-02")
+    await c.submit("vision", "meet", gpus=1)
+    await c.run_pass()
+    uid = c.uid("gpu-01", "meet-0")
+    await c.report("gpu-02", busy_ports=[{"task_uid": uid, "port": 29500}])
+    await c.report("gpu-01", busy_ports=[{"task_uid": uid, "port": 29999}])
+    await c.run_pass()
+    assert _port(await c.report("gpu-01"), "meet-0") == 29500
+
+
+@pytest.mark.parametrize(
+    ("port", "problem"),
+    [
+        pytest.param(0, "must be at least 1, got 0", id="zero"),
+        pytest.param(70000, "must be at most 65535, got 70000", id="too-big"),
+        pytest.param(
+            "NaN",
+            "Input should be a valid integer, unable to parse string as an integer",
+            id="nan",
+        ),
+    ],
+)
+async def test_a_busy_report_with_a_bad_port_is_refused(
+    fake_cluster: Cluster, port: object, problem: str
+) -> None:
+    """A busy port outside 1-65535, or not a number, is a 400 naming the field."""
+    c = fake_cluster
+    body = {
+        "report": {"schema_version": "1.0", "name": "gpu-01", "cpu_cores": 1, "memory_bytes": 1},
+        "busy_ports": [{"task_uid": "0b5c8f1e-7d2a-4c3b-9e6f-1a2b3c4d5e6f", "port": port}],
+    }
+    status, data = await c.call(
+        "PUT", "/api/v1/machines/gpu-01/report", c.agent_token("gpu-01"), body
+    )
+    assert status == 400
+    fields = {f["field"]: f["problem"] for f in data["fields"]}
+    assert fields == {"busy_ports[0].port": problem}

@@ -1,0 +1,62 @@
+"""Worker 0's rendezvous port is checked before it starts: a port in use holds the task back and
+is reported until the coordinator gives another; a port the run chose itself is not checked."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from runtime_rig import assignment
+
+from astraeus.agent.runtime.ports import PortGate, port_free
+from astraeus.shared import Assignment, BusyPort
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A port some other program listens on, on loopback only."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield int(server.getsockname()[1])
+
+
+def _worker(port: int, rank: int = 0, **extra: object) -> Assignment:
+    task = assignment("t-0", ["train"], **extra)
+    rendezvous = task.rendezvous.model_copy(update={"master_port": port, "rank": rank})
+    return task.model_copy(update={"rendezvous": rendezvous})
+
+
+def test_a_port_listened_on_anywhere_is_not_free(listening: int) -> None:
+    """A socket listening on 127.0.0.1 makes the port busy for a bind on every address; once it
+    closes, the port is free."""
+    assert not port_free(listening)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = int(probe.getsockname()[1])
+    assert port_free(closed)
+
+
+def test_worker_0_waits_and_reports_a_busy_port_until_it_changes(listening: int) -> None:
+    """Worker 0 on a busy port is held back and reported; it stays held back on that port even
+    once it frees; with another port it starts and the report is dropped."""
+    free = {listening: False}
+    gate = PortGate(lambda port: free.get(port, True))
+    first = _worker(listening)
+    assert gate.in_use(first)
+    assert gate.reports() == [BusyPort(task_uid=first.task_uid, port=listening)]
+    free[listening] = True
+    assert gate.in_use(first)
+    assert not gate.in_use(_worker(listening + 1))
+    assert gate.reports() == []
+
+
+def test_only_worker_0_checks_and_not_a_port_the_run_chose(listening: int) -> None:
+    """Workers other than 0 do not check (they only connect); nor does a run whose env sets
+    MASTER_PORT; a task no longer assigned is forgotten."""
+    gate = PortGate(port_free)
+    assert not gate.in_use(_worker(listening, rank=1))
+    assert not gate.in_use(_worker(listening, env={"MASTER_PORT": str(listening)}))
+    task = _worker(listening)
+    assert gate.in_use(task)
+    gate.keep([])
+    assert gate.reports() == []
