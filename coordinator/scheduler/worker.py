@@ -33,14 +33,14 @@ from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 from .decide import Decisions, PassContext, Session, SessionFactory, decide_within
 from .memo import PassMemo
 from .reshape import find_reshape
-from .snapshot import build_snapshot
+from .snapshot import Views, build_snapshot
 
 WORKER_NICENESS = 10
 """Added to the pass worker's niceness."""
 
-_OPEN: dict[str, tuple[Store, dict[int, Parsed], LiveState, PassMemo]] = {}
-"""The worker's store, parsed asks, live placement state and last pass's inputs, kept between
-passes (one worker serves one file)."""
+_OPEN: dict[str, tuple[Store, dict[int, Parsed], Views, LiveState, PassMemo]] = {}
+"""The worker's store, parsed asks, machine views, live placement state and last pass's inputs,
+kept between passes (one worker serves one file)."""
 
 UNFREEZE_EVERY = 100
 """Passes between handing the frozen objects back to the garbage collector."""
@@ -95,10 +95,11 @@ def compute_pass(
     (`last_committed`, the service says) and changed nothing (`memo`)."""
     if db not in _OPEN:
         store = Store.open(Path(db), access_labels=access_labels)
-        _OPEN[db] = (store, {}, LiveState(), PassMemo())
-    store, asks, live, memo = _OPEN[db]
+        _OPEN[db] = (store, {}, Views(), LiveState(), PassMemo())
+    store, asks, views, live, memo = _OPEN[db]
     store.machines.reload()
-    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds), heard_since)
+    down_after = timedelta(seconds=down_after_seconds)
+    snapshot = build_snapshot(store, now, down_after, heard_since, views)
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)
