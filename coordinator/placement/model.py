@@ -18,6 +18,7 @@ from astraeus.shared import (
     RequestedResources,
     Shape,
 )
+from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 RunKey = tuple[str, str]
@@ -119,6 +120,8 @@ class Pending:
     explanation: PendingExplanation
     kind: ReasonKind = ReasonKind.NO_MACHINE_FITS
     """What `headline` is, as data."""
+    rejections: list[RejectionGroup] = field(default_factory=list)
+    """What keeps each machine of `explanation.nodes` out, as data."""
     patience_remaining_seconds: int | None = None
     """Set while the run waits for a tighter rung that could become free."""
     wanted_machines: tuple[str, ...] = ()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from astraeus.shared.reasons import RejectionCode
+
 from . import explain, gang, ladder, patience, result, survivors
 from .cluster import Cluster
 from .decision import Decision
@@ -46,7 +48,8 @@ class PlacementSession:
         prepared = self._prepare(needs, now, exclude)
         current = Decision(prepared, self._free, self._free_index.free_gpus)
         if not current.options:
-            never = Rejection(topology.NAME, topology.no_even_split(needs.gpus))
+            text = topology.no_even_split(needs.gpus)
+            never = Rejection(topology.NAME, text, code=RejectionCode.CANNOT_PLAN_WORKERS)
             return explain.pending(current, current, survivors.waiting(""), now, unplannable=never)
         rungs = ladder.allowed_rungs(needs)
         choice = gang.search(current, rungs, self._free_index)

@@ -45,7 +45,7 @@ from astraeus.shared.reasons import ReasonKind
 
 from .decide import Decisions, PassContext, SessionFactory, engine
 from .ports import Ports
-from .snapshot import build_snapshot
+from .snapshot import Views, build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,8 @@ class Scheduler:
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._asks: dict[int, Parsed] = {}
+        self._views = Views()
+        """Machine views kept between snapshots (`snapshot.Views`)."""
         self._stopping = threading.Event()
         self._passes = 0
         self.heard_since = clock.now()
@@ -142,7 +144,9 @@ class Scheduler:
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:
-                snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since)
+                snapshot = build_snapshot(
+                    self._store, now, self.down_after, self.heard_since, self._views
+                )
                 items = read_queue(self._store.database, self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
@@ -256,7 +260,7 @@ class Scheduler:
     async def dry_run(self, item: QueueItem) -> Placement | Waiting:
         """Where `item` would go now, queue rules included; nothing is stored."""
         now = self._clock.now()
-        snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since)
+        snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
         queue = read_queue(self._store.database)
         ahead = [q for q in queue if q.priority >= item.priority]
         decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())

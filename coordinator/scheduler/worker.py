@@ -31,13 +31,14 @@ from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
 from .decide import Decisions, PassContext, SessionFactory, decide_within
 from .reshape import find_reshape
-from .snapshot import build_snapshot
+from .snapshot import Views, build_snapshot
 
 WORKER_NICENESS = 10
 """Added to the pass worker's niceness."""
 
-_OPEN: dict[str, tuple[Store, dict[int, Parsed]]] = {}
-"""The worker's store and parsed asks, kept between passes (one worker serves one file)."""
+_OPEN: dict[str, tuple[Store, dict[int, Parsed], Views]] = {}
+"""The worker's store, parsed asks and machine views, kept between passes (one worker serves
+one file)."""
 
 
 def start_worker(parent: int) -> None:
@@ -83,10 +84,11 @@ def compute_pass(
 ) -> tuple[Decisions, bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
     if db not in _OPEN:
-        _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {})
-    store, asks = _OPEN[db]
+        _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {}, Views())
+    store, asks, views = _OPEN[db]
     store.machines.reload()
-    snapshot = build_snapshot(store, now, timedelta(seconds=down_after_seconds), heard_since)
+    down_after = timedelta(seconds=down_after_seconds)
+    snapshot = build_snapshot(store, now, down_after, heard_since, views)
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)

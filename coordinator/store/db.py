@@ -223,6 +223,13 @@ class Database:
         """Rows as dicts, through sqlite-utils on the read connection."""
         return list(self.db.query(sql, params))
 
+    def tuples(
+        self, sql: str, params: tuple[object, ...] | dict[str, object] = ()
+    ) -> list[tuple[Any, ...]]:
+        """Rows as plain tuples, straight from SQLite (no dict per row: for reads of every
+        machine each pass)."""
+        return list(self._reader.execute(sql, params).fetchall())
+
     def read_one(self, sql: str, params: tuple[object, ...] | dict[str, object] = ()) -> Row | None:
         rows = self.read(sql, params)
         return rows[0] if rows else None

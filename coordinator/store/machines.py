@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import ipaddress
 import json
 import logging
@@ -79,8 +80,22 @@ VOLATILE = frozenset({"reported_at", "free_cpu_cores", "free_memory_bytes"})
 
 
 def fingerprint(report: MachineReport) -> str:
-    """Everything but timestamps and free counters: a change here may change where runs fit."""
-    return report.model_dump_json(exclude=set(VOLATILE))
+    """Everything but timestamps and free counters (a change there may change where runs fit),
+    as a SHA-256 digest: 64 characters kept per machine instead of its whole report again."""
+    printed = report.model_dump_json(exclude=set(VOLATILE))
+    return hashlib.sha256(printed.encode()).hexdigest()
+
+
+_COLUMNS = (
+    "name",
+    "address",
+    "last_seen",
+    "acked_seq",
+    "cordon_reason",
+    "labels",
+    "report_version",
+)
+"""The columns `reload` reads of every machine (the report only when its version changed)."""
 
 
 class Machines:
@@ -94,6 +109,8 @@ class Machines:
         """Access labels each machine's agent reported (and we ignored), to log each once."""
         self._records: dict[str, MachineRecord] = {}
         self._versions: dict[str, int] = {}
+        self._rows: dict[str, tuple[object, ...]] = {}
+        """Each machine's row as `reload` last read it."""
         """The `report_version` each record's report was read at (for `reload`)."""
         self._seen: dict[str, tuple[str | None, datetime]] = {}
         """Heartbeats not written yet: address and time, by machine (see `flush_seen`)."""
@@ -104,24 +121,29 @@ class Machines:
 
     def reload(self) -> None:
         """Read every machine from the file again (for a process that does not write them);
-        only reports whose `report_version` changed are read and parsed again."""
+        only reports whose `report_version` changed are read and parsed again, and a machine
+        whose row did not change at all keeps its record, the same object (so what is built
+        from it, such as a pass's view of it, can be kept too)."""
         records: dict[str, MachineRecord] = {}
-        rows = self._database.read(
-            "SELECT name, address, last_seen, acked_seq, cordon_reason, labels, report_version"
-            " FROM machines"
-        )
-        stale = [r["name"] for r in rows if self._versions.get(r["name"]) != r["report_version"]]
+        rows = self._database.tuples(f"SELECT {', '.join(_COLUMNS)} FROM machines")  # noqa: S608
+        version = _COLUMNS.index("report_version")
+        stale = [row[0] for row in rows if self._versions.get(row[0]) != row[version]]
         texts = self._reports(stale)
         versions: dict[str, int] = {}
+        kept: dict[str, tuple[object, ...]] = {}
         for row in rows:
-            name = row["name"]
+            name = row[0]
             old = self._records.get(name)
+            versions[name], kept[name] = row[version], row
+            if name not in texts and old is not None and self._rows.get(name) == row:
+                records[name] = old
+                continue
+            found = dict(zip(_COLUMNS, row, strict=True))
             if name in texts:
-                row["report"] = texts[name]
+                found["report"] = texts[name]
                 old = None
-            versions[name] = row["report_version"]
-            records[name] = self._read(row, old)
-        self._records, self._versions = records, versions
+            records[name] = self._read(found, old)
+        self._records, self._versions, self._rows = records, versions, kept
 
     def _read(self, row: Row, same: MachineRecord | None) -> MachineRecord:
         """The machine's record; one whose row cannot be read back is set aside (no report:

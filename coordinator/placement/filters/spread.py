@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from astraeus.shared.reasons import RejectionCode
+
 from ..rejection import Rejection
 from .check import Check
 
@@ -17,5 +19,5 @@ def check(c: Check) -> Rejection | None:
     if not c.needs.must_not_share:
         return None
     if c.needs.run.key in c.facts.view.workers:
-        return Rejection(NAME, ALREADY_HERE)
+        return Rejection(NAME, ALREADY_HERE, code=RejectionCode.WORKER_ALREADY_HERE)
     return None

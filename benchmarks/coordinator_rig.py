@@ -1,0 +1,248 @@
+"""The coordinator under benchmark: a real `astraeus-coordinator` process on loopback over a
+fresh SQLite file, with its machines (and optionally a queue) stored before it starts, and the
+agents and users that talk to it. Used by `coordinator_bench.py`.
+
+Machines are stored through the store's own report path (`Agents.apply`, what an agent's first
+report does), so the service starts with every machine Up and no registration burst.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from astraeus.coordinator.clock import SystemClock
+from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.shared import SCHEMA_VERSION, AgentReport, RunSpec
+
+BIN = Path(sys.executable).parent / "astraeus-coordinator"
+ASTRA = Path(sys.executable).parent / "astra"
+
+
+def machine_report(name: str, gpus: int = 8) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "name": name,
+        "labels": {"topology.astraeus.io/rack": f"rack-{int(name[4:]) // 32}"},
+        "cpu_cores": 128,
+        "memory_bytes": 2 * 1024**4,
+        "gpus": [
+            {
+                "index": i,
+                "uuid": f"GPU-{name}-{i}",
+                "vendor": "nvidia",
+                "model": "NVIDIA H100 80GB HBM3",
+                "memory_bytes": 85520809984,
+            }
+            for i in range(gpus)
+        ],
+    }
+
+
+ONE_GPU = {"name": "r", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 1}}}
+
+
+class Cluster:
+    """A database file with a workspace, tokens and `machines` machines that have reported;
+    copied for each coordinator started on it, so every repetition starts from the same file."""
+
+    def __init__(self, machines: int, queued: int = 0) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="astraeus-bench-"))
+        self.db = self.dir / "template.db"
+        store = Store.open(self.db)
+        clock = SystemClock()
+        store.workspaces.put(WorkspaceSpec(name="bench"), clock.now())
+        self.admin = store.tokens.create(Role.ADMIN, clock.now())[0]
+        self.member = store.tokens.create(Role.MEMBER, clock.now(), workspace="bench")[0]
+        self.agents: dict[str, str] = {}
+        for i in range(machines):
+            name = f"gpu-{i:05}"
+            store.machines.ensure(name, clock.now())
+            self.agents[name] = store.tokens.create(Role.AGENT, clock.now(), machine=name)[0]
+            body = AgentReport.model_validate({"report": machine_report(name)})
+            store.agents.apply(body, "127.0.0.1", clock.now())
+        ask = RunSpec.model_validate(ONE_GPU)
+        for i in range(queued):
+            store.runs.submit(ask.model_copy(update={"name": f"q{i}"}), "bench", clock.now())
+        store.close()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Coordinator:
+    """The service started on a copy of a `Cluster`'s file; `async with` starts and stops it."""
+
+    def __init__(self, cluster: Cluster, **env: str) -> None:
+        self.cluster = cluster
+        self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
+        self.db = self.dir / "astraeus.db"
+        shutil.copy(cluster.db, self.db)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "ASTRAEUS_REPORT_INTERVAL_SECONDS": "10",
+            # Machines the script does not report for stay Up: silence is not under test.
+            "ASTRAEUS_DOWN_AFTER_SECONDS": "3600",
+            "ASTRAEUS_LOST_AFTER_SECONDS": "7200",
+            **env,
+        }
+        self.process: asyncio.subprocess.Process | None = None
+        self.reader = sqlite3.connect(self.db, check_same_thread=False)
+
+    async def __aenter__(self) -> Coordinator:
+        self.process = await asyncio.create_subprocess_exec(
+            BIN,
+            "--db",
+            self.db,
+            "--state-dir",
+            self.dir,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            env=self.env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
+        for _ in range(1200):
+            with contextlib.suppress(aiohttp.ClientConnectionError):
+                async with self.http.get(f"{self.base}/healthz") as response:
+                    if response.status == 200:
+                        return self
+            await asyncio.sleep(0.05)
+        raise RuntimeError("the coordinator did not start")
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.close()
+        self.reader.close()
+        if self.process is not None:
+            self.process.terminate()
+            await self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    async def call(self, method: str, path: str, token: str, body: Any = None) -> Any:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with self.http.request(method, self.base + path, json=body, headers=headers) as r:
+            if r.status >= 300:
+                raise RuntimeError(f"{method} {path}: {r.status} {await r.text()}")
+            return await r.json()
+
+    async def report(self, name: str) -> float:
+        started = time.perf_counter()
+        body = {"report": machine_report(name)}
+        token = self.cluster.agents[name]
+        await self.call("PUT", f"/api/v1/machines/{name}/report", token, body)
+        return time.perf_counter() - started
+
+    def count(self, sql: str, params: tuple[object, ...] = ()) -> int:
+        """A count read from the file (a WAL reader never blocks the service; polling the API
+        this often would load its event loop)."""
+        return int(self.reader.execute(sql, params).fetchone()[0])
+
+    def placed(self) -> int:
+        return self.count("SELECT count(*) FROM runs WHERE state != 'Pending'")
+
+    def rss(self) -> dict[str, int]:
+        """Resident memory now and at its peak, of the service and of its pass worker."""
+        assert self.process is not None  # noqa: S101 - started
+        found = {"service": _rss(self.process.pid)}
+        for child in _children(self.process.pid):
+            found["worker"] = _rss(child)
+        return found
+
+    async def metric(self, name: str) -> float:
+        async with self.http.get(
+            f"{self.base}/metrics", headers={"Authorization": f"Bearer {self.cluster.admin}"}
+        ) as r:
+            for line in (await r.text()).splitlines():
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return 0.0
+
+
+def _rss(pid: int) -> int:
+    """VmRSS in bytes (0 when the process is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text().split()
+            found += [int(child) for child in text]
+    return found
+
+
+async def report_load(
+    c: Coordinator, rate: float, stop: asyncio.Event
+) -> list[tuple[float, float]]:
+    """Every machine reports in turn, `rate` reports a second, until `stop`; each answered
+    report as (when it was due, its latency)."""
+    latencies: list[tuple[float, float]] = []
+    names = list(c.cluster.agents)
+    started = time.perf_counter()
+    pending: set[asyncio.Task[float]] = set()
+    sent = 0
+    while not stop.is_set():
+        due = started + sent / rate
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        task = asyncio.create_task(c.report(names[sent % len(names)]))
+        task.add_done_callback(
+            lambda t, at=due: latencies.append((at, t.result())) if not t.exception() else None
+        )
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        sent += 1
+    await asyncio.gather(*pending, return_exceptions=True)
+    return latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(q * len(ordered)), len(ordered) - 1)] if ordered else float("nan")
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+async def three(
+    label: str, unit: str, repeat: int, once: Callable[[int], Awaitable[float]]
+) -> float:
+    """Run `once` `repeat` times, print each figure with the load average, then the median."""
+    figures = []
+    for i in range(repeat):
+        figure = await once(i)
+        figures.append(figure)
+        print(f"  {label} run {i + 1}: {figure:.1f} {unit} ({load()})", flush=True)
+    median = statistics.median(figures)
+    spread = ", ".join(f"{f:.1f}" for f in figures)
+    print(f"{label}: median {median:.1f} {unit} of [{spread}]", flush=True)
+    return median

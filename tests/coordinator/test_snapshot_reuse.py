@@ -1,0 +1,61 @@
+"""A pass over an unchanged cluster reuses what it read before: the worker keeps the record of
+a machine whose row did not change, and the snapshot keeps the view of a machine in which
+nothing a view reads changed; the result always equals a snapshot built afresh."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from astraeus.coordinator.scheduler.snapshot import Views, build_snapshot
+from astraeus.coordinator.store import Store
+
+from .conftest import Cluster
+
+DOWN_AFTER = timedelta(seconds=30)
+
+
+async def test_an_unchanged_row_keeps_its_record(fake_cluster: Cluster) -> None:
+    """After a reload with no change in the file, every record is the same object; a cordon
+    gives only that machine a new one."""
+    c = fake_cluster
+    for name in ("gpu-01", "gpu-02"):
+        await c.report(name)
+    reader = Store.open(c.store.database.path)
+    one, two = reader.machines.get("gpu-01"), reader.machines.get("gpu-02")
+    reader.machines.reload()
+    assert reader.machines.get("gpu-01") is one
+    assert reader.machines.get("gpu-02") is two
+    status, _ = await c.call("POST", "/api/v1/machines/gpu-02/cordon", body={"reason": "fan"})
+    assert status == 200
+    reader.machines.reload()
+    again = reader.machines.get("gpu-02")
+    assert reader.machines.get("gpu-01") is one
+    assert again is not two
+    assert again is not None
+    assert again.cordon_reason == "fan"
+    reader.close()
+
+
+async def test_views_are_reused_until_something_they_read_changes(fake_cluster: Cluster) -> None:
+    """A second snapshot with kept views returns the same view objects; a placement gives the
+    machine it landed on a new view with its GPUs used, time turning a machine Down gives it a
+    new view, and every snapshot equals one built without kept views."""
+    c = fake_cluster
+    await c.workspace("vision")
+    for name in ("gpu-01", "gpu-02"):
+        await c.report(name)
+    views, now = Views(), c.clock.now()
+    first = build_snapshot(c.store, now, DOWN_AFTER, now, views)
+    second = build_snapshot(c.store, now, DOWN_AFTER, now, views)
+    assert [a is b for a, b in zip(first.machines, second.machines, strict=True)] == [True, True]
+    await c.submit("vision", "train", gpus=8)
+    await c.run_pass()
+    third = build_snapshot(c.store, now, DOWN_AFTER, now, views)
+    changed = [a is not b for a, b in zip(second.machines, third.machines, strict=True)]
+    assert changed.count(True) == 1
+    assert sorted(len(v.used_gpu_ids) for v in third.machines) == [0, 8]
+    assert third == build_snapshot(c.store, now, DOWN_AFTER, now)
+    later = now + DOWN_AFTER + timedelta(seconds=1)
+    fourth = build_snapshot(c.store, later, DOWN_AFTER, now, views)
+    assert [v.state.value for v in fourth.machines] == ["Down", "Down"]
+    assert fourth == build_snapshot(c.store, later, DOWN_AFTER, now)
