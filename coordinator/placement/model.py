@@ -54,6 +54,10 @@ class MachineView:
     reservations: tuple[Reservation, ...] = ()
     workers: tuple[RunKey, ...] = ()
     """The runs with live tasks here."""
+    report_key: str | None = None
+    """Equal for two reports exactly when placement reads the same of them (the store's
+    fingerprint, with the labels admins set): how the live state tells a changed machine from
+    a heartbeat. None: the reports themselves are compared."""
 
     @property
     def labels(self) -> dict[str, str]:
