@@ -5,6 +5,7 @@ are the coordinator's too (`shared/settings.py`): the TOML file (`--config` or
 winning."""
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -70,6 +71,9 @@ class Settings(MachineSettings):
     work_root: Path | None = None
     """Where the tasks' working directories go; None: `<state_dir>-work`."""
     allow_root_workers: bool = False
+    advertise_address: str = ""
+    """The IP address other machines reach this one at; empty: the source address of this
+    machine's route to the coordinator (as kubelet picks its node IP)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +135,7 @@ RUN: dict[str, Rule] = MACHINE | {
     "worker_uids": TEXT,
     "work_root": PATH,
     "allow_root_workers": FLAG,
+    "advertise_address": Rule(lambda raw: _advertise(raw)),
 }
 SERVE: dict[str, Rule] = MACHINE | {
     "host": TEXT,
@@ -207,6 +212,11 @@ def _run_flags(cli: argparse.ArgumentParser) -> None:
         default=None,
         help="let workers run as root (where worker_user is root or the agent cannot switch)",
     )
+    cli.add_argument(
+        "--advertise-address",
+        help="the IP address other machines reach this one at (default: the source address of "
+        "the route to the coordinator)",
+    )
 
 
 def _serve_flags(cli: argparse.ArgumentParser) -> None:
@@ -279,6 +289,20 @@ def _require(values: Mapping[str, Any]) -> None:
         if key not in values:
             flag = key.replace("_", "-")
             raise SettingsError(f"--{flag} is required (or ASTRAEUS_{key.upper()})")
+
+
+def _advertise(raw: Any) -> str:
+    """An IP address, or empty for the route's source address."""
+    return _address(str(raw)) if str(raw).strip() else ""
+
+
+def _address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise SettingsError(
+            f"advertise_address: {value!r} is not an IP address, e.g. 10.0.0.5"
+        ) from None
 
 
 def health_policy(table: Any) -> HealthPolicy:

@@ -19,7 +19,7 @@ from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store.queue import QueueItem
 from astraeus.coordinator.store.reshape import Unstarted
 
-from .decide import PassOutcome, PassContext
+from .decide import PassContext, PassOutcome
 
 
 @dataclass
