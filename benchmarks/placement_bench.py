@@ -1,18 +1,30 @@
-"""Placement engine speed on synthetic clusters: median and p99 per decision.
+"""Placement engine speed on synthetic clusters: the median of three runs, with the load average.
 
-    .venv/bin/python benchmarks/placement_bench.py [--machines 1000 5000] [--repeat 200]
+    .venv/bin/python benchmarks/placement_bench.py [--sizes 1000 5000 20000] [--samples 30]
 
 Clusters of N machines × 8 H100 GPUs: racks of 32, InfiniBand fabrics of 256 machines, an
-18-machine NVLink domain in every fabric, 40 % of GPUs in use, 1 % at risk, 0.2 % faulted.
-Each decision is `PlacementSession.place` on a session built once for the pass (what the
-scheduler does); building the session is timed on its own, and so is the first decision of a
-kind on a fresh session (cold: nothing cached yet). After building each snapshot the script
-calls `gc.freeze()` (`--no-freeze` to skip it): see docs/benchmarks.md.
+18-machine NVLink domain in every fabric, 40 % of GPUs in use, 1 % at risk, 0.2 % faulted; each
+machine carries a report key as the store's snapshot does. The engine keeps a live state between
+passes (`placement/live.py`); every measure below starts from a fresh snapshot of the same
+cluster (new objects, equal content, as a pass or a dry run reads the store), so it includes
+bringing the live state up to date:
+
+- dry runs (1-GPU, 64-GPU gang, a run no machine can take): update + session + `place`;
+- a scheduler pass over 1,000 waiting runs of one ask no machine can take (update + session +
+  the queue's decisions), and the next pass with no change since (update + the memo's check,
+  `scheduler/memo.py`: nothing is decided again);
+- runs placed per second: `--queued` 1-GPU runs placed and taken one after another in one
+  session (sizes of at least 5,000 machines; the engine's share of the coordinator's figure).
+
+Each run of a measure is the median of `--samples` samples; the figure is the median of three
+runs, printed with all three. The script calls `gc.freeze()` once the live state is built, as
+the scheduler does.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import platform
@@ -21,7 +33,6 @@ import statistics
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -29,44 +40,31 @@ from astraeus.coordinator.placement import (
     Pending,
     Placement,
     PlacementSession,
-    RunRequest,
 )
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run
+from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.scheduler.decide import PassContext, decide
+from astraeus.coordinator.scheduler.memo import PassMemo
+from astraeus.coordinator.store.queue import QueueItem
+from astraeus.shared import RequestedResources
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 GIB = 1024**3
 RACK, FABRIC, DOMAIN = 32, 256, 18
+RUNS_OF_THREE = 3
 
-RUNS: dict[str, dict[str, object]] = {
-    "1-GPU run": {
-        "gpu_requests": {"count": 1},
-        "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
-    },
-    "8-GPU one-machine run": {
-        "gpu_requests": {"count": 8, "min_per_machine": 8},
-        "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
-    },
-    "64-GPU gang, automatic shape": {
-        "gpu_requests": {"count": 64},
-        "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
-    },
-    "256-GPU gang within a fabric": {
-        "gpu_requests": {"count": 256},
-        "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
-        "topology": {"keep_within": "fabric"},
-    },
-    "unplaceable, full explanation": {
-        "gpu_requests": {"count": 512, "min_per_machine": 8},
-        "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
-        "topology": {"keep_within": "fabric"},
-    },
+ONE_GPU: dict[str, object] = {
+    "gpu_requests": {"count": 1},
+    "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
 }
-EXPECT: dict[str, type[object]] = {
-    "1-GPU run": Placement,
-    "8-GPU one-machine run": Placement,
-    "64-GPU gang, automatic shape": Placement,
-    "256-GPU gang within a fabric": Placement,
-    "unplaceable, full explanation": Pending,
+GANG: dict[str, object] = {
+    "gpu_requests": {"count": 64},
+    "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
+}
+UNPLACEABLE: dict[str, object] = {
+    "gpu_requests": {"count": 512, "min_per_machine": 8},
+    "per_gpu": {"cpu_cores": 8, "memory_bytes": 64 * GIB},
+    "topology": {"keep_within": "fabric"},
 }
 
 
@@ -82,7 +80,7 @@ def _machine(i: int, rng: random.Random) -> MachineView:
     at_risk = [g for g in range(8) if rng.random() < 0.01]
     faulted = [g for g in range(8) if rng.random() < 0.002 and g not in at_risk]
     used = [g for g in range(8) if rng.random() < 0.4 and g not in faulted]
-    return machine(
+    view = machine(
         name,
         gpu_list=gpus(name, 8, at_risk=at_risk, faulted=faulted, nvlink_domain=domain),
         cpu_cores=128,
@@ -94,84 +92,152 @@ def _machine(i: int, rng: random.Random) -> MachineView:
         used_cores=8 * len(used),
         used_memory_gib=64 * len(used),
     )
+    report = view.report
+    key = report.model_dump_json(exclude={"reported_at"}) if report else None
+    return dataclasses.replace(view, report_key=key)
 
 
-def timed(decide: Callable[[], object], repeat: int) -> tuple[list[float], object]:
-    samples, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = decide()
-        samples.append((time.perf_counter() - start) * 1000)
-    return samples, result
-
-
-def p99(samples: list[float]) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-
-
-def _fresh(snapshot: ClusterSnapshot, request: RunRequest) -> object:
-    return PlacementSession(snapshot).place(request, NOW)
-
-
-def bench(size: int, repeat: int, freeze: bool) -> dict[str, float]:
-    snapshot = cluster(size)
-    if freeze:
-        # The snapshot is hundreds of thousands of long-lived objects; without this every
-        # full collection walks them all, and that, not the engine, dominates the figures.
-        gc.collect()
-        gc.freeze()
-    build, _ = timed(lambda: PlacementSession(snapshot), 5)
-    print(f"\n{size} machines: session build median {statistics.median(build):.1f} ms")
-    medians: dict[str, float] = {}
-    for label, ask in RUNS.items():
-        request: RunRequest = run(label.split(",")[0].replace(" ", "-").lower(), ask=ask)
-        cold, _ = timed(partial(_fresh, snapshot, request), 1)
-        session = PlacementSession(snapshot)
-        count = repeat if "GPU run" in label or "one-machine" in label else max(repeat // 10, 20)
-        samples, result = timed(partial(session.place, request, NOW), count)
-        if not isinstance(result, EXPECT[label]):
-            raise SystemExit(f"{label}: expected a {EXPECT[label].__name__}, got {result}")
-        medians[label] = statistics.median(samples)
-        print(
-            f"  {label:32} median {medians[label]:7.2f} ms   p99 {p99(samples):7.2f} ms"
-            f"   (first on a fresh session, incl. build: {cold[0]:.1f} ms; {count} runs)"
+def again(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """The same cluster as new objects: what the next pass reads when nothing changed (the
+    store keeps each parsed report; views, sets and keys are new)."""
+    return ClusterSnapshot(
+        machines=tuple(
+            dataclasses.replace(
+                view,
+                used_gpu_ids=frozenset(view.used_gpu_ids),
+                report_key="".join(view.report_key or ""),
+            )
+            for view in snapshot.machines
         )
-    _pass_rate(snapshot)
-    gc.unfreeze()
-    return medians
+    )
 
 
-def _pass_rate(snapshot: ClusterSnapshot, runs: int = 500) -> None:
-    """One scheduler pass: `runs` 1-GPU runs placed and taken one after another."""
-    session = PlacementSession(snapshot)
-    requests = [run(f"one-gpu-{index}", ask=RUNS["1-GPU run"]) for index in range(runs)]
+class Fresh:
+    """Two equal snapshots of the cluster as separate objects, handed out in turn: every
+    update compares each machine anew, as a pass reading the store does."""
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        self._pair, self._turn = (again(snapshot), again(snapshot)), 0
+
+    def __call__(self) -> ClusterSnapshot:
+        self._turn ^= 1
+        return self._pair[self._turn]
+
+
+def median_ms(action: Callable[[], object], samples: int) -> float:
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def queue(count: int, ask: dict[str, object]) -> list[QueueItem]:
+    parsed = RequestedResources.model_validate(ask)
+    return [
+        QueueItem(n, "vision", f"run-{n}", 0, False, 0, parsed, None, None, NOW)
+        for n in range(count)
+    ]
+
+
+def engine_pass(live: LiveState, memo: PassMemo, fresh: Fresh, waiting: list[QueueItem]) -> None:
+    """The engine's share of a scheduler pass, as the pass worker runs it: bring the live
+    state up to date, then decide the queue unless nothing changed since the last pass."""
+    live.update(fresh())
+    context = PassContext({}, {}, {})
+    key = memo.key(live, waiting, (), context)
+    if memo.unchanged(key):
+        return
+    decisions = decide(waiting, PlacementSession(live=live), NOW, context)
+    if decisions.placed or len(decisions.waiting) != len(waiting):
+        raise SystemExit("the pass placed something")
+    memo.remember(key, decisions, False)
+
+
+def placed_per_second(snapshot: ClusterSnapshot, queued: int) -> float:
+    live = LiveState()
+    live.update(snapshot)
+    session = PlacementSession(live=live)
+    requests = [run(f"one-gpu-{n}", ask=ONE_GPU) for n in range(queued)]
     start = time.perf_counter()
     for request in requests:
         result = session.place(request, NOW)
         if not isinstance(result, Placement):
-            raise SystemExit(f"{request.name} did not fit: {result}")
+            raise SystemExit(f"{request.name} did not fit: {result.headline}")
         session.take(result)
-    seconds = time.perf_counter() - start
-    print(f"  pass of {runs} 1-GPU runs, place + take: {runs / seconds:,.0f} runs/s")
+    return queued / (time.perf_counter() - start)
+
+
+def three(label: str, unit: str, measure: Callable[[], float]) -> None:
+    figures = [measure() for _ in range(RUNS_OF_THREE)]
+    shown = ", ".join(f"{figure:,.2f}" for figure in figures)
+    print(f"  {label:44} median {statistics.median(figures):9,.2f} {unit}   (runs: {shown})")
+
+
+def bench(size: int, samples: int, queued: int) -> None:
+    print(f"\n{size:,} machines (load average {_load()})")
+    snapshot = cluster(size)
+    fresh = Fresh(snapshot)
+    live = LiveState()
+    start = time.perf_counter()
+    live.update(snapshot)
+    print(f"  live state built from nothing: {(time.perf_counter() - start) * 1000:.0f} ms")
+    gc.collect()
+    gc.freeze()
+    three("update, nothing changed", "ms", lambda: median_ms(lambda: live.update(fresh()), samples))
+    for label, ask, want in (
+        ("1-GPU dry run", ONE_GPU, Placement),
+        ("64-GPU gang dry run", GANG, Placement),
+        ("unplaceable dry run, explanation", UNPLACEABLE, Pending),
+    ):
+        three(
+            label, "ms", lambda a=ask, w=want: median_ms(lambda: _dry(live, fresh, a, w), samples)
+        )
+    waiting = queue(1000, UNPLACEABLE)
+    three(
+        "pass deciding 1,000 waiting runs (one ask)",
+        "ms",
+        lambda: median_ms(lambda: engine_pass(live, PassMemo(), fresh, waiting), 3),
+    )
+    memo = PassMemo()
+    engine_pass(live, memo, fresh, waiting)
+    three(
+        "pass with no change since (1,000 waiting)",
+        "ms",
+        lambda: median_ms(lambda: engine_pass(live, memo, fresh, waiting), samples),
+    )
+    if size >= 5000:
+        three(
+            f"1-GPU runs placed, {queued:,} queued",
+            "runs/s",
+            lambda: placed_per_second(fresh(), queued),
+        )
+    gc.unfreeze()
+
+
+def _dry(live: LiveState, fresh: Fresh, ask: dict[str, object], want: type) -> None:
+    live.update(fresh())
+    result = PlacementSession(live=live).place(run("dry", ask=ask), NOW)
+    if not isinstance(result, want):
+        raise SystemExit(f"expected a {want.__name__}, got {result}")
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--machines", type=int, nargs="+", default=[1000, 5000])
-    parser.add_argument("--repeat", type=int, default=200)
-    parser.add_argument(
-        "--no-freeze", action="store_true", help="leave the snapshot to the garbage collector"
-    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument("--samples", type=int, default=30, help="samples per run of a measure")
+    parser.add_argument("--queued", type=int, default=10_000, help="1-GPU runs for the rate")
     args = parser.parse_args()
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores")
-    print("gc.freeze() after building each snapshot:", "no" if args.no_freeze else "yes")
-    results = {size: bench(size, args.repeat, not args.no_freeze) for size in args.machines}
-    if len(args.machines) == 2:
-        small, large = (results[size] for size in args.machines)
-        print(f"\nratio {args.machines[1]}/{args.machines[0]} (medians):")
-        for label in RUNS:
-            print(f"  {label:32} {large[label] / small[label]:5.2f}")
+    print(f"load average at start: {_load()}")
+    for size in args.sizes:
+        bench(size, args.samples, args.queued)
+    print(f"\nload average at end: {_load()}")
 
 
 if __name__ == "__main__":

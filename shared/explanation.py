@@ -21,6 +21,17 @@ class NodeReasons(WireModel):
     reasons: list[str] = Field(default_factory=list)
 
 
+class RejectionGroup(WireModel):
+    """Machines kept out for the same kind of reason, as data: which filter, the reason's stable
+    `code` within it, and whether it is about room (it may clear by itself). The texts stay in
+    the explanation's `nodes`; this says what they are, so no reader parses them."""
+
+    filter: str
+    code: str
+    room: bool
+    machines: list[str] = Field(default_factory=list)
+
+
 class PendingExplanation(WireModel):
     """`.placement` of a waiting task: how many machines were checked and what keeps each out."""
 

@@ -122,6 +122,71 @@ class ReasonKind(StrEnum):
         return self.is_queue and self is not ReasonKind.NEXT_TO_RUN
 
 
+class RejectionCode(StrEnum):
+    """What keeps a machine out, as data: one code per kind of reason text of the filters, so
+    readers of an explanation (`RejectionGroup.code`) tell reasons apart without their words."""
+
+    # up
+    NEVER_REPORTED = "NeverReported"
+    MACHINE_DOWN = "MachineDown"
+    NO_CAPACITY = "NoCapacity"
+    UNDER_PRESSURE = "UnderPressure"
+    # accepting
+    CORDONED = "Cordoned"
+    HELD_FOR_QUEUE = "HeldForQueue"
+    RESERVED_FOR_LABELS = "ReservedForLabels"
+    # capabilities
+    NO_CONTAINER_RUNTIME = "NoContainerRuntime"
+    """Runs with an image need a container runtime (podman or docker) on the machine."""
+    LACKS_CAPABILITY = "LacksCapability"
+    # selection
+    NOT_NAMED = "NotNamed"
+    LACKS_LABEL = "LacksLabel"
+    NOT_IN_POOL = "NotInPool"
+    """The run or the workspace selects a pool (`pool=…`) the machine is not in."""
+    # spread
+    WORKER_ALREADY_HERE = "WorkerAlreadyHere"
+    # rdma
+    NO_RDMA_PORT = "NoRdmaPort"
+    # room
+    INSUFFICIENT_CPU = "InsufficientCPU"
+    INSUFFICIENT_MEMORY = "InsufficientMemory"
+    # gpus
+    NO_GPU_MODEL = "NoGPUModel"
+    """No GPU of the model, vendor and memory asked."""
+    INSUFFICIENT_GPUS = "InsufficientGPUs"
+    NEEDS_HEALTHY_GPUS = "NeedsHealthyGPUs"
+    TOO_FEW_GPUS = "TooFewGPUs"
+    """The machine could never give that many, even idle."""
+    NO_SUCH_GPU = "NoSuchGPU"
+    GPU_FAULTED = "GPUFaulted"
+    GPU_AT_RISK = "GPUAtRisk"
+    GPU_IN_USE = "GPUInUse"
+    # topology
+    NO_RACK_LABEL = "NoRackLabel"
+    NO_FABRIC = "NoFabric"
+    NO_NVLINK_DOMAIN = "NoNVLinkDomain"
+    CANNOT_PLAN_WORKERS = "CannotPlanWorkers"
+    """No shape meets the run's rules: every machine gives it."""
+    NO_ROOM_WITHIN = "NoRoomWithin"
+    """No one machine, NVLink domain, fabric or rack (`keep_within`) has room for the run."""
+    NO_INFINIBAND_ROOM = "NoInfiniBandRoom"
+    NO_ROOM_ON_NETWORK = "NoRoomOnNetwork"
+    """No NVLink domain or RDMA network (`interconnect`) has room for the run."""
+    SPANS_SITES = "SpansSites"
+    WHOLE_RUN_DOES_NOT_FIT = "WholeRunDoesNotFit"
+    """The machines that pass every filter are too few, or have too little room, together."""
+    WAITS_FOR_TIGHTER_RUNG = "WaitsForTighterRung"
+    """The machine could take the run now, but the run waits for a tighter rung."""
+    # drives
+    NO_SUCH_DRIVE = "NoSuchDrive"
+    DRIVE_UNREACHABLE = "DriveUnreachable"
+    NO_DATA_ROOM = "NoDataRoom"
+    # reservations
+    RESERVED_FOR_WORKSPACE = "ReservedForWorkspace"
+    SOON_RESERVED = "SoonReserved"
+
+
 QUEUE_KINDS: Final = frozenset(
     {
         ReasonKind.NEXT_TO_RUN,

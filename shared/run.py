@@ -8,7 +8,7 @@ from pydantic import Field, StringConstraints, field_serializer, field_validator
 
 from .ask import RequestedResources
 from .base import ProcessText, UserModel, WireModel
-from .explanation import PendingExplanation
+from .explanation import PendingExplanation, RejectionGroup
 from .image import OciImage
 from .reasons import ReasonKind
 
@@ -120,6 +120,10 @@ class Task(WireModel):
         default=None, description="what `reason` is while the task waits (`NotEvaluated`, …)"
     )
     placement: PendingExplanation | None = None
+    rejections: list[RejectionGroup] | None = Field(
+        default=None,
+        description="while the task waits: what keeps each machine of `placement` out, as data",
+    )
     exit_code: int | None = None
     message: str | None = None
     started_at: datetime | None = None

@@ -1,5 +1,7 @@
 """The guide's reason texts, written by one function each."""
 
+from pathlib import Path
+
 import pytest
 
 from astraeus.shared import reasons
@@ -73,3 +75,11 @@ def test_only_the_head_of_the_queue_waits_for_room_among_queue_kinds() -> None:
         reasons.ReasonKind.WAITS_FOR_QUOTA,
         reasons.ReasonKind.ARRAY_LIMIT,
     }
+
+
+def test_every_kind_and_code_is_documented_for_api_users() -> None:
+    """docs/api.md lists every `reason_kind` and every rejection `code` the API may send."""
+    api = (Path(__file__).parent.parent / "docs" / "api.md").read_text()
+    missing = [kind.value for kind in reasons.ReasonKind if f"`{kind.value}`" not in api]
+    missing += [code.value for code in reasons.RejectionCode if f"`{code.value}`" not in api]
+    assert missing == []

@@ -81,6 +81,7 @@ async def _dry_run(request: web.Request, spec: RunSpec, workspace: str) -> DryRu
         reason=result.reason,
         reason_kind=result.kind,
         placement=result.explanation,
+        rejections=result.rejections if result.explanation is not None else None,
     )
 
 

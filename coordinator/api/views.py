@@ -9,6 +9,7 @@ from pydantic import Field
 from astraeus.coordinator.store import StoredReservation, TokenInfo, Workspace
 from astraeus.shared import Landing, MachineReport, PendingExplanation, Run, Shape
 from astraeus.shared.base import UserModel, WireModel
+from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 from astraeus.shared.report import MAX_LABELS, LabelKey, LabelValue
 
@@ -109,6 +110,7 @@ class DryRun(WireModel):
     reason: str | None = None
     reason_kind: ReasonKind | None = None
     placement: PendingExplanation | None = None
+    rejections: list[RejectionGroup] | None = None
 
 
 class LogView(WireModel):

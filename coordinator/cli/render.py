@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
-from astraeus.shared.reasons import ReasonKind
+from astraeus.shared.explanation import RejectionGroup
+from astraeus.shared.reasons import ReasonKind, RejectionCode
+
+NO_CONTAINER = RejectionCode.NO_CONTAINER_RUNTIME
+"""The code of the capabilities filter's reason for a machine without podman or docker."""
 
 
 def plural(count: int, noun: str) -> str:
@@ -71,9 +75,14 @@ def explained_task(run: Run) -> Task | None:
     return None
 
 
-def why_lines(explanation: PendingExplanation, kind: ReasonKind | None = None) -> list[str]:
+def why_lines(
+    explanation: PendingExplanation,
+    kind: ReasonKind | None = None,
+    rejections: Sequence[RejectionGroup] | None = None,
+) -> list[str]:
     """Every machine and what keeps it out: the closest first, then machines up, then down.
-    Under a queue reason (`kind`) the run fits, and the queue holds it back: so it says."""
+    Under a queue reason (`kind`) the run fits, and the queue holds it back: so it says. The
+    `rejections` (the data behind the texts) add a hint where a reason needs more words."""
     closest = explanation.closest
     head = (
         f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
@@ -88,10 +97,9 @@ def why_lines(explanation: PendingExplanation, kind: ReasonKind | None = None) -
         key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
     )
     rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
-    return [head, *table(rows, indent="  "), *hint_lines(explanation)]
+    return [head, *table(rows, indent="  "), *hint_lines(rejections or ())]
 
 
-NO_CONTAINER = "machine lacks capability container"
 CONTAINER_HINT = [
     "Runs with --image need a container runtime: an agent reports the capability `container`",
     "when podman or docker is on its PATH (install one on the GPU machines, e.g. `apt-get",
@@ -100,9 +108,9 @@ CONTAINER_HINT = [
 ]
 
 
-def hint_lines(explanation: PendingExplanation) -> list[str]:
+def hint_lines(rejections: Sequence[RejectionGroup]) -> list[str]:
     """A sentence for a reason that needs more than its words: today, no container runtime."""
-    if any(NO_CONTAINER in reason for node in explanation.nodes for reason in node.reasons):
+    if any(group.code == NO_CONTAINER for group in rejections):
         return CONTAINER_HINT
     return []
 

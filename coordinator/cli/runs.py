@@ -42,7 +42,9 @@ def submitted_line(api: Api, name: str) -> str:
 def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
     if not dry.would_start:
         lines = [f"{spec.name} would wait — {dry.reason}"]
-        return lines + (why_lines(dry.placement, dry.reason_kind) if dry.placement else [])
+        return lines + (
+            why_lines(dry.placement, dry.reason_kind, dry.rejections) if dry.placement else []
+        )
     why = dry.shape.why if dry.shape else "now"
     rows = [
         [
@@ -66,7 +68,7 @@ def status(ctx: Context, args: argparse.Namespace) -> int:
     lines = status_lines(found)
     task = explained_task(found)
     if args.why and task is not None and task.placement is not None:
-        lines += why_lines(task.placement, found.reason_kind or task.reason_kind)
+        lines += why_lines(task.placement, found.reason_kind or task.reason_kind, task.rejections)
     ctx.emit(found, lines)
     return Exit.OK
 

@@ -7,7 +7,7 @@ import { count } from "./format.js";
 import { clusterMap } from "./map.js";
 import { machineRows } from "./mapmodel.js";
 import { shapeText } from "./runs.js";
-import { fixFor, groupReasons, reading, runMarks, sharedReason } from "./why.js";
+import { groupReasons, headlineFix, reading, runMarks } from "./why.js";
 
 const REFRESH_MS = 2000;
 const LIVE = ["Pending", "Running"];
@@ -100,8 +100,9 @@ function waiting(run) {
 }
 
 function whyPanel(run, task, where) {
-  const placement = task.placement;
+  const { placement, rejections } = task;
   const reason = run.reason || task.reason;
+  const kind = run.reason_kind || task.reason_kind;
   const parts = [h("h2", {}, "Why it is not running yet")];
   if (run.state !== "Pending") parts.push(h("p", {}, `${task.name} waits; the run's other tasks are placed.`));
   parts.push(h("p", { class: "headline" }, reason || "Waiting for the scheduler"));
@@ -116,12 +117,12 @@ function whyPanel(run, task, where) {
       ),
     );
   }
-  parts.push(h("p", { class: "advice", id: "advice" }, reading(reason, placement)));
-  const headlineFix = placement && !placement.closest && !sharedReason(placement) ? fixFor(reason) : "";
-  if (headlineFix) parts.push(h("p", { class: "advice" }, headlineFix));
+  parts.push(h("p", { class: "advice", id: "advice" }, reading({ reason, kind, placement, rejections })));
+  const fix = placement && !placement.closest ? headlineFix(kind) : "";
+  if (fix) parts.push(h("p", { class: "advice" }, fix));
   if (placement && placement.nodes.length) {
-    where.show(placement);
-    parts.push(where.element, reasonGroups(placement));
+    where.show(placement, rejections);
+    parts.push(where.element, rejections ? reasonGroups(placement, rejections) : null);
     parts.push(placement.nodes.length > MANY ? everyMachine(placement) : reasonsTable(placement, "why-machines"));
   }
   if (placement) parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
@@ -145,10 +146,17 @@ function everyMachine(placement) {
 }
 
 /** What keeps the machines out, machines with alike reasons together, largest group first. */
-function reasonGroups(placement) {
+function reasonGroups(placement, rejections) {
   const names = (machines) => (machines.length <= 4 ? machines.join(", ") : `${machines.slice(0, 3).join(", ")} and ${machines.length - 3} more`);
-  const items = groupReasons(placement.nodes).map((group) =>
-    h("li", { class: group.room ? "room" : "" }, h("strong", {}, count(group.machines.length, "machine")), `: ${group.reason}`, h("span", { class: "muted" }, ` (${names(group.machines)})`)),
+  const others = (group) => (group.others ? `; ${count(group.others, "machine")} with other numbers or values: see each machine below` : "");
+  const items = groupReasons(placement.nodes, rejections).map((group) =>
+    h(
+      "li",
+      { class: group.room ? "room" : "", "data-code": group.code },
+      h("strong", {}, count(group.machines.length, "machine")),
+      `: ${group.reason}`,
+      h("span", { class: "muted" }, ` (${names(group.machines)}${others(group)})`),
+    ),
   );
   return h("div", { id: "why-groups" }, h("h3", {}, "What keeps them out"), h("ul", {}, items));
 }
@@ -161,7 +169,7 @@ function whereItCouldGo() {
   const element = h("div", { id: "why-map" }, h("h3", {}, "On the map"), caption, holder);
   let shownFor = null;
   let map = null;
-  const show = async (placement) => {
+  const show = async (placement, rejections) => {
     if (placement.evaluated_at === shownFor) return;
     shownFor = placement.evaluated_at;
     let rows;
@@ -171,7 +179,7 @@ function whereItCouldGo() {
       holder.replaceChildren(errorBox(err));
       return;
     }
-    const marks = runMarks(placement, rows.map((row) => row.name));
+    const marks = runMarks(placement, rejections, rows.map((row) => row.name));
     const never = [...marks.values()].filter((mark) => mark === "never").length;
     caption.textContent =
       (placement.closest ? `Ringed: ${placement.closest}, the closest machine. ` : "No machine is closest. ") +

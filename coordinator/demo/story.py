@@ -102,7 +102,9 @@ class Story:
         self.lines(status_lines(run))
         task = explained_task(run)
         if why and task is not None and task.placement is not None:
-            self.lines(why_lines(task.placement, run.reason_kind or task.reason_kind))
+            self.lines(
+                why_lines(task.placement, run.reason_kind or task.reason_kind, task.rejections)
+            )
         return run
 
     def log(self, task: str) -> list[str]:

@@ -71,7 +71,7 @@ class Decision:
             return self._dynamic_check(i)
         free = self.free[i]
         counts = self.supply(i) if self.needs.gpus else None
-        here = not self.idle and self.needs.run.key in self.cluster.facts[i].view.workers
+        here = not self.idle and self.needs.run.key in self.free[i].workers
         key = (here, self.cluster.capacity[i], free.cpu_cores, free.memory_bytes, counts)
         if key not in self._verdicts:
             self._verdicts[key] = self._dynamic_check(i)
@@ -101,7 +101,7 @@ class Decision:
             return False
         if needs.gpu_requests.ids:
             return self.rejection(i) is None
-        if not self.idle and needs.run.key in self.cluster.facts[i].view.workers:
+        if not self.idle and needs.run.key in self.free[i].workers:
             return self.rejection(i) is None
         if self.cap(i) < max(self.smallest.gpus, 1 if needs.gpus == 0 else 0):
             return False

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from astraeus.shared import MachineState, PendingExplanation, labels, reasons
+from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 from .decision import Decision
@@ -69,6 +70,7 @@ def pending(
         headline=text,
         explanation=explanation,
         kind=kind,
+        rejections=grouped([names[i] for i in shown], rejections),
         patience_remaining_seconds=patience_remaining,
         wanted_machines=wanted,
     )
@@ -81,6 +83,17 @@ def headline(rejections: list[Rejection], ready: int) -> tuple[str, ReasonKind]:
     if ready and len(texts) == 1 and not any(rejection.room for rejection in rejections):
         return texts.pop(), ReasonKind.SAME_REASON
     return reasons.no_machine_fits(ready, len(rejections)), ReasonKind.NO_MACHINE_FITS
+
+
+def grouped(names: list[str], rejections: list[Rejection]) -> list[RejectionGroup]:
+    """The machines by filter, code and room, in the order each group first appears."""
+    groups: dict[tuple[str, str, bool], list[str]] = {}
+    for name, rejection in zip(names, rejections, strict=True):
+        groups.setdefault((rejection.filter, rejection.code, rejection.room), []).append(name)
+    return [
+        RejectionGroup(filter=name, code=code, room=room, machines=machines)
+        for (name, code, room), machines in groups.items()
+    ]
 
 
 def workspace_machines(now: Decision) -> list[int]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from astraeus.shared import GpuInfo, MachineReport, MachineState, labels
 
 from . import fabrics
-from .model import MachineView
+from .model import MachineView, RunKey
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class Free:
     gpu_ids: set[str]
     cpu_cores: float
     memory_bytes: int
+    workers: tuple[RunKey, ...] = ()
+    """The runs with live tasks here at the snapshot (none on an idle machine)."""
 
 
 def machine_facts(view: MachineView) -> MachineFacts:
@@ -65,16 +67,18 @@ def machine_facts(view: MachineView) -> MachineFacts:
     )
 
 
-def free_now(facts: MachineFacts) -> Free:
-    """Free capacity from the coordinator's own ledger of what live tasks hold."""
-    report, view = facts.report, facts.view
+def free_now(facts: MachineFacts, view: MachineView | None = None) -> Free:
+    """Free capacity from the coordinator's own ledger of what live tasks hold: `view`'s
+    holdings (the facts' own view by default; a newer one when only holdings changed)."""
+    report, view = facts.report, view or facts.view
     if report is None:
-        return Free(set(), 0, 0)
+        return Free(set(), 0, 0, view.workers)
     gpu_ids = {gpu.uuid for gpu in facts.gpus} - view.used_gpu_ids
     return Free(
         gpu_ids,
         max(report.cpu_cores - view.used_cpu_cores, 0),
         max(report.memory_bytes - view.used_memory_bytes, 0),
+        view.workers,
     )
 
 

@@ -1,15 +1,33 @@
-"""Machines ordered for a single worker's search: bucketed by (GPUs in all, GPUs free), and in
-each bucket by how much of their cores and memory is free. `take` keeps it current."""
+"""Machines ordered for a single worker's search, in classes of machines alike for it.
+
+A class is every machine with the same (GPUs in all, GPUs free) bucket and the same cores and
+memory, in all and free: the search's exact bound (packing, CPU-only, cores-free and
+memory-free terms) is the same for all of them, so it is computed once per class, and since
+ties go to the lowest name, the class's members are tried in name order only until one of them
+can no longer beat the best found. Each bucket lists its classes by how much of their cores and
+memory is free. `update` keeps it current; `fork` gives a pass its own copy to change, sharing
+every bucket and class until the copy changes it (copy-on-write).
+"""
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Sequence
 
+from astraeus.shared import GpuHealthState
+
 from .facts import Free, MachineFacts
 from .scores import cores_free, memory_free
 
 Bucket = tuple[int, int]
+Capacity = tuple[bool, float, float, int, int, int, int]
+"""(reported, cores in all, cores free, memory in all, memory free, free GPUs faulted, free GPUs
+at risk): no worker is ever given a faulted GPU, so a class whose other free GPUs are too few is
+skipped whole; and a worker takes healthy GPUs first, so the at-risk ones it must take bound its
+score too."""
+ClassKey = tuple[Bucket, Capacity]
+Entry = tuple[float, Capacity]
+"""A class in its bucket's list: the negated headroom, then its capacity."""
 
 
 def headroom(facts: MachineFacts, free: Free) -> float:
@@ -21,31 +39,86 @@ def headroom(facts: MachineFacts, free: Free) -> float:
     return cores + memory_free.MOST * free.memory_bytes / report.memory_bytes
 
 
+def _class_of(facts: MachineFacts, free: Free) -> tuple[ClassKey, Entry]:
+    report = facts.report
+    faulted = at_risk = 0
+    for gpu in facts.gpus:
+        state = gpu.health.state
+        if state is not GpuHealthState.HEALTHY and gpu.uuid in free.gpu_ids:
+            faulted += state is GpuHealthState.FAULTED
+            at_risk += state is GpuHealthState.AT_RISK
+    if report is None:
+        capacity: Capacity = (False, 0.0, free.cpu_cores, 0, free.memory_bytes, faulted, at_risk)
+    else:
+        cores, memory = report.cpu_cores, report.memory_bytes
+        capacity = (True, cores, free.cpu_cores, memory, free.memory_bytes, faulted, at_risk)
+    bucket = (len(facts.gpus), len(free.gpu_ids))
+    # Negated, so each bucket's list ascends from the class with the most room.
+    return (bucket, capacity), (-headroom(facts, free), capacity)
+
+
 class FreeIndex:
     def __init__(self, facts: Sequence[MachineFacts], free: Sequence[Free]) -> None:
         self._facts, self._free = facts, free
-        self.buckets: dict[Bucket, list[tuple[float, int]]] = {}
+        self.buckets: dict[Bucket, list[Entry]] = {}
+        """Each bucket's classes, the most headroom first."""
+        self.classes: dict[ClassKey, list[int]] = {}
+        """Each class's machines, in name order."""
         self.free_gpus: list[int] = [len(one.gpu_ids) for one in free]
         """Each machine's free GPUs, faulted or not, of any model."""
-        self._entry: list[tuple[Bucket, tuple[float, int]]] = []
+        self._where: list[tuple[ClassKey, Entry]] = []
+        self._owned: set[object] = set()
+        """Buckets and classes this index may change in place (not shared with another)."""
         for i in range(len(facts)):
-            entry = self._entry_for(i)
-            self._entry.append(entry)
-            self.buckets.setdefault(entry[0], []).append(entry[1])
+            key, entry = _class_of(facts[i], free[i])
+            self._where.append((key, entry))
+            members = self.classes.setdefault(key, [])
+            if not members:
+                self.buckets.setdefault(key[0], []).append(entry)
+            members.append(i)
         for entries in self.buckets.values():
             entries.sort()
+        self._owned = {*self.buckets, *self.classes}
 
-    def _entry_for(self, i: int) -> tuple[Bucket, tuple[float, int]]:
-        facts, free = self._facts[i], self._free[i]
-        # Negated, so each bucket's list ascends from the machine with the most room.
-        return (len(facts.gpus), len(free.gpu_ids)), (-headroom(facts, free), i)
+    def fork(self, facts: Sequence[MachineFacts], free: Sequence[Free]) -> FreeIndex:
+        """A copy over `facts` and `free` (lists equal to this index's now) that changes without
+        changing this one: buckets and classes are copied only when one of them first changes
+        them, since neither may change in place from now on."""
+        twin = FreeIndex.__new__(FreeIndex)
+        twin._facts, twin._free = facts, free
+        self._owned = set()
+        twin.buckets, twin.classes = dict(self.buckets), dict(self.classes)
+        twin.free_gpus, twin._where = list(self.free_gpus), list(self._where)
+        twin._owned = set()
+        return twin
 
     def update(self, i: int) -> None:
-        """Machine `i`'s free capacity changed: move it to its new place."""
-        bucket, key = self._entry[i]
-        entries = self.buckets[bucket]
-        del entries[bisect_left(entries, key)]
-        entry = self._entry_for(i)
-        self._entry[i] = entry
+        """Machine `i`'s free capacity changed: move it to its new class."""
+        old_key, old_entry = self._where[i]
+        key, entry = _class_of(self._facts[i], self._free[i])
         self.free_gpus[i] = len(self._free[i].gpu_ids)
-        insort(self.buckets.setdefault(entry[0], []), entry[1])
+        if key == old_key:
+            return
+        self._where[i] = (key, entry)
+        members = self._own_class(old_key)
+        del members[bisect_left(members, i)]
+        if not members:
+            del self.classes[old_key]
+            entries = self._own_bucket(old_key[0])
+            del entries[bisect_left(entries, old_entry)]
+        members = self._own_class(key)
+        if not members:
+            insort(self._own_bucket(key[0]), entry)
+        insort(members, i)
+
+    def _own_class(self, key: ClassKey) -> list[int]:
+        if key not in self._owned:
+            self.classes[key] = list(self.classes.get(key, ()))
+            self._owned.add(key)
+        return self.classes.setdefault(key, [])
+
+    def _own_bucket(self, bucket: Bucket) -> list[Entry]:
+        if bucket not in self._owned:
+            self.buckets[bucket] = list(self.buckets.get(bucket, ()))
+            self._owned.add(bucket)
+        return self.buckets.setdefault(bucket, [])

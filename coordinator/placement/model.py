@@ -18,6 +18,7 @@ from astraeus.shared import (
     RequestedResources,
     Shape,
 )
+from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 RunKey = tuple[str, str]
@@ -53,6 +54,10 @@ class MachineView:
     reservations: tuple[Reservation, ...] = ()
     workers: tuple[RunKey, ...] = ()
     """The runs with live tasks here."""
+    report_key: str | None = None
+    """Equal for two reports exactly when placement reads the same of them (the store's
+    fingerprint, with the labels admins set): how the live state tells a changed machine from
+    a heartbeat. None: the reports themselves are compared."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -119,6 +124,8 @@ class Pending:
     explanation: PendingExplanation
     kind: ReasonKind = ReasonKind.NO_MACHINE_FITS
     """What `headline` is, as data."""
+    rejections: list[RejectionGroup] = field(default_factory=list)
+    """What keeps each machine of `explanation.nodes` out, as data."""
     patience_remaining_seconds: int | None = None
     """Set while the run waits for a tighter rung that could become free."""
     wanted_machines: tuple[str, ...] = ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from . import gpu_match
@@ -13,8 +14,21 @@ from .needs import Needs
 from .rejection import Rejection
 
 
+@dataclass
+class Verdicts:
+    """Static verdicts of one ask per machine, shared by every session of a live state's
+    generation (what a machine is does not change within it)."""
+
+    early: dict[int, Rejection | None] = field(default_factory=dict)
+    """Filters 1–5 for machines not held for a run ahead."""
+    late: dict[int, Rejection | None] = field(default_factory=dict)
+    matched: dict[int, gpu_match.Matched] = field(default_factory=dict)
+
+
 class Prepared:
-    """Filters 1–5 and 9–11 and the matching GPUs, per machine, computed on first use."""
+    """Filters 1–5 and 9–11 and the matching GPUs, per machine, computed on first use and kept
+    in `shared` (for every session of the generation); a machine held for a run ahead is
+    checked each time."""
 
     def __init__(
         self,
@@ -23,17 +37,14 @@ class Prepared:
         needs: Needs,
         now: datetime,
         held: frozenset[str],
+        shared: Verdicts | None = None,
     ) -> None:
         self.cluster, self._free, self.needs, self.now, self.held = cluster, free, needs, now, held
-        self._early: dict[int, Rejection | None] = {}
-        self._late: dict[int, Rejection | None] = {}
-        self._matched: dict[int, gpu_match.Matched] = {}
+        self.shared = shared or Verdicts()
 
     def for_needs(self, needs: Needs) -> Prepared:
         """The same verdicts for another run with the same `static_key`."""
-        twin = Prepared(self.cluster, self._free, needs, self.now, self.held)
-        twin._early, twin._late, twin._matched = self._early, self._late, self._matched
-        return twin
+        return Prepared(self.cluster, self._free, needs, self.now, self.held, self.shared)
 
     def check(self, i: int) -> Check:
         """A check for the static filters; they read neither `free` nor `worker`."""
@@ -50,17 +61,22 @@ class Prepared:
         )
 
     def early(self, i: int) -> Rejection | None:
-        if i not in self._early:
-            self._early[i] = first_rejection(self.check(i), EARLY)
-        return self._early[i]
+        if self.held and self.cluster.names[i] in self.held:
+            return first_rejection(self.check(i), EARLY)
+        early = self.shared.early
+        if i not in early:
+            early[i] = first_rejection(self.check(i), EARLY)
+        return early[i]
 
     def late(self, i: int) -> Rejection | None:
-        if i not in self._late:
-            self._late[i] = first_rejection(self.check(i), LATE)
-        return self._late[i]
+        late = self.shared.late
+        if i not in late:
+            late[i] = first_rejection(self.check(i), LATE)
+        return late[i]
 
     def matched(self, i: int) -> gpu_match.Matched:
-        if i not in self._matched:
+        matched = self.shared.matched
+        if i not in matched:
             facts = self.cluster.facts[i]
-            self._matched[i] = gpu_match.matched(self.needs.gpu_requests, facts.gpus)
-        return self._matched[i]
+            matched[i] = gpu_match.matched(self.needs.gpu_requests, facts.gpus)
+        return matched[i]

@@ -4,38 +4,44 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from astraeus.shared.reasons import RejectionCode
+
 from . import explain, gang, ladder, patience, result, survivors
 from .cluster import Cluster
 from .decision import Decision
-from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
-from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
+from .facts import Free, MachineFacts
 from .filters import topology
-from .free_index import FreeIndex
+from .live import LiveState
 from .model import ClusterSnapshot, Pending, Placement, RunRequest
 from .needs import Needs
 from .prepared import Prepared
 from .rejection import Rejection
-from .scores import Home, ScoreInput
+from .scores import ScoreInput
 
 
 class PlacementSession:
-    """Built once per scheduler pass over one snapshot. It keeps an index over free capacity, so
-    a single worker is placed without checking every machine, and each run's verdicts that do
-    not depend on free capacity, so runs with the same ask share them. `take` records each
-    placement so later `place` calls in the pass see what is left."""
+    """One scheduler pass (or dry run) over the live state: what the machines are is shared
+    with every other session of the same generation; what is free is this session's own copy,
+    which `take` shrinks so later `place` calls in the pass see what is left. Each run's
+    verdicts that do not depend on free capacity are kept, so runs with the same ask share
+    them. `PlacementSession(snapshot)` builds a state of its own; `live.session()` reads one
+    kept between passes."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
-        views = sorted(snapshot.machines, key=lambda view: view.name)
-        self._facts: tuple[MachineFacts, ...] = tuple(machine_facts(view) for view in views)
-        self._index = {facts.name: i for i, facts in enumerate(self._facts)}
-        self._free: list[Free] = [free_now(facts) for facts in self._facts]
-        self._idle: list[Free] = [free_idle(facts) for facts in self._facts]
-        self._free_index = FreeIndex(self._facts, self._free)
-        self._idle_gpus = [len(free.gpu_ids) for free in self._idle]
-        self._labelled = cluster_has_fabric_label([facts.report for facts in self._facts])
-        self._clusters: dict[float | None, Cluster] = {None: self._build_cluster(None)}
+    def __init__(self, snapshot: ClusterSnapshot | None = None, *, live: LiveState | None = None):
+        if live is None:
+            live = LiveState()
+            live.update(snapshot or ClusterSnapshot(machines=()))
+        frame = live.frame
+        self._frame = frame
+        self._facts: tuple[MachineFacts, ...] = frame.facts
+        self._index = frame.index
+        self._free: list[Free] = list(live.free)
+        self._owned: set[int] = set()
+        """Machines whose `Free` this session copied before changing it."""
+        self._idle, self._idle_gpus = frame.idle, frame.idle_gpus
+        self._free_index = live.free_index.fork(self._facts, self._free)
         self._prepared: dict[tuple[object, ...], Prepared] = {}
-        self._idle_views: dict[tuple[object, ...], tuple[Decision, gang.Choice | None]] = {}
+        self._idle_views = frame.idle_views
 
     def place(
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
@@ -46,7 +52,8 @@ class PlacementSession:
         prepared = self._prepare(needs, now, exclude)
         current = Decision(prepared, self._free, self._free_index.free_gpus)
         if not current.options:
-            never = Rejection(topology.NAME, topology.no_even_split(needs.gpus))
+            text = topology.no_even_split(needs.gpus)
+            never = Rejection(topology.NAME, text, code=RejectionCode.CANNOT_PLAN_WORKERS)
             return explain.pending(current, current, survivors.waiting(""), now, unplannable=never)
         rungs = ladder.allowed_rungs(needs)
         choice = gang.search(current, rungs, self._free_index)
@@ -65,9 +72,11 @@ class PlacementSession:
     ) -> tuple[Decision, gang.Choice | None]:
         """The run against an idle cluster, where no machine is held for a run ahead: where it
         could go, checked at the worker its explanation uses. Idle capacity never changes in a
-        pass, so runs with the same ask share it."""
+        pass, so runs with the same ask share it, and it is kept with the live state's frame for
+        later sessions too (what is idle changes only with what machines are)."""
         needs = prepared.needs
-        key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, prepared.now)
+        moment = prepared.now if self._frame.timed else None
+        key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, moment)
         if key not in self._idle_views:
             idle = Decision(prepared, self._idle, self._idle_gpus, idle=True)
             could = gang.search(idle, rungs)
@@ -81,11 +90,19 @@ class PlacementSession:
         """Record the placement's GPUs, cores and memory as used for the rest of this pass."""
         for worker in placement.workers:
             i = self._index[worker.machine]
-            free = self._free[i]
+            free = self._own(i)
             free.gpu_ids.difference_update(worker.gpu_ids)
             free.cpu_cores = max(free.cpu_cores - worker.cpu_cores, 0)
             free.memory_bytes = max(free.memory_bytes - worker.memory_bytes, 0)
             self._free_index.update(i)
+
+    def _own(self, i: int) -> Free:
+        """Machine `i`'s free capacity, copied first if shared with the live state."""
+        if i not in self._owned:
+            was = self._free[i]
+            self._free[i] = Free(set(was.gpu_ids), was.cpu_cores, was.memory_bytes, was.workers)
+            self._owned.add(i)
+        return self._free[i]
 
     def score_input(
         self, run: RunRequest, machine: str, gpus: int, now: datetime, rdma_work: bool
@@ -117,50 +134,14 @@ class PlacementSession:
         key = (needs.static_key, now, exclude)
         if key not in self._prepared:
             cluster = self._cluster(needs.min_gbps)
-            self._prepared[key] = Prepared(cluster, self._free, needs, now, exclude)
+            shared = self._frame.verdicts(needs.static_key, now)
+            self._prepared[key] = Prepared(cluster, self._free, needs, now, exclude, shared)
         prepared = self._prepared[key]
         # Verdicts are shared, but each run keeps its own name, shape and sizes.
         return prepared if prepared.needs is needs else prepared.for_needs(needs)
 
     def _cluster(self, min_gbps: float | None) -> Cluster:
-        if min_gbps not in self._clusters:
-            self._clusters[min_gbps] = self._build_cluster(min_gbps)
-        return self._clusters[min_gbps]
-
-    def _build_cluster(self, min_gbps: float | None) -> Cluster:
-        places = [network_place(facts.report, min_gbps, self._labelled) for facts in self._facts]
-        members = [
-            ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain)
-            for f, p in zip(self._facts, places, strict=True)
-        ]
-        known = frozenset().union(*(facts.reported_drives for facts in self._facts))
-        homes = _drive_homes(self._facts, places)
-        reserved = any(r.labels for facts in self._facts for r in facts.view.reservations)
-        most = max((len(facts.gpus) for facts in self._facts), default=0)
-        names = [facts.name for facts in self._facts]
-        capacity = [
-            (f.report.cpu_cores, f.report.memory_bytes) if f.report else (0.0, 0)
-            for f in self._facts
-        ]
-        largest = (
-            max((cores for cores, _memory in capacity), default=0.0),
-            max((memory for _cores, memory in capacity), default=0),
-        )
-        return Cluster(
-            self._facts, places, members, known, homes, reserved, most, largest, names, capacity
-        )
-
-
-def _drive_homes(
-    facts: tuple[MachineFacts, ...], places: list[NetworkPlace]
-) -> dict[str, tuple[Home, ...]]:
-    homes: dict[str, list[Home]] = {}
-    for machine, place in zip(facts, places, strict=True):
-        rdma = place.link is not None
-        home = Home(machine.site, machine.rack, place.fabric, machine.nvlink_domain, rdma)
-        for drive in machine.local_drives:
-            homes.setdefault(drive, []).append(home)
-    return {drive: tuple(found) for drive, found in homes.items()}
+        return self._frame.cluster(min_gbps)
 
 
 def _names(cluster: Cluster, choice: gang.Choice | None) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """A single worker goes to the machine with the highest score, ties by name, found without
-scoring every machine: machines are visited in order of an upper bound of their score, and the
-search stops once no machine left could beat the best found."""
+scoring every machine: classes of machines alike in GPUs, cores and memory (free and in all) are
+visited in order of an upper bound of their score, each class's exact bound is computed once,
+and the search stops once no machine left could beat the best found."""
 
 from __future__ import annotations
 
@@ -9,34 +10,56 @@ import math
 from collections.abc import Iterator
 
 from .decision import Decision
-from .free_index import FreeIndex
+from .free_index import Bucket, Capacity, Entry, FreeIndex
 from .needs import WorkerAsk
-from .scores import cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
+from .scores import at_risk, cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
 
 
 def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
     """The machine a single worker with `gpus` GPUs goes to, or None when none can take it."""
     bonus = _bonus_bound(decision)
     streams = [
-        _bounds(entries, packing.of(total, free, gpus) + cpu_only.of(total, gpus))
-        for (total, free), entries in index.buckets.items()
-        if free >= gpus
+        _bounds(bucket, entries, packing.of(*bucket, gpus) + cpu_only.of(bucket[0], gpus))
+        for bucket, entries in index.buckets.items()
+        if bucket[1] >= gpus
     ]
     worker = decision.needs.worker(gpus)
     slack = _least_use(decision, worker)
     found: tuple[int, int] | None = None
-    for negative, i in heapq.merge(*streams):
+    for negative, capacity, bucket in heapq.merge(*streams):
         # Scores are whole: a bound's fraction can never be reached.
         if found is not None and math.floor(-negative - slack) + bonus < found[0]:
             break
-        if found is not None and (_exact_bound(decision, i, worker) + bonus, -i) < found:
+        if _too_small(capacity, bucket, worker):
             continue
-        if not decision.passes(i) or decision.cap(i) < gpus:
-            continue
-        rank = (decision.score(i, gpus, False), -i)
-        if found is None or rank > found:
-            found = rank
+        members = index.classes[(bucket, capacity)]
+        # Alike for the exact bound: one check per class, not per machine.
+        most = _exact_bound(decision, members[0], worker) + bonus + _risk(capacity, bucket, gpus)
+        for i in members:
+            if found is not None and (most, -i) < found:
+                break  # the rest of the class has later names: none can win a tie
+            if not decision.passes(i) or decision.cap(i) < gpus:
+                continue
+            rank = (decision.score(i, gpus, False), -i)
+            if found is None or rank > found:
+                found = rank
     return None if found is None else -found[1]
+
+
+def _too_small(capacity: Capacity, bucket: Bucket, worker: WorkerAsk) -> bool:
+    """No machine of the class can take the worker: too few free GPUs that are not faulted,
+    or too few free cores or too little free memory."""
+    _reported, _cores, free_cores, _memory, free_memory, faulted, _at_risk = capacity
+    if bucket[1] - faulted < worker.gpus:
+        return True
+    return worker.cpu_cores > free_cores or worker.memory_bytes > free_memory
+
+
+def _risk(capacity: Capacity, bucket: Bucket, gpus: int) -> int:
+    """The at-risk term at best: healthy GPUs are taken first, so only those the free healthy
+    ones cannot cover are at risk (pinned or model-matched GPUs can only take more)."""
+    healthy = bucket[1] - capacity[5] - capacity[6]
+    return at_risk.PER_GPU * max(gpus - healthy, 0)
 
 
 def _least_use(decision: Decision, worker: WorkerAsk) -> float:
@@ -62,9 +85,11 @@ def _exact_bound(decision: Decision, i: int, worker: WorkerAsk) -> int:
     )
 
 
-def _bounds(entries: list[tuple[float, int]], base: int) -> Iterator[tuple[float, int]]:
+def _bounds(
+    bucket: Bucket, entries: list[Entry], base: int
+) -> Iterator[tuple[float, Capacity, Bucket]]:
     # Negated bounds ascend as the negated headroom does: heapq.merge yields the best first.
-    return ((negative_room - base, i) for negative_room, i in entries)
+    return ((negative_room - base, capacity, bucket) for negative_room, capacity in entries)
 
 
 def _bonus_bound(decision: Decision) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from astraeus.shared import Interconnect, Spread, reasons
+from astraeus.shared.reasons import RejectionCode
 
 from .decision import Decision
 from .explain import Survivor
@@ -17,28 +18,35 @@ from .shape import ShapeOption
 def gang_rejection(decision: Decision, could_fit: bool) -> Survivor:
     """The same text for every survivor; `could_fit` (the run fits an idle cluster) makes it a
     room reason, with each machine's own free room as its share of the need."""
-    text, need = _text(decision)
+    text, code, need = _text(decision)
 
     def survivor(i: int) -> Rejection:
         have = decision.room_free(i) if decision.needs.gpus else 1
-        return Rejection(topology.NAME, text, could_fit, need, have)
+        return Rejection(topology.NAME, text, could_fit, need, have, code=code)
 
     return survivor
 
 
-def _text(decision: Decision) -> tuple[str, float]:
+def _text(decision: Decision) -> tuple[str, RejectionCode, float]:
     needs = decision.needs
     need = needs.gpus or max((option.tasks for option in decision.options), default=1)
     if needs.keep_within is not None:
-        return topology.NO_ROOM_WITHIN[needs.keep_within], need
-    if needs.interconnect in topology.NO_ROOM_ON:
-        return topology.NO_ROOM_ON[needs.interconnect], need
-    if needs.asks_rdma:
-        return topology.NO_ROOM_ON[Interconnect.RDMA], need
-    return _room_text(decision, need), need
+        return topology.NO_ROOM_WITHIN[needs.keep_within], RejectionCode.NO_ROOM_WITHIN, need
+    network = needs.interconnect if needs.interconnect in topology.NO_ROOM_ON else None
+    if network is None and needs.asks_rdma:
+        network = Interconnect.RDMA
+    if network is not None:
+        code = (
+            RejectionCode.NO_INFINIBAND_ROOM
+            if network is Interconnect.INFINIBAND
+            else RejectionCode.NO_ROOM_ON_NETWORK
+        )
+        return topology.NO_ROOM_ON[network], code, need
+    text, code = _room_text(decision, need)
+    return text, code, need
 
 
-def _room_text(decision: Decision, need: int) -> str:
+def _room_text(decision: Decision, need: int) -> tuple[str, RejectionCode]:
     """What the machines that pass every filter lack together: GPUs, then machines (workers
     when they may share one), each first checked against one site."""
     option = _explained(decision)
@@ -51,16 +59,19 @@ def _room_text(decision: Decision, need: int) -> str:
     if decision.needs.gpus:
         text = _short_of(gpus, need, "GPUs")
         if text is not None:
-            return text
+            return text, RejectionCode.SPANS_SITES
         if sum(gpus.values()) < need:
-            return topology.no_room(need, sum(gpus.values()), len(decision.eligible))
+            text = topology.no_room(need, sum(gpus.values()), len(decision.eligible))
+            return text, RejectionCode.WHOLE_RUN_DOES_NOT_FIT
     unit = "workers" if decision.needs.stacks else "machines"
     text = _short_of(workers, option.tasks, unit)
     if text is not None:
-        return text
+        return text, RejectionCode.SPANS_SITES
     if sum(workers.values()) < option.tasks:
-        return _few_workers(decision, option, sum(workers.values()))
-    return _few_domains(decision, option)
+        text = _few_workers(decision, option, sum(workers.values()))
+    else:
+        text = _few_domains(decision, option)
+    return text, RejectionCode.WHOLE_RUN_DOES_NOT_FIT
 
 
 def _explained(decision: Decision) -> ShapeOption:
@@ -114,6 +125,6 @@ def waiting(text: str) -> Survivor:
     """Machines that could take the run now, while it waits for a tighter rung."""
 
     def survivor(i: int) -> Rejection:
-        return Rejection(topology.NAME, text)
+        return Rejection(topology.NAME, text, code=RejectionCode.WAITS_FOR_TIGHTER_RUNG)
 
     return survivor

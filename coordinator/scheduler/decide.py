@@ -187,12 +187,13 @@ class _Walk:
             # A reason is read by the run's own workspace: another's run is never named.
             label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
             text = reasons.queued_behind(label)
-            return Waiting(item, text, result.explanation, ReasonKind.QUEUED_BEHIND)
+            kind = ReasonKind.QUEUED_BEHIND
+            return Waiting(item, text, result.explanation, kind, result.rejections)
         if self.head is None and result.wanted_machines:
             self.head, self.head_position = (item, result), position
             self.reserved = frozenset(result.wanted_machines)
             return None
-        return Waiting(item, result.headline, result.explanation, result.kind)
+        return Waiting(item, result.headline, result.explanation, result.kind, result.rejections)
 
 
 def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
@@ -229,8 +230,7 @@ def _head_waiting(head: tuple[QueueItem, Pending], *, behind: bool) -> Waiting:
     item, pending = head
     # "Next to run" only means something when other runs wait behind it; alone, the room reason
     # is the whole story (the guide's example: `No machine fits: 3 of 3 machines ready`).
+    text, kind = pending.headline, pending.kind
     if behind:
-        return Waiting(
-            item, reasons.next_to_run(pending.headline), pending.explanation, ReasonKind.NEXT_TO_RUN
-        )
-    return Waiting(item, pending.headline, pending.explanation, pending.kind)
+        text, kind = reasons.next_to_run(pending.headline), ReasonKind.NEXT_TO_RUN
+    return Waiting(item, text, pending.explanation, kind, pending.rejections)

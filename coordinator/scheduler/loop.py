@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 
 from astraeus.coordinator.clock import Clock
 from astraeus.coordinator.metrics import Metrics
-from astraeus.coordinator.placement import ClusterSnapshot, Placement
+from astraeus.coordinator.placement import ClusterSnapshot, Placement, PlacementSession
+from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.commit import (
@@ -45,6 +46,7 @@ from astraeus.shared import reasons
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import Decisions, PassContext, SessionFactory, engine
+from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
@@ -82,6 +84,13 @@ class Scheduler:
         session_factory: SessionFactory | None = None,
     ) -> None:
         self._session_factory = session_factory or engine()
+        self._live = LiveState() if session_factory is None else None
+        """The placement state kept between passes and dry runs of this process."""
+        self._live_lock = threading.Lock()
+        self._memo = PassMemo()
+        self._last_committed = False
+        """The last pass's decisions were all committed: a pass with no change since may
+        decide nothing (`memo`)."""
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
             # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
@@ -151,10 +160,14 @@ class Scheduler:
                 items = read_queue(self._store.database, self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
-                decisions, cut = await self._decide(items, snapshot, now, context, unstarted)
+                decisions, cut = await self._decide(
+                    items, snapshot, now, context, unstarted, remember=True
+                )
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
+            self._last_committed = False
             committed = await self._commit(decisions, now)
+            self._last_committed = True
             database = self._store.database
             await database.run(self.ports.give, database, now)
             self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
@@ -192,6 +205,7 @@ class Scheduler:
             settings.max_pending_evaluations,
             settings.max_pass_seconds,
             settings.access_labels,
+            self._last_committed,
         )
 
     async def _commit(self, decisions: Decisions, now: datetime) -> int:
@@ -231,22 +245,44 @@ class Scheduler:
         now: datetime,
         context: PassContext,
         unstarted: Sequence[Unstarted] = (),
+        *,
+        remember: bool = False,
     ) -> tuple[Decisions, bool]:
-        """Decide in a worker thread (with a fake engine, or for a dry run).
+        """Decide in a worker thread (with a fake engine, or for a dry run); a pass
+        (`remember`) with no change since the last decides nothing (`memo`).
 
         Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
         skips a run cancelled meanwhile)."""
+        seconds = self._settings.max_pass_seconds
         return await asyncio.to_thread(
-            plan,
-            items,
-            unstarted,
-            snapshot,
-            now,
-            context,
-            self._session_factory,
-            self._settings.max_pass_seconds,
-            self._stopping.is_set,
+            self._plan, items, unstarted, snapshot, now, context, seconds, remember
         )
+
+    def _plan(
+        self,
+        items: list[QueueItem],
+        unstarted: Sequence[Unstarted],
+        snapshot: ClusterSnapshot,
+        now: datetime,
+        context: PassContext,
+        seconds: float,
+        remember: bool,
+    ) -> tuple[Decisions, bool]:
+        """`plan` over this process's live state, brought up to `snapshot` first (one thread at
+        a time: a pass and dry runs may call it together)."""
+        session, key = None, None
+        if self._live is not None:
+            with self._live_lock:
+                self._live.update(snapshot)
+                session = PlacementSession(live=self._live)
+                key = self._memo.key(self._live, items, unstarted, context) if remember else None
+            if self._last_committed and self._memo.unchanged(key):
+                return Decisions(), False
+        factory, stopping = self._session_factory, self._stopping.is_set
+        found = plan(items, unstarted, snapshot, now, context, factory, seconds, stopping, session)
+        if remember:
+            self._memo.remember(key, *found)
+        return found
 
     def _context(self) -> PassContext:
         return pass_context(self._store, self._settings.max_pending_evaluations)

@@ -83,8 +83,10 @@ def _view(
     reservations: list[Reservation],
 ) -> MachineView:
     report = record.report
+    key = record.fingerprint or None
     if report is not None and record.admin_labels:
         report = report.model_copy(update={"labels": record.labels})
+        key = f"{record.fingerprint}|{sorted(record.admin_labels.items())}"
     held = held or Usage()
     return MachineView(
         name=record.name,
@@ -97,4 +99,5 @@ def _view(
         used_memory_bytes=held.memory_bytes,
         reservations=tuple(reservations),
         workers=tuple(sorted(held.runs)),
+        report_key=key,
     )

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
+from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import (
     Parsed,
@@ -29,16 +30,22 @@ from astraeus.coordinator.store.queue import (
 )
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
-from .decide import Decisions, PassContext, SessionFactory, decide_within
+from .decide import Decisions, PassContext, Session, SessionFactory, decide_within
+from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import Views, build_snapshot
 
 WORKER_NICENESS = 10
 """Added to the pass worker's niceness."""
 
-_OPEN: dict[str, tuple[Store, dict[int, Parsed], Views]] = {}
-"""The worker's store, parsed asks and machine views, kept between passes (one worker serves
-one file)."""
+_OPEN: dict[str, tuple[Store, dict[int, Parsed], Views, LiveState, PassMemo]] = {}
+"""The worker's store, parsed asks, machine views, live placement state and last pass's inputs,
+kept between passes (one worker serves one file)."""
+
+UNFREEZE_EVERY = 100
+"""Passes between handing the frozen objects back to the garbage collector."""
+
+_passes = [0]
 
 
 def start_worker(parent: int) -> None:
@@ -81,24 +88,45 @@ def compute_pass(
     max_pending: int,
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
+    last_committed: bool = False,
 ) -> tuple[Decisions, bool]:
-    """Snapshot, queue and decisions from the file as committed now; see `decide_within`."""
+    """Snapshot, queue and decisions from the file as committed now; see `decide_within`.
+    Nothing when nothing changed since the last pass, whose decisions were all committed
+    (`last_committed`, the service says) and changed nothing (`memo`)."""
     if db not in _OPEN:
-        _OPEN[db] = (Store.open(Path(db), access_labels=access_labels), {}, Views())
-    store, asks, views = _OPEN[db]
+        store = Store.open(Path(db), access_labels=access_labels)
+        _OPEN[db] = (store, {}, Views(), LiveState(), PassMemo())
+    store, asks, views, live, memo = _OPEN[db]
     store.machines.reload()
     down_after = timedelta(seconds=down_after_seconds)
     snapshot = build_snapshot(store, now, down_after, heard_since, views)
     items = read_queue(store.database, asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)
-    # The snapshot's objects live for the whole pass: without this, the collector's full
-    # passes walk them again and again (docs/placement.md).
-    gc.freeze()
-    try:
-        return plan(items, unstarted, snapshot, now, context, PlacementSession, max_seconds)
-    finally:
+    live.update(snapshot)
+    settle_garbage()
+    key = memo.key(live, items, unstarted, context)
+    if last_committed and memo.unchanged(key):
+        return Decisions(), False
+    session = PlacementSession(live=live)
+    factory = PlacementSession
+    decisions, cut = plan(
+        items, unstarted, snapshot, now, context, factory, max_seconds, session=session
+    )
+    memo.remember(key, decisions, cut)
+    return decisions, cut
+
+
+def settle_garbage() -> None:
+    """Once the live state is current (built, not before): move it out of the collector's
+    sight, or its full passes walk every machine's report and facts again and again
+    (docs/placement.md). Every `UNFREEZE_EVERY` passes it is all handed back, so cycles among
+    objects frozen while alive are still collected eventually."""
+    _passes[0] += 1
+    if _passes[0] % UNFREEZE_EVERY == 0:
         gc.unfreeze()
+        gc.collect()
+    gc.freeze()
 
 
 def plan(
@@ -110,13 +138,16 @@ def plan(
     factory: SessionFactory,
     seconds: float,
     stopping: Callable[[], bool] = lambda: False,
+    session: Session | None = None,
 ) -> tuple[Decisions, bool]:
     """A pass's decisions: first at most one reshape of an unstarted run, then the queue.
+    `session` (over a live state current with `snapshot`) decides the queue instead of one
+    built from the snapshot.
 
     The queue's session takes the reshaped run's new workers; its old ones still count as held
     until the next pass (a pass never gives out what it has not committed as free)."""
     reshaped = find_reshape(unstarted, snapshot, now, context.workspaces, factory, seconds / 4)
-    session = factory(snapshot)
+    session = session or factory(snapshot)
     if reshaped is not None:
         session.take(reshaped.placement)
     decisions, cut = decide_within(items, session, now, context, seconds, stopping)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from astraeus.coordinator.placement import Placement
 from astraeus.shared import PendingExplanation, task_name
+from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 from .db import Database
@@ -31,6 +32,8 @@ class Waiting:
     explanation: PendingExplanation | None
     kind: ReasonKind
     """What `reason` is, stored next to it so no reader classifies the text."""
+    rejections: list[RejectionGroup] = field(default_factory=list)
+    """What keeps each machine of `explanation` out, as data; stored with it."""
 
 
 def commit_pass(
@@ -131,7 +134,8 @@ def _explain(
         row_id = stored.get(id(wait.explanation))
         if row_id is None:
             cursor = conn.execute(
-                "INSERT INTO explanations (body) VALUES (?)", (wait.explanation.model_dump_json(),)
+                "INSERT INTO explanations (body, rejections) VALUES (?, ?)",
+                (wait.explanation.model_dump_json(), _json_list(wait.rejections)),
             )
             row_id = stored[id(wait.explanation)] = int(cursor.lastrowid or 0)
     conn.execute(
@@ -146,6 +150,10 @@ def _explain(
         " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
         (wait.reason, wait.kind.value, now.isoformat(), item.seq),
     )
+
+
+def _json_list(groups: list[RejectionGroup]) -> str:
+    return "[" + ",".join(group.model_dump_json() for group in groups) + "]"
 
 
 def drop_unused_explanations(database: Database) -> None:

@@ -153,4 +153,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE UNIQUE INDEX tasks_port ON tasks (machine, port) WHERE port IS NOT NULL
         AND (state IN ('Assigned', 'Starting', 'Running') OR held = 1);
     """,
+    # 8: what keeps each machine of an explanation out, as data (`shared.RejectionGroup`: filter,
+    # code, room, machines), stored with its explanation; null for explanations written before.
+    """
+    ALTER TABLE explanations ADD COLUMN rejections TEXT;
+    """,
 )

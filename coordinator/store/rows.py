@@ -7,6 +7,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from astraeus.shared import (
     Landing,
     PendingExplanation,
@@ -17,9 +19,12 @@ from astraeus.shared import (
     Task,
     TaskState,
 )
+from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 from .db import Row
+
+GROUPS: TypeAdapter[list[RejectionGroup]] = TypeAdapter(list[RejectionGroup])
 
 RUN_FIELDS = ("image", "command", "env", "priority", "time_limit_seconds", "requested_resources")
 """The parts of a `RunSpec` kept in `runs.spec` (name and workspace have their own columns)."""
@@ -49,11 +54,16 @@ def task_from_row(row: Row) -> Task:
         placement=(
             PendingExplanation.model_validate_json(row["placement"]) if row["placement"] else None
         ),
+        rejections=_groups(row["rejections"]),
         exit_code=row["exit_code"],
         message=row["message"],
         started_at=when(row["started_at"]),
         ended_at=when(row["ended_at"]),
     )
+
+
+def _groups(stored: str | None) -> list[RejectionGroup] | None:
+    return GROUPS.validate_json(stored) if stored else None
 
 
 def waiting_kind(row: Row, waiting: bool) -> ReasonKind | None:
@@ -107,7 +117,8 @@ def _each_element(shape: Shape, landing: Landing, tasks: list[Task]) -> tuple[Sh
 
 
 TASK_SELECT = (
-    "SELECT tasks.*, runs.name AS run_name, explanations.body AS placement FROM tasks"
+    "SELECT tasks.*, runs.name AS run_name, explanations.body AS placement,"
+    " explanations.rejections AS rejections FROM tasks"
     " JOIN runs ON runs.seq = tasks.run_seq"
     " LEFT JOIN explanations ON explanations.id = tasks.explanation_id"
 )

@@ -15,6 +15,7 @@ import pytest
 from astraeus.coordinator.cli.config import resolve
 from astraeus.coordinator.cli.render import CONTAINER_HINT, why_lines
 from astraeus.shared import MachineState, NodeReasons, PendingExplanation
+from astraeus.shared.explanation import RejectionGroup
 
 from .conftest import Astra
 from .rig import H100, Coordinator, gpu_report
@@ -149,7 +150,10 @@ def test_why_counts_one_machine_in_the_singular() -> None:
         ],
         evaluated_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
-    lines = why_lines(one)
+    container = RejectionGroup(
+        filter="capabilities", code="NoContainerRuntime", room=False, machines=["gpu-01"]
+    )
+    lines = why_lines(one, None, [container])
     assert lines[0] == (
         "Why it is not running yet: 1 machine checked, 1 ready, 0 down; closest: gpu-01"
     )

@@ -317,12 +317,15 @@ async def test_sign_in_runs_list_and_cancel(cluster: Cluster, page: Any) -> None
 HOW_TO_READ = {
     "closest": (
         "No machine fits: 3 of 3 machines ready",
+        "NoMachineFits",
         {"checked_nodes": 3, "ready_nodes": 3, "down_nodes": 0, "closest": "gpu-02", "nodes": []},
+        [],
         "gpu-02 falls short only on room (cores, memory, GPUs): the run starts when enough frees "
         "up. Nothing to do, unless it should start sooner: see Priorities.",
     ),
     "no-closest": (
         "No machine fits: 2 of 2 machines ready",
+        "NoMachineFits",
         {
             "checked_nodes": 2,
             "ready_nodes": 2,
@@ -333,11 +336,16 @@ HOW_TO_READ = {
                 {"name": "b", "state": "Up", "reasons": ["machine is cordoned: firmware update"]},
             ],
         },
+        [
+            {"filter": "gpus", "code": "NoGPUModel", "room": False, "machines": ["a"]},
+            {"filter": "accepting", "code": "Cordoned", "room": False, "machines": ["b"]},
+        ],
         "No machine could ever take it as asked. Read each machine's reason and change the run "
         "(another GPU model, fewer GPUs per machine, a looser rule) or the machines.",
     ),
     "same-reason": (
         "machine lacks label pool=h100",
+        "SameReason",
         {
             "checked_nodes": 2,
             "ready_nodes": 2,
@@ -348,43 +356,55 @@ HOW_TO_READ = {
                 {"name": "b", "state": "Up", "reasons": ["machine lacks label pool=h100"]},
             ],
         },
+        [{"filter": "selection", "code": "NotInPool", "room": False, "machines": ["a", "b"]}],
         "Every machine gives the same reason, machine lacks label pool=h100: that reason is the "
         "problem. The run or the workspace selects a pool those machines are not in. Remove the "
         "selector, or move the machines to the pool.",
     ),
     "queue": (
         "Queued behind finetune",
+        "QueuedBehind",
+        None,
         None,
         "The run fits, and the queue holds it back: it starts when its turn comes.",
     ),
     "all-down": (
         "No machine fits: 0 of 2 machines ready",
+        "NoMachineFits",
         {"checked_nodes": 2, "ready_nodes": 0, "down_nodes": 2, "closest": None, "nodes": []},
+        [],
         "No machine is up: the run starts once machines report again.",
     ),
     "not-evaluated": (
+        None,
+        "NotEvaluated",
         None,
         None,
         "The scheduler has not looked at this run yet; this page updates by itself.",
     ),
 }
+"""Cases of the guide's "How to read it": a task's `reason`, `reason_kind`, `placement` and
+`rejections` as the API gives them, and the advice the console writes."""
 
 
 async def test_how_to_read_it(cluster: Cluster, page: Any) -> None:
     """The advice under "Why it is not running yet" follows the guide's "How to read it", case
     by case (ids are the keys of the table)."""
     await page.goto(cluster.url)
-    cases = {key: [reason, placement] for key, (reason, placement, _) in HOW_TO_READ.items()}
+    cases = {
+        key: {"reason": reason, "kind": kind, "placement": placement, "rejections": rejections}
+        for key, (reason, kind, placement, rejections, _) in HOW_TO_READ.items()
+    }
     read = await page.evaluate(
         """async (cases) => {
             const why = await import("/console/why.js");
             return Object.fromEntries(
-                Object.entries(cases).map(([key, [reason, p]]) => [key, why.reading(reason, p)]),
+                Object.entries(cases).map(([key, task]) => [key, why.reading(task)]),
             );
         }""",
         cases,
     )
-    assert read == {key: advice for key, (_, _, advice) in HOW_TO_READ.items()}
+    assert read == {key: case[-1] for key, case in HOW_TO_READ.items()}
 
 
 def ib_port(fabric: str) -> dict[str, Any]:

@@ -5,11 +5,14 @@ tests skip and say what to install."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from astraeus.shared.reasons import ReasonKind, RejectionCode
 
 ROOT = Path(__file__).resolve().parents[2]
 ESLINT = ROOT / "node_modules" / "eslint" / "bin" / "eslint.js"
@@ -54,3 +57,24 @@ def test_eslint_finds_nothing() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def test_console_reads_the_kinds_and_codes_the_api_sends() -> None:
+    """why.js's queue kinds are exactly the API's queue `reason_kind`s, and each code its fixes
+    are keyed by is a `RejectionCode` the engine sends: the console reads data, not words."""
+    script = (
+        'import { FIXES, QUEUE_KINDS } from "./coordinator/console/why.js";'
+        "console.log(JSON.stringify({queue: [...QUEUE_KINDS], fixes: Object.keys(FIXES)}));"
+    )
+    result = subprocess.run(
+        [node(), "--input-type=module", "-e", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    read = json.loads(result.stdout)
+    assert set(read["queue"]) == {kind.value for kind in ReasonKind if kind.is_queue}
+    assert set(read["fixes"]) <= {code.value for code in RejectionCode}
+    assert len(read["fixes"]) == 8

@@ -12,7 +12,11 @@ from astraeus.coordinator.placement import (
     Placement,
     RunRequest,
     WorkerPlacement,
+    explain,
 )
+from astraeus.coordinator.placement.filters import accepting, up
+from astraeus.coordinator.placement.filters import gpus as gpu_filter
+from astraeus.coordinator.placement.rejection import Rejection
 from astraeus.shared import (
     SCHEMA_VERSION,
     Landing,
@@ -23,6 +27,7 @@ from astraeus.shared import (
     Shape,
     reasons,
 )
+from astraeus.shared.reasons import RejectionCode
 
 START = datetime(2026, 10, 1, 9, 0, 0, tzinfo=UTC)
 
@@ -56,6 +61,7 @@ def report(
 ) -> dict[str, Any]:
     """A machine report as an agent sends it, with `gpus` healthy GPUs; `extra` fields added."""
     return {
+        "advertise_address": "127.0.0.1",
         **extra,
         "schema_version": SCHEMA_VERSION,
         "name": name,
@@ -94,17 +100,20 @@ class FirstFitSession:
     ) -> Placement | Pending:
         need = run.ask.gpu_count
         nodes: list[NodeReasons] = []
+        rejections: list[Rejection] = []
         ready = [m for m in self.snapshot.machines if m.state == MachineState.UP]
         for view in self.snapshot.machines:
             free = self._free(view.name)
             if view.state != MachineState.UP:
-                nodes.append(NodeReasons(name=view.name, state=view.state, reasons=["down"]))
+                rejections.append(Rejection(up.NAME, up.DOWN, code=RejectionCode.MACHINE_DOWN))
             elif view.cordon_reason is not None:
                 text = reasons.cordoned(view.cordon_reason)
-                nodes.append(NodeReasons(name=view.name, state=view.state, reasons=[text]))
+                rejections.append(Rejection(accepting.NAME, text, code=RejectionCode.CORDONED))
             elif len(free) < need or view.name in exclude:
                 text = reasons.insufficient_gpus(need, len(free))
-                nodes.append(NodeReasons(name=view.name, state=view.state, reasons=[text]))
+                code = RejectionCode.INSUFFICIENT_GPUS
+                room = Rejection(gpu_filter.NAME, text, True, need, len(free), code=code)
+                rejections.append(room)
             else:
                 worker = WorkerPlacement(0, view.name, tuple(free[:need]), 0, 0)
                 return Placement(
@@ -113,6 +122,8 @@ class FirstFitSession:
                     landing=Landing(rung="node", where=view.name, machines=[view.name]),
                     network=NetworkKind.LOCAL,
                 )
+            reason = [rejections[-1].reason]
+            nodes.append(NodeReasons(name=view.name, state=view.state, reasons=reason))
         # Closest: the first machine that could hold the run once its GPUs free up.
         could = [
             v.name
@@ -132,6 +143,7 @@ class FirstFitSession:
             headline=reasons.no_machine_fits(len(ready), len(self.snapshot.machines)),
             explanation=explanation,
             wanted_machines=(closest,) if closest else (),
+            rejections=explain.grouped([node.name for node in nodes], rejections),
         )
 
     def take(self, placement: Placement) -> None:

@@ -102,6 +102,28 @@ async def test_metrics_count_runs_machines_and_gpus(fake_cluster: Cluster) -> No
         assert expected in lines
 
 
+async def test_pending_runs_are_counted_by_their_stored_kind_not_their_words(
+    fake_cluster: Cluster,
+) -> None:
+    """`astraeus_pending_runs` counts the kind stored with each reason: a reason whose words
+    read like a queue reason is still counted by its kind, and an unexplained run as
+    `NotEvaluated`."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01", gpus=4)
+    await c.submit("vision", "a", gpus=8)
+    await c.run_pass()
+    with c.store.database.write() as conn:
+        conn.execute("UPDATE runs SET reason = 'Queued behind b' WHERE name = 'a'")
+    await c.submit("vision", "b", gpus=8)
+    response = await c.client.get("/metrics", headers=c.auth())
+    lines = [line for line in (await response.text()).splitlines() if "pending_runs{" in line]
+    assert lines == [
+        'astraeus_pending_runs{reason="NoMachineFits"} 1',
+        'astraeus_pending_runs{reason="NotEvaluated"} 1',
+    ]
+
+
 async def test_ethernet_speed_is_the_fastest_ethernet_interface_up(fake_cluster: Cluster) -> None:
     """The machines view's ethernet_mbps: the fastest Ethernet interface that is up; IPoIB and
     interfaces that are down do not count."""

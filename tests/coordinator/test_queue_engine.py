@@ -18,14 +18,54 @@ async def test_head_holds_its_machine_with_the_real_engine(cluster: Cluster) -> 
     assert (await c.run_pass()).placed == 0
     _, big = await c.call("GET", "/api/v1/runs/big", member)
     assert big["reason"] == "Next to run: No machine fits: 1 of 1 machines ready"
+    assert big["reason_kind"] == "NextToRun"
     _, task = await c.call("GET", "/api/v1/tasks/big-0", member)
     assert task["placement"]["closest"] == "gpu-01"
+    assert task["rejections"] == [
+        {"filter": "gpus", "code": "InsufficientGPUs", "room": True, "machines": ["gpu-01"]}
+    ]
     _, small = await c.call("GET", "/api/v1/runs/small", member)
-    assert small["reason"] == "Queued behind big"
+    assert (small["reason"], small["reason_kind"]) == ("Queued behind big", "QueuedBehind")
     await c.report("gpu-02", gpus=2)
     assert (await c.run_pass()).placed == 1
     _, small = await c.call("GET", "/api/v1/runs/small", member)
     assert (small["state"], small["tasks"][0]["machine"]) == ("Running", "gpu-02")
+
+
+async def test_rejections_group_machines_by_filter_code_and_room(cluster: Cluster) -> None:
+    """Each machine's reason is carried as data next to its text: machines are grouped by the
+    filter that keeps them out, its code, and whether it is about room, in name order; the
+    guide's `.placement` keeps exactly its fields."""
+    c = cluster
+    member = await c.workspace("vision")
+    for name, gpus in (("gpu-01", 8), ("gpu-02", 4), ("gpu-03", 8), ("gpu-04", 8)):
+        await c.report(name, gpus=gpus)
+    await c.call("POST", "/api/v1/machines/gpu-03/cordon", body={"reason": "firmware update"})
+    await c.submit("vision", "filler", gpus=8)
+    await c.run_pass()
+    ask = {
+        "gpu_requests": {"count": 8, "min_per_machine": 8},
+        "node_selection": {"names": ["gpu-01", "gpu-02", "gpu-03"]},
+    }
+    await c.submit("vision", "finetune", gpus=0, requested_resources=ask)
+    await c.run_pass()
+    _, task = await c.call("GET", "/api/v1/tasks/finetune-0", member)
+    assert task["reason_kind"] == "NoMachineFits"
+    assert set(task["placement"]) == {
+        "checked_nodes",
+        "ready_nodes",
+        "down_nodes",
+        "closest",
+        "nodes",
+        "evaluated_at",
+    }
+    assert [set(node) for node in task["placement"]["nodes"]] == [{"name", "state", "reasons"}] * 4
+    assert task["rejections"] == [
+        {"filter": "gpus", "code": "InsufficientGPUs", "room": True, "machines": ["gpu-01"]},
+        {"filter": "gpus", "code": "TooFewGPUs", "room": False, "machines": ["gpu-02"]},
+        {"filter": "accepting", "code": "Cordoned", "room": False, "machines": ["gpu-03"]},
+        {"filter": "selection", "code": "NotNamed", "room": False, "machines": ["gpu-04"]},
+    ]
 
 
 async def test_a_gang_gets_one_rendezvous(cluster: Cluster) -> None:

@@ -64,7 +64,7 @@ async def test_queue_reasons_never_name_another_workspace_s_run(cluster: Cluster
 
 async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster) -> None:
     """A run that fits nowhere is explained by the machines of its workspace's pools alone:
-    counts, nodes and closest never mention a machine outside them."""
+    counts, nodes, closest and the rejections' data never mention a machine outside them."""
     c = cluster
     vision, _ = await _two_tenants(c)
     await c.submit("vision", "huge", gpus=0, requested_resources=_gpus(16, per_machine=8))
@@ -75,6 +75,10 @@ async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster)
     counts = (placement["checked_nodes"], placement["ready_nodes"], placement["down_nodes"])
     assert (names, counts) == (["gpu-01"], (1, 1, 0))
     assert task["reason"] == "machine has too few gpus: need 16, it has 8 usable"
+    assert task["reason_kind"] == "SameReason"
+    assert task["rejections"] == [
+        {"filter": "gpus", "code": "TooFewGPUs", "room": False, "machines": ["gpu-01"]}
+    ]
     status, dry = await c.call(
         "POST",
         "/api/v1/runs?dry_run=true",
@@ -83,6 +87,7 @@ async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster)
     )
     assert status == 200
     assert [node["name"] for node in dry["placement"]["nodes"]] == ["gpu-01"]
+    assert [group["machines"] for group in dry["rejections"]] == [["gpu-01"]]
 
 
 def _gpus(count: int, *, per_machine: int) -> dict[str, Any]:

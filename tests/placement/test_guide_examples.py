@@ -38,6 +38,7 @@ FINETUNE = {
     "per_gpu": {"cpu_cores": 12, "memory_bytes": 128849018880},
 }
 
+API_DOC = (Path(__file__).parent.parent.parent / "docs" / "api.md").read_text()
 GUIDE_PLACEMENT_JSON = (Path(__file__).parent.parent / "data" / "guide_pending.json").read_text()
 
 
@@ -67,6 +68,19 @@ def test_three_machine_pending_example_matches_guide_json() -> None:
     del got["evaluated_at"], want["evaluated_at"]
     assert got == want
     assert result.wanted_machines == ("gpu-02",)
+
+
+def test_three_machine_example_carries_the_api_guide_s_rejections() -> None:
+    """The guide's example carries, next to its JSON, the rejections docs/api.md prints for it."""
+    result = place(run("finetune", ask=FINETUNE), three_machines(), NOW)
+    assert isinstance(result, Pending)
+    printed = [
+        '{"filter":"gpus","code":"NoGPUModel","room":false,"machines":["gpu-01"]}',
+        '{"filter":"gpus","code":"InsufficientGPUs","room":true,"machines":["gpu-02"]}',
+        '{"filter":"accepting","code":"Cordoned","room":false,"machines":["gpu-03"]}',
+    ]
+    assert [group.model_dump_json() for group in result.rejections] == printed
+    assert all(line in API_DOC for line in printed)
 
 
 def test_finetune_ask_places_on_an_idle_h100_with_per_gpu_cores_and_memory() -> None:

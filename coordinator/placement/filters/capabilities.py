@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from astraeus.shared import Capability
+from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from .check import Check
@@ -29,5 +30,10 @@ def check(c: Check) -> Rejection | None:
     have = set(report.capabilities) if report else set()
     for capability in needed(c):
         if capability not in have:
-            return Rejection(NAME, lacks_capability(capability))
+            code = (
+                RejectionCode.NO_CONTAINER_RUNTIME
+                if capability == Capability.CONTAINER
+                else RejectionCode.LACKS_CAPABILITY
+            )
+            return Rejection(NAME, lacks_capability(capability), code=code)
     return None

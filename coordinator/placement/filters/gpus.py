@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from astraeus.shared import GpuHealthState, reasons
+from astraeus.shared.reasons import RejectionCode
 
 from .. import gpu_match
 from ..rejection import Rejection
@@ -49,29 +50,33 @@ def check(c: Check) -> Rejection | None:
         return _pinned(c)
     found, healthy_only = c.supply, c.needs.gpu_requests.healthy_only
     if found.usable == 0:
-        return Rejection(NAME, no_model(c))
+        return Rejection(NAME, no_model(c), code=RejectionCode.NO_GPU_MODEL)
     free = found.free(healthy_only)
     if free >= need:
         return None
     if healthy_only and found.at_risk_free:
         text = reasons.needs_healthy(need, free, found.at_risk_free)
-        return Rejection(NAME, text, found.healthy >= need, need, free)
+        return Rejection(
+            NAME, text, found.healthy >= need, need, free, code=RejectionCode.NEEDS_HEALTHY_GPUS
+        )
     if found.usable < need or (healthy_only and found.healthy < need):
-        return Rejection(NAME, too_few(need, found.healthy if healthy_only else found.usable))
-    return Rejection(NAME, reasons.insufficient_gpus(need, free), True, need, free)
+        usable = found.healthy if healthy_only else found.usable
+        return Rejection(NAME, too_few(need, usable), code=RejectionCode.TOO_FEW_GPUS)
+    text = reasons.insufficient_gpus(need, free)
+    return Rejection(NAME, text, True, need, free, code=RejectionCode.INSUFFICIENT_GPUS)
 
 
 def _pinned(c: Check) -> Rejection | None:
     for gpu_id in c.needs.gpu_requests.ids:
         gpu = c.facts.gpu_by_id.get(gpu_id)
         if gpu is None:
-            return Rejection(NAME, no_such_gpu(gpu_id))
+            return Rejection(NAME, no_such_gpu(gpu_id), code=RejectionCode.NO_SUCH_GPU)
         if gpu.health.state is GpuHealthState.FAULTED:
-            return Rejection(NAME, gpu_faulted(gpu_id))
+            return Rejection(NAME, gpu_faulted(gpu_id), code=RejectionCode.GPU_FAULTED)
         if not gpu_match.matches(c.needs.gpu_requests, gpu):
-            return Rejection(NAME, no_model(c))
+            return Rejection(NAME, no_model(c), code=RejectionCode.NO_GPU_MODEL)
         if c.needs.gpu_requests.healthy_only and gpu.health.state is GpuHealthState.AT_RISK:
-            return Rejection(NAME, gpu_at_risk(gpu_id))
+            return Rejection(NAME, gpu_at_risk(gpu_id), code=RejectionCode.GPU_AT_RISK)
         if gpu.uuid not in c.free.gpu_ids:
-            return Rejection(NAME, gpu_in_use(gpu_id), True, 1, 0)
+            return Rejection(NAME, gpu_in_use(gpu_id), True, 1, 0, code=RejectionCode.GPU_IN_USE)
     return None

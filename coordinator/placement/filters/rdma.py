@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from astraeus.shared import LinkLayer
+from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from ..units import number
@@ -26,5 +27,9 @@ def check(c: Check) -> Rejection | None:
         return None
     link = c.place.link
     if link is None or (needs.link is LinkLayer.INFINIBAND and link is not LinkLayer.INFINIBAND):
-        return Rejection(NAME, no_port(needs.link is LinkLayer.INFINIBAND, needs.min_gbps))
+        return Rejection(
+            NAME,
+            no_port(needs.link is LinkLayer.INFINIBAND, needs.min_gbps),
+            code=RejectionCode.NO_RDMA_PORT,
+        )
     return None

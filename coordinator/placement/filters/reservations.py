@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
+from astraeus.shared.reasons import RejectionCode
+
 from ..model import Reservation
 from ..rejection import Rejection
 from ..reserving import active
@@ -39,11 +41,15 @@ def _one(c: Check, reservation: Reservation) -> Rejection | None:
     if workspace is None or workspace == c.needs.run.workspace:
         return None
     if active(reservation, c.now):
-        return Rejection(NAME, reserved_for(workspace, reservation.ends_at))
+        return Rejection(
+            NAME,
+            reserved_for(workspace, reservation.ends_at),
+            code=RejectionCode.RESERVED_FOR_WORKSPACE,
+        )
     starts_at = reservation.starts_at
     if starts_at is None or (reservation.ends_at is not None and reservation.ends_at <= c.now):
         return None
     limit = c.needs.run.time_limit_seconds
     if limit is not None and c.now + timedelta(seconds=limit) <= starts_at:
         return None
-    return Rejection(NAME, soon_reserved(workspace, starts_at))
+    return Rejection(NAME, soon_reserved(workspace, starts_at), code=RejectionCode.SOON_RESERVED)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from astraeus.shared.reasons import RejectionCode
+
 from ..rejection import Rejection
 from ..units import gib, number
 from .check import Check
@@ -26,9 +28,18 @@ def check(c: Check) -> Rejection | None:
     if worker.cpu_cores > free.cpu_cores:
         room = worker.cpu_cores <= report.cpu_cores
         text = insufficient_cpu(worker.cpu_cores, free.cpu_cores)
-        return Rejection(NAME, text, room, worker.cpu_cores, free.cpu_cores)
+        return Rejection(
+            NAME, text, room, worker.cpu_cores, free.cpu_cores, code=RejectionCode.INSUFFICIENT_CPU
+        )
     if worker.memory_bytes > free.memory_bytes:
         room = worker.memory_bytes <= report.memory_bytes
         text = insufficient_memory(worker.memory_bytes, free.memory_bytes)
-        return Rejection(NAME, text, room, worker.memory_bytes, free.memory_bytes)
+        return Rejection(
+            NAME,
+            text,
+            room,
+            worker.memory_bytes,
+            free.memory_bytes,
+            code=RejectionCode.INSUFFICIENT_MEMORY,
+        )
     return None

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from astraeus.shared.reasons import RejectionCode
+
 from ..rejection import Rejection
 from .check import Check
 
@@ -16,6 +18,6 @@ ALREADY_HERE: Final = "a worker of this run is already on this machine"
 def check(c: Check) -> Rejection | None:
     if not c.needs.must_not_share:
         return None
-    if c.needs.run.key in c.facts.view.workers:
-        return Rejection(NAME, ALREADY_HERE)
+    if c.needs.run.key in c.free.workers:
+        return Rejection(NAME, ALREADY_HERE, code=RejectionCode.WORKER_ALREADY_HERE)
     return None

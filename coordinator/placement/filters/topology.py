@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Final
 
 from astraeus.shared import Interconnect, KeepWithin, Spread, labels, reasons
+from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from .check import Check
 
 NAME: Final = "topology"
+
+
 NO_FABRIC: Final = f"no fabric known for this machine ({labels.FABRIC}, or an InfiniBand subnet)"
 NO_NVLINK_DOMAIN: Final = "machine is in no NVLink domain"
 
@@ -75,13 +78,13 @@ def no_even_split(gpus: int) -> str:
 def check(c: Check) -> Rejection | None:
     needs, facts = c.needs, c.facts
     if (needs.keep_within is KeepWithin.RACK or needs.spread is Spread.RACK) and not facts.rack:
-        return Rejection(NAME, reasons.NO_RACK_LABEL)
+        return Rejection(NAME, reasons.NO_RACK_LABEL, code=RejectionCode.NO_RACK_LABEL)
     wants_fabric = needs.keep_within is KeepWithin.FABRIC or needs.spread is Spread.FABRIC
     if wants_fabric and not c.place.fabric:
-        return Rejection(NAME, NO_FABRIC)
+        return Rejection(NAME, NO_FABRIC, code=RejectionCode.NO_FABRIC)
     wants_domain = (
         needs.keep_within is KeepWithin.NVLINK_DOMAIN or needs.interconnect is Interconnect.NVLINK
     )
     if wants_domain and not facts.nvlink_domain:
-        return Rejection(NAME, NO_NVLINK_DOMAIN)
+        return Rejection(NAME, NO_NVLINK_DOMAIN, code=RejectionCode.NO_NVLINK_DOMAIN)
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from astraeus.shared import PressureCondition, reasons
+from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from .check import Check
@@ -19,12 +20,14 @@ PRESSURES: Final = (PressureCondition.MEMORY, PressureCondition.DISK)
 def check(c: Check) -> Rejection | None:
     report = c.facts.report
     if report is None:
-        return Rejection(NAME, NEVER_REPORTED)
+        return Rejection(NAME, NEVER_REPORTED, code=RejectionCode.NEVER_REPORTED)
     if not c.facts.up:
-        return Rejection(NAME, DOWN)
+        return Rejection(NAME, DOWN, code=RejectionCode.MACHINE_DOWN)
     if report.cpu_cores <= 0 or report.memory_bytes <= 0:
-        return Rejection(NAME, NO_CAPACITY)
+        return Rejection(NAME, NO_CAPACITY, code=RejectionCode.NO_CAPACITY)
     for condition in PRESSURES:
         if condition in report.conditions:
-            return Rejection(NAME, reasons.under_pressure(condition.value))
+            return Rejection(
+                NAME, reasons.under_pressure(condition.value), code=RejectionCode.UNDER_PRESSURE
+            )
     return None

@@ -1,0 +1,218 @@
+"""The placement state kept between scheduler passes, changed by deltas (kube-scheduler's cache).
+
+`LiveState.update(snapshot)` compares each machine with the one it holds and reads again only
+what changed: a machine whose description changed (its report as placement reads it, its state,
+site, cordon or reservations) gets new facts; one whose holdings changed (a placement, a task's
+end) gets a new free capacity and moves in the free index. Nothing is rebuilt for the others.
+Each session (a pass, or a dry run) gets a `Frame` (what the machines are, shared, never
+changed) and its own copy-on-write view of free capacity, so it may `take` freely and the state
+stays as the snapshot said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from . import ladder
+from .cluster import Cluster
+from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
+from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
+from .free_index import FreeIndex
+from .model import ClusterSnapshot, MachineView
+from .prepared import Verdicts
+
+if TYPE_CHECKING:
+    from .decision import Decision
+    from .gang import Choice
+from .scores import Home
+
+
+class Frame:
+    """What every machine is, for one generation of facts; shared by sessions, never changed
+    (its clusters are filled on first use, the same for every reader)."""
+
+    def __init__(self, facts: tuple[MachineFacts, ...], previous: Frame | None = None) -> None:
+        self.facts = facts
+        self.index = {one.name: i for i, one in enumerate(facts)}
+        self.idle: list[Free] = [
+            previous.idle[i] if previous and _kept(previous, i, one) else free_idle(one)
+            for i, one in enumerate(facts)
+        ]
+        self.idle_gpus = [len(free.gpu_ids) for free in self.idle]
+        self.labelled = cluster_has_fabric_label([one.report for one in facts])
+        self._places: dict[float | None, list[NetworkPlace]] = {}
+        self._clusters: dict[float | None, Cluster] = {}
+        self._verdicts: dict[tuple[object, ...], Verdicts] = {}
+        self.idle_views: dict[tuple[object, ...], tuple[Decision, Choice | None]] = {}
+        """Runs against the idle cluster, by ask (see `PlacementSession._idle_view`)."""
+        self.timed = any(r.starts_at or r.ends_at for one in facts for r in one.view.reservations)
+        """Some reservation starts or ends at a time: static verdicts depend on the moment."""
+        if previous is not None and previous.labelled == self.labelled:
+            self._reuse(previous)
+
+    def _reuse(self, previous: Frame) -> None:
+        """Keep the network places (and idle capacity) of machines whose facts did not change."""
+        if len(previous.facts) != len(self.facts):
+            return
+        changed = [i for i, one in enumerate(self.facts) if not _kept(previous, i, one)]
+        for min_gbps, places in previous._places.items():
+            mine = list(places)
+            for i in changed:
+                mine[i] = network_place(self.facts[i].report, min_gbps, self.labelled)
+            self._places[min_gbps] = mine
+
+    def verdicts(self, static_key: tuple[object, ...], now: datetime) -> Verdicts:
+        """The static verdicts of runs with this key, kept for every session of the frame (at
+        this moment too, when a reservation starts or ends at a time)."""
+        key = (static_key, now if self.timed else None)
+        if key not in self._verdicts:
+            self._verdicts[key] = Verdicts()
+        return self._verdicts[key]
+
+    def cluster(self, min_gbps: float | None) -> Cluster:
+        if min_gbps not in self._clusters:
+            self._clusters[min_gbps] = self._build_cluster(min_gbps)
+        return self._clusters[min_gbps]
+
+    def _network(self, min_gbps: float | None) -> list[NetworkPlace]:
+        if min_gbps not in self._places:
+            self._places[min_gbps] = [
+                network_place(facts.report, min_gbps, self.labelled) for facts in self.facts
+            ]
+        return self._places[min_gbps]
+
+    def _build_cluster(self, min_gbps: float | None) -> Cluster:
+        facts = self.facts
+        places = self._network(min_gbps)
+        members = [
+            ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain)
+            for f, p in zip(facts, places, strict=True)
+        ]
+        known = frozenset().union(*(one.reported_drives for one in facts))
+        reserved = any(r.labels for one in facts for r in one.view.reservations)
+        most = max((len(one.gpus) for one in facts), default=0)
+        capacity = [
+            (f.report.cpu_cores, f.report.memory_bytes) if f.report else (0.0, 0) for f in facts
+        ]
+        largest = (
+            max((cores for cores, _memory in capacity), default=0.0),
+            max((memory for _cores, memory in capacity), default=0),
+        )
+        names = [one.name for one in facts]
+        homes = _drive_homes(facts, places)
+        return Cluster(
+            facts, places, members, known, homes, reserved, most, largest, names, capacity
+        )
+
+
+class LiveState:
+    """Every machine's facts and free capacity, kept between passes and changed by deltas."""
+
+    def __init__(self) -> None:
+        self.frame = Frame(())
+        self.free: list[Free] = []
+        self.free_index = FreeIndex((), [])
+        self._views: list[MachineView] = []
+        self.generation = 0
+        """Counts the updates that changed anything; equal generations, equal state."""
+        self.rebuilt = 0
+        """Machines whose facts the last `update` read again (all of them after a change of
+        the set of machines)."""
+
+    def update(self, snapshot: ClusterSnapshot) -> None:
+        """Bring the state to `snapshot`, reading again only the machines that changed."""
+        views = sorted(snapshot.machines, key=lambda view: view.name)
+        if [view.name for view in views] != [view.name for view in self._views]:
+            self._rebuild(views)
+            return
+        described: list[int] = []
+        used: list[int] = []
+        for i, view in enumerate(views):
+            old = self._views[i]
+            if view is old:
+                continue
+            if not same_description(view, old):
+                described.append(i)
+            elif not same_use(view, old):
+                used.append(i)
+        self._views = views
+        self.rebuilt = len(described)
+        if not described and not used:
+            return
+        self.generation += 1
+        if described:
+            facts = list(self.frame.facts)
+            for i in described:
+                facts[i] = machine_facts(views[i])
+            self.frame = Frame(tuple(facts), self.frame)
+        self._refree([*described, *used], rebuild=bool(described))
+
+    def _rebuild(self, views: list[MachineView]) -> None:
+        self.generation += 1
+        self.rebuilt = len(views)
+        self._views = views
+        self.frame = Frame(tuple(machine_facts(view) for view in views))
+        self._refree(range(len(views)), rebuild=True)
+
+    def _refree(self, changed: Sequence[int], *, rebuild: bool) -> None:
+        facts, views = self.frame.facts, self._views
+        # Sessions hold copies of the list: changing this one changes none of theirs.
+        free = (
+            list(self.free)
+            if not rebuild
+            else [free_now(one, views[i]) for i, one in enumerate(facts)]
+        )
+        if rebuild:
+            self.free, self.free_index = free, FreeIndex(facts, free)
+            return
+        for i in changed:
+            free[i] = free_now(facts[i], views[i])
+        index = self.free_index.fork(facts, free)
+        for i in changed:
+            index.update(i)
+        self.free, self.free_index = free, index
+
+
+def _kept(previous: Frame | None, i: int, facts: MachineFacts) -> bool:
+    return previous is not None and i < len(previous.facts) and previous.facts[i] is facts
+
+
+def same_description(view: MachineView, old: MachineView) -> bool:
+    """Whether everything a machine's facts read is the same: reports compare by their
+    `report_key` when the snapshot gives one (the store's fingerprint), else whole."""
+    if view.report_key is not None and old.report_key is not None:
+        same_report = view.report_key == old.report_key
+    else:
+        same_report = view.report == old.report
+    return (
+        same_report
+        and (view.report is None) == (old.report is None)
+        and view.state is old.state
+        and view.site == old.site
+        and view.cordon_reason == old.cordon_reason
+        and view.reservations == old.reservations
+    )
+
+
+def same_use(view: MachineView, old: MachineView) -> bool:
+    """Whether what live tasks hold on the machine is the same."""
+    return (
+        view.used_gpu_ids == old.used_gpu_ids
+        and view.used_cpu_cores == old.used_cpu_cores
+        and view.used_memory_bytes == old.used_memory_bytes
+        and view.workers == old.workers
+    )
+
+
+def _drive_homes(
+    facts: Sequence[MachineFacts], places: Sequence[NetworkPlace]
+) -> dict[str, tuple[Home, ...]]:
+    homes: dict[str, list[Home]] = {}
+    for machine, place in zip(facts, places, strict=True):
+        rdma = place.link is not None
+        home = Home(machine.site, machine.rack, place.fabric, machine.nvlink_domain, rdma)
+        for drive in machine.local_drives:
+            homes.setdefault(drive, []).append(home)
+    return {drive: tuple(found) for drive, found in homes.items()}

@@ -1,0 +1,63 @@
+"""A pass with no change since the last decides nothing again (kube-scheduler's unschedulable
+queue: a pod that did not fit is tried again only after a cluster event that could change it).
+
+The last pass's inputs are remembered as a key: the live state's generation (any report that
+changed, placement, task end, cordon, label or reservation moves it), the queue in order, and
+the quota and array counts. When a pass has the same key, placed nothing and was not cut short,
+the next pass with that key has nothing to do: every run it would look at waits for the same
+reason, already written. A pass whose decisions could change with the clock alone (a run with
+patience, a reservation that starts or ends at a time, an unstarted run that could be reshaped)
+is never skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.store.queue import QueueItem
+from astraeus.coordinator.store.reshape import Unstarted
+
+from .decide import Decisions, PassContext
+
+
+@dataclass
+class PassMemo:
+    last: tuple[object, ...] | None = None
+
+    def key(
+        self,
+        live: LiveState,
+        items: Sequence[QueueItem],
+        unstarted: Sequence[Unstarted],
+        context: PassContext,
+    ) -> tuple[object, ...] | None:
+        """What the pass's decisions depend on; None when the clock alone may change them."""
+        if unstarted or live.frame.timed or any(_patient(item) for item in items):
+            return None
+        queue = tuple(
+            (item.seq, item.index, item.priority, item.first_evaluated_at is None) for item in items
+        )
+        return (
+            id(live),
+            live.generation,
+            queue,
+            tuple(sorted(context.workspaces.items())),
+            tuple(sorted(context.gpus_by_workspace.items())),
+            tuple(sorted(context.live_by_run.items())),
+            context.max_pending_evaluations,
+        )
+
+    def unchanged(self, key: tuple[object, ...] | None) -> bool:
+        """The pass with this key would only repeat the last one, which changed nothing."""
+        return key is not None and key == self.last
+
+    def remember(self, key: tuple[object, ...] | None, decisions: Decisions, cut: bool) -> None:
+        settled = not (cut or decisions.placed or decisions.reshaped or decisions.skipped)
+        self.last = key if settled else None
+
+
+def _patient(item: QueueItem) -> bool:
+    topology = item.ask.topology
+    return bool(topology and topology.patience_seconds)

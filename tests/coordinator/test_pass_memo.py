@@ -1,0 +1,37 @@
+"""A scheduler pass with no change since the last one decides nothing again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pytest_aiohttp import AiohttpClient
+
+from .conftest import Cluster, make_cluster
+
+
+async def waiting_after_passes(c: Cluster) -> list[int]:
+    return [(await c.run_pass()).waiting for _ in range(3)]
+
+
+@pytest.mark.parametrize("pass_process", [True, False])
+async def test_no_change_no_decisions_until_something_changes(
+    aiohttp_client: AiohttpClient, tmp_path: Path, pass_process: bool
+) -> None:
+    """A run too big to fit is explained by the first two passes (the second sees it evaluated
+    once), not by a third with nothing changed, and again once a machine reports: in the pass
+    worker and in the service alike; its stored reason stays as written."""
+    c = await make_cluster(aiohttp_client, tmp_path, pass_process=pass_process)
+    try:
+        member = await c.workspace("vision")
+        await c.report("gpu-01")
+        await c.submit("vision", "huge", gpus=16)
+        assert await waiting_after_passes(c) == [1, 1, 0]
+        _, run = await c.call("GET", "/api/v1/runs/huge", member)
+        assert run["reason"] == ("machine has too few gpus: need 16, it has 8 usable")
+        await c.report("gpu-02", gpus=4)
+        assert await waiting_after_passes(c) == [1, 0, 0]
+        _, run = await c.call("GET", "/api/v1/runs/huge", member)
+        assert run["reason"] == "No machine fits: 2 of 2 machines ready"
+    finally:
+        c.store.close()
