@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from astraeus.shared import Assignment, GpuInfo, LinkLayer, MachineReport, NetworkKind, RdmaPort
 from astraeus.shared.ask import Vendor
 
-from .rendezvous import rendezvous_variables
+from .rendezvous import rendezvous_variables, socket_interface
 
 IMEX_CHANNEL0 = "/dev/nvidia-caps-imex-channels/channel0"
 """Channel 0, the one every worker of an NVLink domain shares (hardware reference §6)."""
@@ -76,6 +76,7 @@ def worker_environment(
         **_gpu_variables(gpus, report),
         **rendezvous_variables(assignment, len(gpus)),
         **_network_variables(assignment, ports),
+        **socket_interface(report.advertise_address, report.network_interfaces),
         **_drive_variables(assignment, mounts),
     }
     devices = [*_gpu_devices(gpus), *_rdma_devices(ports, uverbs or {})]

@@ -1,5 +1,6 @@
 """The machine report an agent PUTs to the coordinator every few seconds."""
 
+import ipaddress
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Final
@@ -210,7 +211,30 @@ class MachineReport(WireModel):
         default_factory=list, max_length=MAX_NETWORK_INTERFACES
     )
     imex: ImexStatus = Field(default_factory=ImexStatus)
+    advertise_address: str | None = Field(
+        default=None,
+        max_length=45,
+        description="the IP address other machines reach this one at (`MASTER_ADDR` when "
+        "worker 0 runs here): the agent's `advertise_address` setting, else the source address "
+        "of its route to the coordinator",
+    )
     reported_at: datetime | None = None
+
+    @field_validator("advertise_address")
+    @classmethod
+    def _reachable(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            ip = ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address") from None
+        if ip.is_unspecified or ip.is_multicast or (ip.version == 6 and ip.is_link_local):
+            raise ValueError(
+                f"{value} is not an address other machines can reach (unspecified, multicast or"
+                " IPv6 link-local)"
+            )
+        return str(ip)
 
     @field_validator("schema_version")
     @classmethod

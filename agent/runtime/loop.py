@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from astraeus.shared import AgentReport, MachineReport, ReportReply
 from astraeus.shared.assignment import MAX_UPDATES
 
+from ..topology.route import route_source
 from .client import CoordinatorClient, CoordinatorError
 from .runner import Runner
 from .sdnotify import Notifier
@@ -50,12 +51,15 @@ class Agent:
         config: LoopConfig | None = None,
         capabilities: list[str] | None = None,
         rng: Callable[[], float] = random.random,
+        advertise: Callable[[], str | None] | None = None,
     ) -> None:
         self.client, self.runner, self.scan = client, runner, scan
         self.notifier = notifier or Notifier({})
         self.config = config or LoopConfig()
         self.capabilities = capabilities or []
         self.rng = rng
+        self.advertise = advertise or (lambda: route_source(client.url))
+        """The address this machine advertises, asked before each report (routes change)."""
         self.failures = 0
         self.reports = 0
         self.sent_seq = -1
@@ -126,9 +130,11 @@ class Agent:
     async def report_once(self) -> ReportReply:
         """Scan, send the report with every unacknowledged update and new log, act on the reply."""
         report = await asyncio.to_thread(self.scan)
+        address = await asyncio.to_thread(self.advertise)
         capabilities = sorted({*report.capabilities, *self.capabilities})
         now = datetime.now(UTC)
-        report = report.model_copy(update={"capabilities": capabilities, "reported_at": now})
+        update = {"capabilities": capabilities, "reported_at": now, "advertise_address": address}
+        report = report.model_copy(update=update)
         # The oldest first; more than a report may carry go in the next one, at once.
         updates = self.runner.outbox.pending[:MAX_UPDATES]
         body = AgentReport(

@@ -17,6 +17,7 @@ from astraeus.agent.drives import DriveConfig
 from astraeus.shared import MachineReport
 from astraeus.shared.tls import CaFileError, client_context
 
+from ..topology.route import route_source
 from .client import CoordinatorClient
 from .container import container_runtime, runtime_capabilities
 from .launch import choose_launcher
@@ -159,9 +160,18 @@ async def _run(
             notifier=notifier,
             config=loop_config,
             capabilities=runtime_capabilities(),
+            advertise=advertiser(settings),
         )
         log.info("reporting as %s to %s", settings.name, settings.coordinator)
         await agent.run(stop)
+
+
+def advertiser(settings: Settings) -> Callable[[], str | None]:
+    """The `advertise_address` setting, else the source address of the route to the
+    coordinator, found again before each report."""
+    if settings.advertise_address:
+        return lambda: settings.advertise_address
+    return lambda: route_source(settings.coordinator)
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext:

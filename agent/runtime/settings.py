@@ -1,6 +1,7 @@
 """The agent's settings: command line, then `ASTRAEUS_*` variables, then TOML, then defaults."""
 
 import argparse
+import ipaddress
 import os
 import re
 import socket
@@ -47,6 +48,9 @@ class Settings:
     work_root: Path | None = None
     """Where the tasks' working directories go; None: `<state_dir>-work`."""
     allow_root_workers: bool = False
+    advertise_address: str = ""
+    """The IP address other machines reach this one at; empty: the source address of this
+    machine's route to the coordinator (as kubelet picks its node IP)."""
 
 
 NUMBERS = ("report_interval_seconds", "stop_grace_seconds", "backoff_max_seconds")
@@ -109,6 +113,11 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="let workers run as root (where worker_user is root or the agent cannot switch)",
     )
+    cli.add_argument(
+        "--advertise-address",
+        help="the IP address other machines reach this one at (default: the source address of "
+        "the route to the coordinator)",
+    )
     cli.add_argument("--config", help="a TOML file of settings")
     return cli
 
@@ -168,7 +177,18 @@ def _settings(merged: dict[str, Any], environ: Mapping[str, str]) -> Settings:
     for key in PATHS:
         if key in merged:
             merged[key] = Path(merged[key])
+    if merged.get("advertise_address"):
+        merged["advertise_address"] = _address(str(merged["advertise_address"]))
     return Settings(**merged)
+
+
+def _address(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise SettingsError(
+            f"advertise_address: {value!r} is not an IP address, e.g. 10.0.0.5"
+        ) from None
 
 
 def health_policy(table: Any) -> HealthPolicy:

@@ -3,6 +3,7 @@ tasks its machine should run."""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 from datetime import datetime
@@ -55,9 +56,10 @@ async def _receive(request: web.Request, name: str) -> web.Response:
     store, now = app[STORE], app[CLOCK].now()
     agents, run = store.agents, store.database.run
     # A plain heartbeat is kept in memory here; a report that writes goes to the writer thread.
-    beat = agents.beat(body, request.remote, now)
+    address = usable_address(body.report.advertise_address, request.remote)
+    beat = agents.beat(body, address, now)
     if beat is None:
-        record, changed = await run(agents.store_report, body, request.remote, now)
+        record, changed = await run(agents.store_report, body, address, now)
     else:
         record, changed = beat, False
     refused = await _busy_ports(app, name, body, now)
@@ -74,6 +76,25 @@ async def _receive(request: web.Request, name: str) -> web.Response:
         report_interval_seconds=app[SETTINGS].report_interval_seconds,
     )
     return web.Response(text=reply.model_dump_json(), content_type="application/json")
+
+
+def usable_address(advertised: str | None, peer: str | None) -> str | None:
+    """The address other machines reach a machine at (its `MASTER_ADDR`, its network-derived
+    site): what its agent advertises, never the TCP peer, which behind a proxy is the proxy's.
+    None (flagged in `machines`) when it advertises none, or advertises loopback while it
+    reports from elsewhere: its route to the coordinator is a local tunnel or proxy."""
+    if advertised is None:
+        return None
+    if ipaddress.ip_address(advertised).is_loopback and not _loopback(peer):
+        return None
+    return advertised
+
+
+def _loopback(peer: str | None) -> bool:
+    try:
+        return peer is not None and ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        return False
 
 
 async def _busy_ports(app: web.Application, machine: str, body: AgentReport, now: datetime) -> bool:

@@ -9,6 +9,10 @@ from astraeus.shared.labels import SITE
 from .render import table
 
 GIB = 1024**3
+NO_ADDRESS = (
+    "none usable: set advertise_address on its agent (workers of runs led here get its name as"
+    " MASTER_ADDR)"
+)
 
 
 def state_text(machine: MachineView) -> str:
@@ -16,6 +20,8 @@ def state_text(machine: MachineView) -> str:
     parts = [machine.state]
     if machine.cordoned:
         parts.append("cordoned")
+    if machine.state == "Up" and not machine.address:
+        parts.append("no address")
     return ", ".join(parts + machine.conditions)
 
 
@@ -75,6 +81,7 @@ def machine_page(m: MachineDetail) -> list[str]:
     lines = [
         f"{m.name}: {state_text(m)}" + (f" — {m.cordon_reason}" if m.cordon_reason else ""),
         f"  last seen   {m.last_seen.isoformat() if m.last_seen else 'never'}",
+        f"  address     {m.address or NO_ADDRESS}",
         f"  cores       {m.cpu_cores_allocated:g} of {m.cpu_cores:g} allocated",
         f"  memory      {m.memory_bytes_allocated / GIB:.0f} of {m.memory_bytes / GIB:.0f} GiB"
         " allocated",

@@ -122,7 +122,7 @@ function whyPanel(run, task, where) {
   if (fix) parts.push(h("p", { class: "advice" }, fix));
   if (placement && placement.nodes.length) {
     where.show(placement, rejections);
-    parts.push(where.element, reasonGroups(placement, rejections));
+    parts.push(where.element, rejections ? reasonGroups(placement, rejections) : null);
     parts.push(placement.nodes.length > MANY ? everyMachine(placement) : reasonsTable(placement, "why-machines"));
   }
   if (placement) parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));

@@ -85,13 +85,14 @@ export function groupReasons(nodes, rejections) {
 }
 
 /** How the map marks machines for a waiting run: the closest one, and those that can never take
- * it as asked (a reason other than room, or not considered at all). */
+ * it as asked (a reason other than room, or not considered at all). Without `rejections` (an
+ * explanation stored before they existed) only the closest is marked. */
 export function runMarks(placement, rejections, names) {
   const room = roomMachines(rejections);
   const marks = new Map();
   for (const name of names) {
     if (name === placement.closest) marks.set(name, "closest");
-    else if (!room.has(name)) marks.set(name, "never");
+    else if (rejections && !room.has(name)) marks.set(name, "never");
   }
   return marks;
 }

@@ -2,7 +2,8 @@
 
 Worker 0 listens on MASTER_ADDR:MASTER_PORT; every other worker connects and says its RANK and
 WORLD_SIZE; once all WORLD_SIZE - 1 have, worker 0 checks that they agree and releases them.
-Each worker prints one line and exits 0, or says what disagreed and exits 1.
+Each worker prints one line (`rank 1 of 2 (local rank 0): barrier at 10.0.0.5:29500 passed`) and
+exits 0, or says what disagreed and exits 1.
 """
 
 import os
@@ -17,11 +18,11 @@ def main() -> int:
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     problem = lead(addr, port, world) if rank == 0 else follow(addr, port, rank, world)
-    where = f"{addr}:{port}"
+    who = f"rank {rank} of {world} (local rank {os.environ.get('LOCAL_RANK', '0')})"
     if problem:
-        print(f"rank {rank} of {world}: barrier at {where} failed: {problem}", flush=True)
+        print(f"{who}: barrier at {addr}:{port} failed: {problem}", flush=True)
         return 1
-    print(f"rank {rank} of {world}: barrier at {where} passed", flush=True)
+    print(f"{who}: barrier at {addr}:{port} passed", flush=True)
     return 0
 
 

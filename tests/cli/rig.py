@@ -33,6 +33,7 @@ def gpu_report(
     return {
         "schema_version": SCHEMA_VERSION,
         "name": name,
+        "advertise_address": "127.0.0.1",
         "labels": labels or {},
         "cpu_cores": 192,
         "memory_bytes": 2048 * 1024**3,

@@ -61,6 +61,7 @@ def report(
 ) -> dict[str, Any]:
     """A machine report as an agent sends it, with `gpus` healthy GPUs; `extra` fields added."""
     return {
+        "advertise_address": "127.0.0.1",
         **extra,
         "schema_version": SCHEMA_VERSION,
         "name": name,

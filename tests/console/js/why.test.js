@@ -50,6 +50,7 @@ test("the closest machine is ringed; a machine short of more than room, or not c
   ];
   const marks = runMarks(placement, rejections, ["a", "b", "c", "outside"]);
   assert.deepEqual(Object.fromEntries(marks), { a: "never", b: "closest", outside: "never" });
+  assert.deepEqual(Object.fromEntries(runMarks(placement, null, ["a", "b", "outside"])), { b: "closest" });
 });
 
 test("the guide's reading follows the reason's kind, whatever its words", () => {
