@@ -39,7 +39,13 @@ if TYPE_CHECKING:
         ReportReply,
         TaskUpdate,
     )
-    from .explanation import MachineState, NodeReasons, PendingExplanation
+    from .explanation import (
+        GroupedExplanation,
+        MachineState,
+        NodeReasons,
+        PendingExplanation,
+        ReasonCount,
+    )
     from .report import (
         SCHEMA_VERSION,
         BackendStatus,
@@ -83,9 +89,11 @@ _HOME: dict[str, str] = {
     "Rendezvous": "assignment",
     "ReportReply": "assignment",
     "TaskUpdate": "assignment",
+    "GroupedExplanation": "explanation",
     "MachineState": "explanation",
     "NodeReasons": "explanation",
     "PendingExplanation": "explanation",
+    "ReasonCount": "explanation",
     "BackendStatus": "report",
     "DriveInfo": "report",
     "GpuHealth": "report",
@@ -140,6 +148,7 @@ __all__ = [
     "GpuInfo",
     "GpuPolicy",
     "GpuRequests",
+    "GroupedExplanation",
     "HealthSignal",
     "ImexStatus",
     "Interconnect",
@@ -159,6 +168,7 @@ __all__ = [
     "PerGpu",
     "PressureCondition",
     "RdmaPort",
+    "ReasonCount",
     "Rendezvous",
     "ReportReply",
     "RequestedResources",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import WireModel
-from .explanation import PendingExplanation, RejectionGroup
+from .explanation import GroupedExplanation, PendingExplanation, RejectionGroup
 from .reasons import ReasonKind
 from .run import Landing, Run, Shape
 
@@ -33,6 +33,10 @@ class DryRun(WireModel):
     reason_kind: ReasonKind | None = None
     placement: PendingExplanation | None = None
     rejections: list[RejectionGroup] | None = None
+    placement_grouped: GroupedExplanation | None = Field(
+        default=None,
+        description="with `explain=grouped`, instead of `placement` and `rejections`",
+    )
 
 
 class LogView(WireModel):
