@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import multiprocessing
@@ -208,7 +209,8 @@ class Scheduler:
         )
 
     async def _commit(self, decisions: Decisions, now: datetime) -> int:
-        """Commit in chunks, each its own transaction, so reports are answered in between.
+        """Commit in chunks, each its own transaction, queued by the writer thread one after
+        another, so a report's write waits for one chunk at most.
 
         Each placement is whole in one chunk, so a crash between chunks leaves every run either
         placed or still pending, never half placed."""
@@ -221,11 +223,18 @@ class Scheduler:
                 self.poke()  # its old machines are free now
         placed, waiting = decisions.placed, decisions.waiting
         stored: dict[int, int] = {}
-        for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK):
-            end = start + COMMIT_CHUNK
-            committed += await database.run(
-                commit_pass, database, placed[start:end], waiting[start:end], now, stored
+        chunks = [
+            functools.partial(
+                commit_pass,
+                database,
+                placed[start : start + COMMIT_CHUNK],
+                waiting[start : start + COMMIT_CHUNK],
+                now,
+                stored,
             )
+            for start in range(0, max(len(placed), len(waiting)), COMMIT_CHUNK)
+        ]
+        committed += sum(await database.run_in_turn(chunks))
         await database.run(drop_unused_explanations, database)
         return committed
 

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -128,6 +128,11 @@ class Database:
         """`fn(*args)` on the writer thread, awaited: a job that writes (and the reads and
         checks it needs done in the same turn). Inline while no writer thread runs."""
         return await self.writer.run(lambda: fn(*args))
+
+    async def run_in_turn(self, jobs: Sequence[Callable[[], T]]) -> list[T]:
+        """Several jobs on the writer thread, one after another, others' jobs let in between
+        (`Writer.run_in_turn`): a pass's commit in chunks."""
+        return await self.writer.run_in_turn(jobs)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

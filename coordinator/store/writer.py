@@ -17,7 +17,7 @@ import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -68,6 +68,33 @@ class Writer:
         if self._thread is None or self.here():
             return job()
         return await asyncio.wrap_future(self.submit(job))
+
+    async def run_in_turn(self, jobs: Sequence[Callable[[], T]]) -> list[T]:
+        """Run `jobs` one after another and await their results. Each is queued by the writer
+        thread as the one before it ends, behind whatever was sent meanwhile (a report's write
+        waits for one job, not all of them), with no trip back to the event loop in between.
+        The first that raises stops the rest; so does cancelling the wait (the job running then
+        still finishes whole)."""
+        if self._thread is None or self.here():
+            return [job() for job in jobs]
+        done: Future[list[T]] = Future()
+        results: list[T] = []
+
+        def step(index: int) -> None:
+            if done.cancelled():
+                return
+            if index == len(jobs):
+                done.set_result(results)
+                return
+            try:
+                results.append(jobs[index]())
+            except BaseException as error:
+                done.set_exception(error)
+                return
+            self._queue.put((lambda: step(index + 1), Future()))
+
+        self._queue.put((lambda: step(0), Future()))
+        return await asyncio.wrap_future(done)
 
     def stop(self) -> None:
         """Run every job queued so far, then end the thread (waiting for it)."""

@@ -231,3 +231,29 @@ async def test_the_service_writes_only_on_the_writer_thread(fake_cluster: Cluste
     row = c.store.database.read_one("SELECT state FROM runs WHERE name = 'train'")
     assert row is not None
     assert row["state"] == "Cancelled"
+
+
+async def test_jobs_in_turn_let_other_writes_in_between(database: Database) -> None:
+    """A pass's chunks run one after another on the writer thread; a write sent while the
+    first runs is done before the second, and a chunk that raises stops the ones after it."""
+    gate = threading.Event()
+    order: list[str] = []
+
+    def chunk(n: int) -> int:
+        if n == 0:
+            gate.wait(5)
+        if n == 2:
+            raise ValueError("chunk 2 is bad")
+        order.append(f"chunk {n}")
+        return n
+
+    chain = asyncio.ensure_future(
+        database.run_in_turn([lambda n=n: chunk(n) for n in range(4)])  # type: ignore[misc]
+    )
+    await asyncio.sleep(0.05)
+    between = database.run(lambda: order.append("report"))
+    gate.set()
+    await between
+    with pytest.raises(ValueError, match="chunk 2 is bad"):
+        await chain
+    assert order == ["chunk 0", "report", "chunk 1"]
