@@ -104,11 +104,12 @@ class Runner:
         self.launcher.reap()
         return changed
 
-    def stop(self, record: TaskRecord, reason: str) -> None:
-        """SIGTERM now; `watch` sends SIGKILL once the grace period is over."""
+    def stop(self, record: TaskRecord, reason: str, *, fails: bool = False) -> None:
+        """SIGTERM now; `watch` sends SIGKILL once the grace period is over. `fails`: the task
+        ends Failed (its time limit ran out) rather than Cancelled."""
         if record.state.ended or record.stop_reason is not None:
             return
-        record.stop_reason = reason
+        record.stop_reason, record.stop_fails = reason, fails
         if record.pid is None:
             self._end(record, TaskState.CANCELLED, message=f"{reason} before it started")
             return
@@ -251,7 +252,7 @@ class Runner:
         now, limit = self.clock(), record.assignment.time_limit_seconds
         started = record.started_at
         if limit is not None and started is not None and now - started >= limit:
-            self.stop(record, f"time limit of {limit} s reached")
+            self.stop(record, f"time limit of {limit} s reached", fails=True)
         term = record.term_sent_at
         if (
             term is not None
@@ -288,7 +289,7 @@ class Runner:
     ) -> None:
         reason = record.stop_reason or CANCELLED
         how = KILLED if record.kill_sent else TERMINATED
-        state = TaskState.FAILED if reason.startswith("time limit") else TaskState.CANCELLED
+        state = TaskState.FAILED if record.stop_fails else TaskState.CANCELLED
         detail: dict[str, Any] = {"exit_code": exit_code, "signal": signal}
         self._end(record, state, message=f"{reason}; {how}", **detail)
 

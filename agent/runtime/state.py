@@ -53,6 +53,10 @@ class TaskRecord(BaseModel):
     pid_start: int | None = Field(default=None, description="/proc starttime, against pid reuse")
     started_at: float | None = None
     stop_reason: str | None = Field(default=None, description="why the agent stopped it")
+    stop_fails: bool = Field(
+        default=False,
+        description="the stop ends the task Failed (its time limit ran out), not Cancelled",
+    )
     term_sent_at: float | None = None
     kill_sent: bool = False
     log_shipped: int = 0

@@ -193,6 +193,8 @@ async def test_stopping_a_worker(
     coordinator.assignments["t-0"] = task
     await harness.start()
     await until(ready.exists, "the worker to start")
+    assert harness.agent is not None
+    (record,) = harness.agent.runner.records.values()
     if stop == "cancel":
         coordinator.assignments["t-0"] = task.model_copy(update={"cancel": True})
     elif stop == "unassign":
@@ -201,6 +203,8 @@ async def test_stopping_a_worker(
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.message, last.signal) == (state, message, sig)
+    # Failed or Cancelled is the stop's data, kept in the saved record, not read from its words.
+    assert record.stop_fails == (state == "Failed")
 
 
 async def test_reports_name_the_tasks_whose_workers_run(
