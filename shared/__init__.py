@@ -29,7 +29,13 @@ from .assignment import (
     ReportReply,
     TaskUpdate,
 )
-from .explanation import MachineState, NodeReasons, PendingExplanation
+from .explanation import (
+    GroupedExplanation,
+    MachineState,
+    NodeReasons,
+    PendingExplanation,
+    ReasonCount,
+)
 from .report import (
     SCHEMA_VERSION,
     BackendStatus,
@@ -64,6 +70,7 @@ __all__ = [
     "GpuInfo",
     "GpuPolicy",
     "GpuRequests",
+    "GroupedExplanation",
     "HealthSignal",
     "ImexStatus",
     "Interconnect",
@@ -83,6 +90,7 @@ __all__ = [
     "PerGpu",
     "PressureCondition",
     "RdmaPort",
+    "ReasonCount",
     "Rendezvous",
     "ReportReply",
     "RequestedResources",

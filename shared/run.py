@@ -8,7 +8,7 @@ from pydantic import Field, StringConstraints, field_serializer, field_validator
 
 from .ask import RequestedResources
 from .base import ProcessText, UserModel, WireModel
-from .explanation import PendingExplanation, RejectionGroup
+from .explanation import GroupedExplanation, PendingExplanation, RejectionGroup
 from .image import OciImage
 from .reasons import ReasonKind
 
@@ -123,6 +123,10 @@ class Task(WireModel):
     rejections: list[RejectionGroup] | None = Field(
         default=None,
         description="while the task waits: what keeps each machine of `placement` out, as data",
+    )
+    placement_grouped: GroupedExplanation | None = Field(
+        default=None,
+        description="with `explain=grouped`, instead of `placement` and `rejections`",
     )
     exit_code: int | None = None
     message: str | None = None

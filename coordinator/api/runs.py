@@ -11,6 +11,7 @@ from astraeus.shared import Run, RunSpec, RunState, Task
 
 from .auth import workspace_of
 from .errors import fail, not_found, read_model
+from .grouping import QUERY, group, group_run, wants_grouped
 from .keys import CLOCK, SCHEDULER, STORE
 from .routes import Route
 from .views import DryRun, LogView, RunList, WorkerView
@@ -36,7 +37,9 @@ async def create_run(request: web.Request) -> web.Response:
         )
     now = request.app[CLOCK].now()
     if request.query.get("dry_run", "").lower() in ("1", "true", "yes"):
-        return _json(await _dry_run(request, spec, workspace))
+        grouping = wants_grouped(request)
+        dry = await _dry_run(request, spec, workspace)
+        return _json(group(dry) if grouping else dry)
     try:
         run = await store.database.run(store.runs.submit, spec, workspace, now)
     except NameTakenError:
@@ -111,10 +114,11 @@ async def list_runs(request: web.Request) -> web.Response:
 async def get_run(request: web.Request) -> web.Response:
     workspace = workspace_of(request, request.query.get("workspace"))
     name = request.match_info["name"]
+    grouping = wants_grouped(request)
     run = request.app[STORE].runs.get(workspace, name)
     if run is None:
         not_found("run", name)
-    return _json(run)
+    return _json(group_run(run) if grouping else run)
 
 
 async def cancel_run(request: web.Request) -> web.Response:
@@ -131,10 +135,11 @@ async def cancel_run(request: web.Request) -> web.Response:
 async def get_task(request: web.Request) -> web.Response:
     workspace = workspace_of(request, request.query.get("workspace"))
     name = request.match_info["task"]
+    grouping = wants_grouped(request)
     task = request.app[STORE].runs.task(workspace, name)
     if task is None:
         not_found("task", name)
-    return _json(task)
+    return _json(group(task) if grouping else task)
 
 
 async def task_logs(request: web.Request) -> web.Response:
@@ -159,7 +164,7 @@ ROUTES = (
         body=RunSpec,
         response=Run,
         status=201,
-        query={"dry_run": "true: store nothing, answer where it would go now (a DryRun)"},
+        query={"dry_run": "true: store nothing, answer where it would go now (a DryRun)", **QUERY},
     ),
     Route(
         "GET",
@@ -177,7 +182,7 @@ ROUTES = (
         "A run with its tasks, shape and landing",
         "member",
         response=Run,
-        query=_WS,
+        query={**_WS, **QUERY},
     ),
     Route(
         "POST",
@@ -195,7 +200,7 @@ ROUTES = (
         "A task, with .placement while it waits",
         "member",
         response=Task,
-        query=_WS,
+        query={**_WS, **QUERY},
     ),
     Route(
         "GET",

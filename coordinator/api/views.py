@@ -9,7 +9,7 @@ from pydantic import Field
 from astraeus.coordinator.store import StoredReservation, TokenInfo, Workspace
 from astraeus.shared import Landing, MachineReport, PendingExplanation, Run, Shape
 from astraeus.shared.base import UserModel, WireModel
-from astraeus.shared.explanation import RejectionGroup
+from astraeus.shared.explanation import GroupedExplanation, RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 from astraeus.shared.report import MAX_LABELS, LabelKey, LabelValue
 
@@ -111,6 +111,10 @@ class DryRun(WireModel):
     reason_kind: ReasonKind | None = None
     placement: PendingExplanation | None = None
     rejections: list[RejectionGroup] | None = None
+    placement_grouped: GroupedExplanation | None = Field(
+        default=None,
+        description="with `explain=grouped`, instead of `placement` and `rejections`",
+    )
 
 
 class LogView(WireModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
-from astraeus.shared.explanation import RejectionGroup
+from astraeus.shared.explanation import GroupedExplanation, RejectionGroup
 from astraeus.shared.reasons import ReasonKind, RejectionCode
 
 NO_CONTAINER = RejectionCode.NO_CONTAINER_RUNTIME
@@ -68,9 +68,10 @@ def placement_of(run: Run) -> PendingExplanation | None:
 
 
 def explained_task(run: Run) -> Task | None:
-    """The run's first waiting task with an explanation."""
+    """The run's first waiting task with an explanation (full or grouped)."""
     for task in run.tasks:
-        if task.placement is not None and task.state == TaskState.PENDING:
+        explained = task.placement is not None or task.placement_grouped is not None
+        if explained and task.state == TaskState.PENDING:
             return task
     return None
 
@@ -84,20 +85,46 @@ def why_lines(
     Under a queue reason (`kind`) the run fits, and the queue holds it back: so it says. The
     `rejections` (the data behind the texts) add a hint where a reason needs more words."""
     closest = explanation.closest
-    head = (
-        f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
-        f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
-    )
-    if kind is not None and kind.fits:
-        head += "; the run fits, and the queue holds it back"
-    else:
-        head += f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
+    head = why_head(explanation, kind)
     nodes = sorted(
         explanation.nodes,
         key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
     )
     rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
     return [head, *table(rows, indent="  "), *hint_lines(rejections or ())]
+
+
+def why_head(explanation: PendingExplanation | GroupedExplanation, kind: ReasonKind | None) -> str:
+    head = (
+        f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
+        f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
+    )
+    if kind is not None and kind.fits:
+        return head + "; the run fits, and the queue holds it back"
+    closest = explanation.closest
+    return head + (
+        f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
+    )
+
+
+def grouped_why_lines(explanation: GroupedExplanation, kind: ReasonKind | None = None) -> list[str]:
+    """`why_lines` from the grouped explanation: each machine of a reason named when all are
+    (so a small cluster prints exactly what `why_lines` prints), else the first few and how many
+    more; the closest first, then machines up, then down."""
+    closest = explanation.closest
+    rows: list[tuple[tuple[bool, bool, str], list[str]]] = []
+    for group in explanation.reasons:
+        state = group.state.value
+        if group.count == len(group.machines):
+            for name in group.machines:
+                rows.append(((name != closest, state != "Up", name), [name, state, group.reason]))
+            continue
+        first = group.machines[0] if group.machines else ""
+        names = f"{', '.join(group.machines)} and {group.count - len(group.machines)} more"
+        rows.append(((first != closest, state != "Up", first), [names, state, group.reason]))
+    rows.sort(key=lambda row: row[0])
+    hints = CONTAINER_HINT if any(g.code == NO_CONTAINER for g in explanation.reasons) else []
+    return [why_head(explanation, kind), *table([r for _k, r in rows], indent="  "), *hints]
 
 
 CONTAINER_HINT = [

@@ -13,7 +13,14 @@ from astraeus.shared import Run, RunSpec, Task
 from .client import Api
 from .context import Context
 from .errors import CliError, Exit
-from .render import explained_task, run_rows, status_lines, table, why_lines
+from .render import (
+    explained_task,
+    grouped_why_lines,
+    run_rows,
+    status_lines,
+    table,
+    why_lines,
+)
 from .spec import build_spec
 
 GIB = 1024**3
@@ -24,7 +31,9 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     spec = build_spec(args, ctx.api.target.workspace)
     body = spec.model_dump(mode="json", exclude_unset=True)
     if args.dry_run:
-        dry = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true"))
+        # Grouped by reason unless JSON is asked: the answer's size does not grow with the cluster.
+        grouping = {} if ctx.json else {"explain": "grouped"}
+        dry = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true", **grouping))
         ctx.emit(dry, dry_run_lines(spec, dry))
         return Exit.OK
     submitted = Run.model_validate(ctx.api.post("/runs", body))
@@ -42,6 +51,8 @@ def submitted_line(api: Api, name: str) -> str:
 def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
     if not dry.would_start:
         lines = [f"{spec.name} would wait — {dry.reason}"]
+        if dry.placement_grouped is not None:
+            return lines + grouped_why_lines(dry.placement_grouped, dry.reason_kind)
         return lines + (
             why_lines(dry.placement, dry.reason_kind, dry.rejections) if dry.placement else []
         )
@@ -59,16 +70,21 @@ def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
     return [f"{spec.name} would start now — {why}", *table(rows, indent="  ")]
 
 
-def _get_run(ctx: Context, name: str) -> Run:
-    return Run.model_validate(ctx.api.get(f"/runs/{name}"))
+def _get_run(ctx: Context, name: str, **query: str) -> Run:
+    return Run.model_validate(ctx.api.get(f"/runs/{name}", **query))
 
 
 def status(ctx: Context, args: argparse.Namespace) -> int:
-    found = _get_run(ctx, args.name)
+    # `--why` reads the explanation grouped by reason (`-o json` prints the guide's, whole).
+    grouping = {"explain": "grouped"} if args.why and not ctx.json else {}
+    found = _get_run(ctx, args.name, **grouping)
     lines = status_lines(found)
     task = explained_task(found)
-    if args.why and task is not None and task.placement is not None:
-        lines += why_lines(task.placement, found.reason_kind or task.reason_kind, task.rejections)
+    kind = found.reason_kind or (task.reason_kind if task else None)
+    if args.why and task is not None and task.placement_grouped is not None:
+        lines += grouped_why_lines(task.placement_grouped, kind)
+    elif args.why and task is not None and task.placement is not None:
+        lines += why_lines(task.placement, kind, task.rejections)
     ctx.emit(found, lines)
     return Exit.OK
 

@@ -12,7 +12,7 @@ from astraeus.shared import GpuHealthState, SelectionMode
 from . import gpu_match, scores
 from .cluster import Cluster
 from .facts import Free
-from .filters import DYNAMIC, Check, first_rejection
+from .filters import DYNAMIC, FREE, Check, first_rejection
 from .needs import Needs, WorkerAsk
 from .prepared import Prepared
 from .rejection import Rejection
@@ -87,7 +87,7 @@ class Decision:
             place=self.cluster.places[i],
             known_supply=self.supply(i) if self.needs.gpus else None,
         )
-        return first_rejection(check, DYNAMIC[1:] if self.idle else DYNAMIC)
+        return first_rejection(check, FREE if self.idle else DYNAMIC)
 
     def passes(self, i: int) -> bool:
         """No filter rejects machine `i`: `rejection(i) is None`, without writing the reason."""

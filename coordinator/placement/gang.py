@@ -16,7 +16,7 @@ from astraeus.shared import Spread
 from . import single
 from .decision import Decision
 from .free_index import FreeIndex
-from .ladder import RDMA_RUNGS, RUNGS, Key, Member, Rung
+from .ladder import RUNGS, Key, Member, Rung
 from .shape import ShapeOption
 
 
@@ -112,7 +112,7 @@ def _best_group(
     if not sized:
         return None
     least = min(room for room, _key, _fits in sized)
-    rdma = rung.name in RDMA_RUNGS
+    rdma = rung.rdma
     ranked: list[tuple[int, Key, tuple[int, ...]]] = []
     for room, key, fits in sized:
         if room == least:

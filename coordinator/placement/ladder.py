@@ -57,6 +57,53 @@ def _anywhere(m: Member) -> Key | None:
     return ()
 
 
+Where = Callable[[Member], tuple[str, str]]
+"""A group's landing `where` and the shape's `why` tail, named from one of its machines."""
+
+
+def _link(m: Member) -> str:
+    return "InfiniBand" if m.link is LinkLayer.INFINIBAND else "RoCE"
+
+
+def _site(m: Member) -> str:
+    return f" in site {m.site}" if m.site else ""
+
+
+def _where_node(m: Member) -> tuple[str, str]:
+    return f"one machine, {m.name}", f"on {m.name}"
+
+
+def _where_nvlink(m: Member) -> tuple[str, str]:
+    return f"one NVLink domain, {m.nvlink_domain}", f"in NVLink domain {m.nvlink_domain}"
+
+
+def _where_fabric_rack(m: Member) -> tuple[str, str]:
+    return (
+        f"one {_link(m)} fabric and one rack, {m.fabric} and {m.rack}",
+        f"on {_link(m)} fabric {m.fabric} in rack {m.rack}",
+    )
+
+
+def _where_fabric(m: Member) -> tuple[str, str]:
+    return f"one {_link(m)} fabric, {m.fabric}", f"on {_link(m)} fabric {m.fabric}"
+
+
+def _where_rdma_rack(m: Member) -> tuple[str, str]:
+    return f"RDMA in one rack, {m.rack}", f"over RDMA ({_link(m)}) in rack {m.rack}"
+
+
+def _where_rdma(m: Member) -> tuple[str, str]:
+    return f"RDMA, {_link(m)}{_site(m)}", f"over RDMA ({_link(m)}){_site(m)}"
+
+
+def _where_rack(m: Member) -> tuple[str, str]:
+    return f"one rack over Ethernet, {m.rack}", f"over Ethernet in rack {m.rack}"
+
+
+def _where_anywhere(m: Member) -> tuple[str, str]:
+    return f"Ethernet{', site ' + m.site if m.site else ''}", f"over Ethernet{_site(m)}"
+
+
 @dataclass(frozen=True)
 class Rung:
     name: str
@@ -65,23 +112,59 @@ class Rung:
     """`one InfiniBand fabric`: how "Asked and got" names it."""
     key: Callable[[Member], Key | None]
     network: NetworkKind
+    where: Where
+    """The landing's `where` and the shape's `why` tail for one of its groups."""
     single: bool = False
     """Holds one machine only."""
+    fabric: bool = False
+    """Groups are fabrics (InfiniBand, or RoCE, which lands as RDMA): a run asking one link
+    layer takes only fabrics of it."""
+    rdma: bool = False
+    """Workers talk over RDMA here: scores count RDMA ports at risk."""
+    nvlink: bool = False
+    """Groups are NVLink domains: the placement names its domain."""
 
 
 RUNGS: tuple[Rung, ...] = (
-    Rung("node", "one machine", _node, NetworkKind.LOCAL, single=True),
-    Rung("nvlink_domain", "one NVLink domain", _nvlink, NetworkKind.NVLINK),
-    Rung("fabric_rack", "one InfiniBand fabric and one rack", _fabric_rack, NetworkKind.INFINIBAND),
-    Rung("fabric", "one InfiniBand fabric", _fabric, NetworkKind.INFINIBAND),
-    Rung("rdma_rack", "RDMA in one rack", _rdma_rack, NetworkKind.RDMA),
-    Rung("rdma", "RDMA", _rdma, NetworkKind.RDMA),
-    Rung("rack", "one rack over Ethernet", _rack, NetworkKind.ETHERNET),
-    Rung("ethernet", "Ethernet", _anywhere, NetworkKind.ETHERNET),
+    Rung("node", "one machine", _node, NetworkKind.LOCAL, _where_node, single=True),
+    Rung(
+        "nvlink_domain",
+        "one NVLink domain",
+        _nvlink,
+        NetworkKind.NVLINK,
+        _where_nvlink,
+        nvlink=True,
+    ),
+    Rung(
+        "fabric_rack",
+        "one InfiniBand fabric and one rack",
+        _fabric_rack,
+        NetworkKind.INFINIBAND,
+        _where_fabric_rack,
+        fabric=True,
+        rdma=True,
+    ),
+    Rung(
+        "fabric",
+        "one InfiniBand fabric",
+        _fabric,
+        NetworkKind.INFINIBAND,
+        _where_fabric,
+        fabric=True,
+        rdma=True,
+    ),
+    Rung(
+        "rdma_rack",
+        "RDMA in one rack",
+        _rdma_rack,
+        NetworkKind.RDMA,
+        _where_rdma_rack,
+        rdma=True,
+    ),
+    Rung("rdma", "RDMA", _rdma, NetworkKind.RDMA, _where_rdma, rdma=True),
+    Rung("rack", "one rack over Ethernet", _rack, NetworkKind.ETHERNET, _where_rack),
+    Rung("ethernet", "Ethernet", _anywhere, NetworkKind.ETHERNET, _where_anywhere),
 )
-
-FABRIC_RUNGS = frozenset({"fabric_rack", "fabric"})
-RDMA_RUNGS = frozenset({"fabric_rack", "fabric", "rdma_rack", "rdma"})
 
 _LAST_RUNG = {
     Interconnect.AUTO: "ethernet",
@@ -109,7 +192,7 @@ def group_key(rung: Rung, needs: Needs, m: Member) -> Key | None:
     if own is None:
         return None
     wrong_link = needs.link is not None and m.link is not needs.link
-    if rung.name in FABRIC_RUNGS and wrong_link:
+    if rung.fabric and wrong_link:
         return None
     keep = _keep(needs.keep_within, m)
     if keep is None:
@@ -130,34 +213,11 @@ def _keep(keep_within: KeepWithin | None, m: Member) -> Key | None:
 
 def network(rung: Rung, m: Member) -> NetworkKind:
     """The network a group lands on; a RoCE fabric is RDMA, not InfiniBand."""
-    if rung.name in FABRIC_RUNGS and m.link is LinkLayer.ETHERNET:
+    if rung.fabric and m.link is LinkLayer.ETHERNET:
         return NetworkKind.RDMA
     return rung.network
 
 
 def where(rung: Rung, m: Member) -> tuple[str, str]:
     """(landing `where`, the shape's `why` tail) for a group, named from one of its machines."""
-    fabric_title = "one InfiniBand fabric" if m.link is LinkLayer.INFINIBAND else "one RoCE fabric"
-    fabric_kind = "InfiniBand" if m.link is LinkLayer.INFINIBAND else "RoCE"
-    link = "InfiniBand" if m.link is LinkLayer.INFINIBAND else "RoCE"
-    site = f" in site {m.site}" if m.site else ""
-    match rung.name:
-        case "node":
-            return f"one machine, {m.name}", f"on {m.name}"
-        case "nvlink_domain":
-            return f"one NVLink domain, {m.nvlink_domain}", f"in NVLink domain {m.nvlink_domain}"
-        case "fabric_rack":
-            return (
-                f"{fabric_title} and one rack, {m.fabric} and {m.rack}",
-                f"on {fabric_kind} fabric {m.fabric} in rack {m.rack}",
-            )
-        case "fabric":
-            return f"{fabric_title}, {m.fabric}", f"on {fabric_kind} fabric {m.fabric}"
-        case "rdma_rack":
-            return f"RDMA in one rack, {m.rack}", f"over RDMA ({link}) in rack {m.rack}"
-        case "rdma":
-            return f"RDMA, {link}{site}", f"over RDMA ({link}){site}"
-        case "rack":
-            return f"one rack over Ethernet, {m.rack}", f"over Ethernet in rack {m.rack}"
-        case _:
-            return f"Ethernet{', site ' + m.site if m.site else ''}", f"over Ethernet{site}"
+    return rung.where(m)

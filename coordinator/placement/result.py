@@ -38,7 +38,7 @@ def placement(decision: Decision, choice: Choice) -> Placement:
         ),
         landing=Landing(rung=choice.rung.name, where=where, machines=machines),
         network=ladder.network(choice.rung, first),
-        nvlink_domain=first.nvlink_domain if choice.rung.name == "nvlink_domain" else None,
+        nvlink_domain=first.nvlink_domain if choice.rung.nvlink else None,
     )
 
 

@@ -53,7 +53,9 @@ class PlacementSession:
         current = Decision(prepared, self._free, self._free_index.free_gpus)
         if not current.options:
             text = topology.no_even_split(needs.gpus)
-            never = Rejection(topology.NAME, text, code=RejectionCode.CANNOT_PLAN_WORKERS)
+            never = Rejection(
+                filter=topology.NAME, reason=text, code=RejectionCode.CANNOT_PLAN_WORKERS
+            )
             return explain.pending(current, current, survivors.waiting(""), now, unplannable=never)
         rungs = ladder.allowed_rungs(needs)
         choice = gang.search(current, rungs, self._free_index)

@@ -22,7 +22,9 @@ def gang_rejection(decision: Decision, could_fit: bool) -> Survivor:
 
     def survivor(i: int) -> Rejection:
         have = decision.room_free(i) if decision.needs.gpus else 1
-        return Rejection(topology.NAME, text, could_fit, need, have, code=code)
+        return Rejection(
+            filter=topology.NAME, reason=text, room=could_fit, need=need, have=have, code=code
+        )
 
     return survivor
 
@@ -125,6 +127,8 @@ def waiting(text: str) -> Survivor:
     """Machines that could take the run now, while it waits for a tighter rung."""
 
     def survivor(i: int) -> Rejection:
-        return Rejection(topology.NAME, text, code=RejectionCode.WAITS_FOR_TIGHTER_RUNG)
+        return Rejection(
+            filter=topology.NAME, reason=text, code=RejectionCode.WAITS_FOR_TIGHTER_RUNG
+        )
 
     return survivor

@@ -105,14 +105,25 @@ class FirstFitSession:
         for view in self.snapshot.machines:
             free = self._free(view.name)
             if view.state != MachineState.UP:
-                rejections.append(Rejection(up.NAME, up.DOWN, code=RejectionCode.MACHINE_DOWN))
+                rejections.append(
+                    Rejection(filter=up.NAME, reason=up.DOWN, code=RejectionCode.MACHINE_DOWN)
+                )
             elif view.cordon_reason is not None:
                 text = reasons.cordoned(view.cordon_reason)
-                rejections.append(Rejection(accepting.NAME, text, code=RejectionCode.CORDONED))
+                rejections.append(
+                    Rejection(filter=accepting.NAME, reason=text, code=RejectionCode.CORDONED)
+                )
             elif len(free) < need or view.name in exclude:
                 text = reasons.insufficient_gpus(need, len(free))
                 code = RejectionCode.INSUFFICIENT_GPUS
-                room = Rejection(gpu_filter.NAME, text, True, need, len(free), code=code)
+                room = Rejection(
+                    filter=gpu_filter.NAME,
+                    reason=text,
+                    room=True,
+                    need=need,
+                    have=len(free),
+                    code=code,
+                )
                 rejections.append(room)
             else:
                 worker = WorkerPlacement(0, view.name, tuple(free[:need]), 0, 0)

@@ -12,6 +12,7 @@ import pytest
 
 from astraeus.coordinator.placement import Pending, Placement, Reservation, place
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
+from astraeus.coordinator.placement.filters import DYNAMIC, EARLY, FREE, LATE
 from astraeus.shared import DriveInfo, MachineState, PressureCondition
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -296,3 +297,15 @@ def test_the_spread_rule_applies_per_array_element() -> None:
     whole = place(run(ask={"cpu_cores": 1}), snap, NOW)
     assert isinstance(whole, Pending)
     assert whole.explanation.nodes[0].reasons == ["a worker of this run is already on this machine"]
+
+
+def test_filters_are_split_by_what_they_declare_they_read() -> None:
+    """Static verdicts are kept for the filters that read only what a machine is; spread, room
+    and GPUs are decided per run; an idle cluster skips spread, which reads the run's workers."""
+    names = [[name for name, _check in part] for part in (EARLY, DYNAMIC, FREE, LATE)]
+    assert names == [
+        ["up", "accepting", "capabilities", "selection", "rdma"],
+        ["spread", "room", "gpus"],
+        ["room", "gpus"],
+        ["topology", "drives", "reservations"],
+    ]

@@ -18,32 +18,52 @@ from . import (
     topology,
     up,
 )
-from .check import Check
+from .check import Check, Reads
 
 Filter = Callable[[Check], Rejection | None]
 Filters = tuple[tuple[str, Filter], ...]
 
-FILTERS: Filters = (
-    (up.NAME, up.check),
-    (accepting.NAME, accepting.check),
-    (capabilities.NAME, capabilities.check),
-    (selection.NAME, selection.check),
-    (rdma.NAME, rdma.check),
-    (spread.NAME, spread.check),
-    (room.NAME, room.check),
-    (gpus.NAME, gpus.check),
-    (topology.NAME, topology.check),
-    (drives.NAME, drives.check),
-    (reservations.NAME, reservations.check),
+GUIDE_ORDER = (
+    up,
+    accepting,
+    capabilities,
+    selection,
+    rdma,
+    spread,
+    room,
+    gpus,
+    topology,
+    drives,
+    reservations,
 )
+"""Each module declares its `NAME`, its `check` and what it `READS`."""
 
-EARLY = FILTERS[:5]
-"""Filters 1–5 read only what a machine is and the run's ask, never what is free or the worker's
-size: a pass computes them once per machine for every run with the same ask."""
-DYNAMIC = FILTERS[5:8]
-"""Spread, room and GPUs: they read the run's name, what is free now and the worker's size."""
-LATE = FILTERS[8:]
-"""Filters 9–11: like `EARLY`, independent of what is free."""
+FILTERS: Filters = tuple((module.NAME, module.check) for module in GUIDE_ORDER)
+
+
+def _reading(*kinds: Reads) -> Filters:
+    return tuple((m.NAME, m.check) for m in GUIDE_ORDER if m.READS in kinds)
+
+
+def _before_dynamic() -> Filters:
+    """The static filters before the first that reads the run or what is free, in order."""
+    first = next(i for i, m in enumerate(GUIDE_ORDER) if m.READS is not Reads.MACHINE)
+    return FILTERS[:first]
+
+
+EARLY = _before_dynamic()
+"""Filters that read only what a machine is (and the run's ask), before the first that reads
+more: a pass computes them once per machine for every run with the same ask, and so does every
+later session of the same live state."""
+DYNAMIC = _reading(Reads.RUN, Reads.FREE)
+"""Filters that read where the run's workers are or what is free now."""
+FREE = _reading(Reads.FREE)
+"""`DYNAMIC` on an idle cluster, where no worker of the run is anywhere yet."""
+LATE = tuple(f for f in _reading(Reads.MACHINE) if f not in EARLY)
+"""The static filters after the dynamic ones."""
+
+if EARLY + DYNAMIC + LATE != FILTERS:
+    raise ImportError("filters reading free capacity must come together, between static ones")
 
 
 def first_rejection(c: Check, filters: Filters = FILTERS) -> Rejection | None:
@@ -55,4 +75,14 @@ def first_rejection(c: Check, filters: Filters = FILTERS) -> Rejection | None:
     return None
 
 
-__all__ = ["DYNAMIC", "EARLY", "FILTERS", "LATE", "Check", "Filter", "first_rejection"]
+__all__ = [
+    "DYNAMIC",
+    "EARLY",
+    "FILTERS",
+    "FREE",
+    "LATE",
+    "Check",
+    "Filter",
+    "Reads",
+    "first_rejection",
+]

@@ -10,9 +10,10 @@ from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from ..reserving import label_reservations, selects
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "accepting"
+READS: Final = Reads.MACHINE
 HELD: Final = "held for a run ahead in the queue"
 
 
@@ -24,15 +25,19 @@ def reserved_for_labels(labels: dict[str, str]) -> str:
 def check(c: Check) -> Rejection | None:
     view = c.facts.view
     if view.cordon_reason is not None:
-        return Rejection(NAME, reasons.cordoned(view.cordon_reason), code=RejectionCode.CORDONED)
+        return Rejection(
+            filter=NAME, reason=reasons.cordoned(view.cordon_reason), code=RejectionCode.CORDONED
+        )
     if c.held:
         # Room: it comes free for this run once the run ahead has started.
-        return Rejection(NAME, HELD, room=True, need=1, have=0, code=RejectionCode.HELD_FOR_QUEUE)
+        return Rejection(
+            filter=NAME, reason=HELD, room=True, need=1, have=0, code=RejectionCode.HELD_FOR_QUEUE
+        )
     for reservation in label_reservations(view.reservations, c.now):
         if not selects(c.needs, reservation.labels):
             return Rejection(
-                NAME,
-                reserved_for_labels(reservation.labels),
+                filter=NAME,
+                reason=reserved_for_labels(reservation.labels),
                 code=RejectionCode.RESERVED_FOR_LABELS,
             )
     return None

@@ -9,9 +9,10 @@ from astraeus.shared import Capability
 from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "capabilities"
+READS: Final = Reads.MACHINE
 
 
 def lacks_capability(capability: str) -> str:
@@ -35,5 +36,5 @@ def check(c: Check) -> Rejection | None:
                 if capability == Capability.CONTAINER
                 else RejectionCode.LACKS_CAPABILITY
             )
-            return Rejection(NAME, lacks_capability(capability), code=code)
+            return Rejection(filter=NAME, reason=lacks_capability(capability), code=code)
     return None

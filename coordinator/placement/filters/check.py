@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 
 from .. import gpu_match
 from ..fabrics import NetworkPlace
 from ..facts import Free, MachineFacts
 from ..needs import Needs, WorkerAsk
+
+
+class Reads(Enum):
+    """What a filter reads besides the run's ask: what decides where its verdicts may be kept."""
+
+    MACHINE = "what the machine is"
+    """Its report, labels, cordon, reservations, network place, held for a run ahead: kept per
+    ask for every session of the live state's generation."""
+    RUN = "where the run's own workers are"
+    """Not read on an idle cluster, where no worker of the run is anywhere yet."""
+    FREE = "what is free now, and the worker's size"
+    """Decided again for each run (each distinct set of numbers read)."""
 
 
 @dataclass

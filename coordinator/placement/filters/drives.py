@@ -8,9 +8,10 @@ from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from ..units import gib
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "drives"
+READS: Final = Reads.MACHINE
 
 
 def no_such_drive(name: str) -> str:
@@ -31,12 +32,18 @@ def check(c: Check) -> Rejection | None:
         return None
     for drive in drives:
         if drive.name not in c.known_drives:
-            return Rejection(NAME, no_such_drive(drive.name), code=RejectionCode.NO_SUCH_DRIVE)
+            return Rejection(
+                filter=NAME, reason=no_such_drive(drive.name), code=RejectionCode.NO_SUCH_DRIVE
+            )
         if drive.name not in c.facts.reachable_drives:
-            return Rejection(NAME, unreachable(drive.name), code=RejectionCode.DRIVE_UNREACHABLE)
+            return Rejection(
+                filter=NAME, reason=unreachable(drive.name), code=RejectionCode.DRIVE_UNREACHABLE
+            )
     report = c.facts.report
     free = report.data_free_bytes if report else None
     need = c.needs.drive_bytes
     if free is not None and need > free:
-        return Rejection(NAME, no_data_room(need, free), code=RejectionCode.NO_DATA_ROOM)
+        return Rejection(
+            filter=NAME, reason=no_data_room(need, free), code=RejectionCode.NO_DATA_ROOM
+        )
     return None

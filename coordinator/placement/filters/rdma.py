@@ -9,9 +9,10 @@ from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from ..units import number
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "rdma"
+READS: Final = Reads.MACHINE
 
 
 def no_port(infiniband: bool, min_gbps: float | None) -> str:
@@ -28,8 +29,8 @@ def check(c: Check) -> Rejection | None:
     link = c.place.link
     if link is None or (needs.link is LinkLayer.INFINIBAND and link is not LinkLayer.INFINIBAND):
         return Rejection(
-            NAME,
-            no_port(needs.link is LinkLayer.INFINIBAND, needs.min_gbps),
+            filter=NAME,
+            reason=no_port(needs.link is LinkLayer.INFINIBAND, needs.min_gbps),
             code=RejectionCode.NO_RDMA_PORT,
         )
     return None

@@ -11,9 +11,10 @@ from astraeus.shared.reasons import RejectionCode
 from ..model import Reservation
 from ..rejection import Rejection
 from ..reserving import active
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "reservations"
+READS: Final = Reads.MACHINE
 
 
 def reserved_for(workspace: str, until: datetime | None) -> str:
@@ -42,8 +43,8 @@ def _one(c: Check, reservation: Reservation) -> Rejection | None:
         return None
     if active(reservation, c.now):
         return Rejection(
-            NAME,
-            reserved_for(workspace, reservation.ends_at),
+            filter=NAME,
+            reason=reserved_for(workspace, reservation.ends_at),
             code=RejectionCode.RESERVED_FOR_WORKSPACE,
         )
     starts_at = reservation.starts_at
@@ -52,4 +53,6 @@ def _one(c: Check, reservation: Reservation) -> Rejection | None:
     limit = c.needs.run.time_limit_seconds
     if limit is not None and c.now + timedelta(seconds=limit) <= starts_at:
         return None
-    return Rejection(NAME, soon_reserved(workspace, starts_at), code=RejectionCode.SOON_RESERVED)
+    return Rejection(
+        filter=NAME, reason=soon_reserved(workspace, starts_at), code=RejectionCode.SOON_RESERVED
+    )

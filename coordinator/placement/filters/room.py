@@ -8,9 +8,10 @@ from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
 from ..units import gib, number
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "room"
+READS: Final = Reads.FREE
 
 
 def insufficient_cpu(need: float, free: float) -> str:
@@ -29,17 +30,22 @@ def check(c: Check) -> Rejection | None:
         room = worker.cpu_cores <= report.cpu_cores
         text = insufficient_cpu(worker.cpu_cores, free.cpu_cores)
         return Rejection(
-            NAME, text, room, worker.cpu_cores, free.cpu_cores, code=RejectionCode.INSUFFICIENT_CPU
+            filter=NAME,
+            reason=text,
+            room=room,
+            need=worker.cpu_cores,
+            have=free.cpu_cores,
+            code=RejectionCode.INSUFFICIENT_CPU,
         )
     if worker.memory_bytes > free.memory_bytes:
         room = worker.memory_bytes <= report.memory_bytes
         text = insufficient_memory(worker.memory_bytes, free.memory_bytes)
         return Rejection(
-            NAME,
-            text,
-            room,
-            worker.memory_bytes,
-            free.memory_bytes,
+            filter=NAME,
+            reason=text,
+            room=room,
+            need=worker.memory_bytes,
+            have=free.memory_bytes,
             code=RejectionCode.INSUFFICIENT_MEMORY,
         )
     return None

@@ -8,9 +8,10 @@ from astraeus.shared import labels, reasons
 from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "selection"
+READS: Final = Reads.MACHINE
 NOT_NAMED: Final = "machine is not among the run's names"
 
 
@@ -25,12 +26,12 @@ def in_no_pool(pools: tuple[str, ...]) -> str:
 def check(c: Check) -> Rejection | None:
     needs, have = c.needs, c.facts.view.labels
     if needs.names and c.facts.name not in needs.names:
-        return Rejection(NAME, NOT_NAMED, code=RejectionCode.NOT_NAMED)
+        return Rejection(filter=NAME, reason=NOT_NAMED, code=RejectionCode.NOT_NAMED)
     for key, value in sorted(needs.match_labels.items()):
         if have.get(key) != value:
             code = RejectionCode.NOT_IN_POOL if key == labels.POOL else RejectionCode.LACKS_LABEL
-            return Rejection(NAME, reasons.lacks_label(key, value), code=code)
+            return Rejection(filter=NAME, reason=reasons.lacks_label(key, value), code=code)
     pools = needs.run.pools
     if pools and have.get(labels.POOL) not in pools:
-        return Rejection(NAME, in_no_pool(pools), code=RejectionCode.NOT_IN_POOL)
+        return Rejection(filter=NAME, reason=in_no_pool(pools), code=RejectionCode.NOT_IN_POOL)
     return None

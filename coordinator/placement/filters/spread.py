@@ -9,9 +9,10 @@ from typing import Final
 from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "spread"
+READS: Final = Reads.RUN
 ALREADY_HERE: Final = "a worker of this run is already on this machine"
 
 
@@ -19,5 +20,5 @@ def check(c: Check) -> Rejection | None:
     if not c.needs.must_not_share:
         return None
     if c.needs.run.key in c.free.workers:
-        return Rejection(NAME, ALREADY_HERE, code=RejectionCode.WORKER_ALREADY_HERE)
+        return Rejection(filter=NAME, reason=ALREADY_HERE, code=RejectionCode.WORKER_ALREADY_HERE)
     return None

@@ -9,9 +9,10 @@ from astraeus.shared import Interconnect, KeepWithin, Spread, labels, reasons
 from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "topology"
+READS: Final = Reads.MACHINE
 
 
 NO_FABRIC: Final = f"no fabric known for this machine ({labels.FABRIC}, or an InfiniBand subnet)"
@@ -78,13 +79,15 @@ def no_even_split(gpus: int) -> str:
 def check(c: Check) -> Rejection | None:
     needs, facts = c.needs, c.facts
     if (needs.keep_within is KeepWithin.RACK or needs.spread is Spread.RACK) and not facts.rack:
-        return Rejection(NAME, reasons.NO_RACK_LABEL, code=RejectionCode.NO_RACK_LABEL)
+        return Rejection(
+            filter=NAME, reason=reasons.NO_RACK_LABEL, code=RejectionCode.NO_RACK_LABEL
+        )
     wants_fabric = needs.keep_within is KeepWithin.FABRIC or needs.spread is Spread.FABRIC
     if wants_fabric and not c.place.fabric:
-        return Rejection(NAME, NO_FABRIC, code=RejectionCode.NO_FABRIC)
+        return Rejection(filter=NAME, reason=NO_FABRIC, code=RejectionCode.NO_FABRIC)
     wants_domain = (
         needs.keep_within is KeepWithin.NVLINK_DOMAIN or needs.interconnect is Interconnect.NVLINK
     )
     if wants_domain and not facts.nvlink_domain:
-        return Rejection(NAME, NO_NVLINK_DOMAIN, code=RejectionCode.NO_NVLINK_DOMAIN)
+        return Rejection(filter=NAME, reason=NO_NVLINK_DOMAIN, code=RejectionCode.NO_NVLINK_DOMAIN)
     return None

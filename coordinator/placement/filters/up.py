@@ -8,9 +8,10 @@ from astraeus.shared import PressureCondition, reasons
 from astraeus.shared.reasons import RejectionCode
 
 from ..rejection import Rejection
-from .check import Check
+from .check import Check, Reads
 
 NAME: Final = "up"
+READS: Final = Reads.MACHINE
 DOWN: Final = "machine is down"
 NEVER_REPORTED: Final = "machine has not reported"
 NO_CAPACITY: Final = "machine reports no cores or memory"
@@ -20,14 +21,16 @@ PRESSURES: Final = (PressureCondition.MEMORY, PressureCondition.DISK)
 def check(c: Check) -> Rejection | None:
     report = c.facts.report
     if report is None:
-        return Rejection(NAME, NEVER_REPORTED, code=RejectionCode.NEVER_REPORTED)
+        return Rejection(filter=NAME, reason=NEVER_REPORTED, code=RejectionCode.NEVER_REPORTED)
     if not c.facts.up:
-        return Rejection(NAME, DOWN, code=RejectionCode.MACHINE_DOWN)
+        return Rejection(filter=NAME, reason=DOWN, code=RejectionCode.MACHINE_DOWN)
     if report.cpu_cores <= 0 or report.memory_bytes <= 0:
-        return Rejection(NAME, NO_CAPACITY, code=RejectionCode.NO_CAPACITY)
+        return Rejection(filter=NAME, reason=NO_CAPACITY, code=RejectionCode.NO_CAPACITY)
     for condition in PRESSURES:
         if condition in report.conditions:
             return Rejection(
-                NAME, reasons.under_pressure(condition.value), code=RejectionCode.UNDER_PRESSURE
+                filter=NAME,
+                reason=reasons.under_pressure(condition.value),
+                code=RejectionCode.UNDER_PRESSURE,
             )
     return None
