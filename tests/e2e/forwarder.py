@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 
 
 class Forwarder:
-    """Forwards every connection to `upstream`, from `source` (an address of this host)."""
+    """Forwards every connection to `upstream()` (asked at each connection, so the upstream may
+    pick its port after the forwarder starts), from `source` (an address of this host)."""
 
-    def __init__(self, upstream: tuple[str, int], source: str) -> None:
+    def __init__(self, upstream: Callable[[], tuple[str, int]], source: str) -> None:
         self.upstream, self.source = upstream, source
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.server.getsockname()[1])
@@ -29,7 +31,7 @@ class Forwarder:
                 client, _ = self.server.accept()
             except OSError:
                 return  # closed
-            upstream = socket.create_connection(self.upstream, source_address=(self.source, 0))
+            upstream = socket.create_connection(self.upstream(), source_address=(self.source, 0))
             self._spawn(_pump, client, upstream)
             self._spawn(_pump, upstream, client)
 

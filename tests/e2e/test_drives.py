@@ -44,12 +44,7 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, str]:
     """A coordinator; node-a reaches `datasets` over the network and is configured with a drive
     `ghost` whose mount is gone; node-b holds `datasets`. Answers (admin, member) tokens."""
     state = tmp_path / "coordinator"
-    cluster.start(
-        "coordinator",
-        "astraeus-coordinator", "serve", "--listen", f"127.0.0.1:{cluster.port}",
-        "--state-dir", str(state), "--db", str(state / "astraeus.db"),
-        "--cluster-name", "e2e", env=FAST,
-    )  # fmt: skip
+    cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
     admin_file = state / "admin.token"
     admin = _until("the admin token", lambda: admin_file.exists() and admin_file.read_text())
     admin = admin.strip()

@@ -116,6 +116,20 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
+    def start_coordinator(self, state: Path, *extra: str, env: dict[str, str]) -> None:
+        """`astraeus-coordinator serve` on a port it picks; `url` is the address it announces."""
+        self.start(
+            "coordinator",
+            "astraeus-coordinator", "serve", "--listen", "127.0.0.1:0",
+            "--state-dir", str(state), "--db", str(state / "astraeus.db"), *extra, env=env,
+        )  # fmt: skip
+        log = self.root / "coordinator.log"
+        self.url = _until("the coordinator to say where it listens", lambda: _listening(log))
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rpartition(":")[2])
+
     def astra(self, *argv: str, token: str) -> str:
         env = {**os.environ, "ASTRA_API": self.url, "ASTRA_TOKEN": token}
         env["ASTRA_CONFIG"] = str(self.root / "no-config.toml")
@@ -161,15 +175,7 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     worker sees its 8 GPU UUIDs, WORLD_SIZE=2, its own RANK and NCCL_IB_HCA as `=port,...`; the
     run succeeds, and after SIGTERM no process of the test is left."""
     state = tmp_path / "coordinator"
-    cluster.start(
-        "coordinator",
-        "astraeus-coordinator", "serve", "--listen", "127.0.0.1:0",
-        "--state-dir", str(state), "--db", str(state / "astraeus.db"),
-        "--cluster-name", "e2e", env=FAST,
-    )  # fmt: skip
-    cluster.url = _until(
-        "the coordinator to say where it listens", lambda: _listening(tmp_path / "coordinator.log")
-    )
+    cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
     admin_file = state / "admin.token"
     admin = _until("the admin token file", lambda: admin_file.exists() and admin_file.read_text())
     admin = admin.strip()

@@ -65,12 +65,9 @@ def start(
     """A coordinator with `rendezvous_ports` = `ports` and one fake-H100 agent per entry of
     `agents` (name: extra flags), reporting to `via` (default: the coordinator itself)."""
     state = root / "coordinator"
-    cluster.start(
-        "coordinator",
-        "astraeus-coordinator", "serve", "--listen", f"127.0.0.1:{cluster.port}",
-        "--state-dir", str(state), "--db", str(state / "astraeus.db"), "--cluster-name", "e2e",
-        env={**FAST, "ASTRAEUS_RENDEZVOUS_PORTS": ports},
-    )  # fmt: skip
+    cluster.start_coordinator(
+        state, "--cluster-name", "e2e", env={**FAST, "ASTRAEUS_RENDEZVOUS_PORTS": ports}
+    )
     admin_file = state / "admin.token"
     admin = _until("the admin token", lambda: admin_file.exists() and admin_file.read_text())
     admin = admin.strip()
@@ -192,7 +189,7 @@ def test_behind_a_proxy_workers_meet_at_the_advertised_addresses(tmp_path: Path)
     (127.0.0.9); they advertise 127.0.0.2 and 127.0.0.3. The machines show those addresses, and
     a 2 × 8 run's workers meet at worker 0's advertised address, never the proxy's."""
     cluster = Cluster(tmp_path)
-    forwarder = Forwarder(("127.0.0.1", cluster.port), source="127.0.0.9")
+    forwarder = Forwarder(lambda: ("127.0.0.1", cluster.port), source="127.0.0.9")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         first = int(probe.getsockname()[1])
