@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import ladder
 from .cluster import Cluster
@@ -68,6 +68,7 @@ class Frame:
         this moment too, when a reservation starts or ends at a time)."""
         key = (static_key, now if self.timed else None)
         if key not in self._verdicts:
+            forget_oldest(self._verdicts)
             self._verdicts[key] = Verdicts()
         return self._verdicts[key]
 
@@ -173,6 +174,17 @@ class LiveState:
         for i in changed:
             index.update(i)
         self.free, self.free_index = free, index
+
+
+KEPT_ASKS = 256
+"""Asks whose static verdicts (and idle views) a frame keeps: the oldest is dropped first, so
+a queue of thousands of distinct asks cannot grow the state without bound."""
+
+
+def forget_oldest(kept: dict[Any, Any]) -> None:
+    """Make room for one more ask: drop the oldest kept one when `KEPT_ASKS` are kept."""
+    if len(kept) >= KEPT_ASKS:
+        del kept[next(iter(kept))]
 
 
 def _kept(previous: Frame | None, i: int, facts: MachineFacts) -> bool:

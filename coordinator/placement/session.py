@@ -11,7 +11,7 @@ from .cluster import Cluster
 from .decision import Decision
 from .facts import Free, MachineFacts
 from .filters import topology
-from .live import LiveState
+from .live import LiveState, forget_oldest
 from .model import ClusterSnapshot, Pending, Placement, RunRequest
 from .needs import Needs
 from .prepared import Prepared
@@ -85,6 +85,7 @@ class PlacementSession:
             worker = idle.explained_gpus()
             if worker != idle.smallest.gpus:
                 idle = Decision(prepared, self._idle, self._idle_gpus, worker, idle=True)
+            forget_oldest(self._idle_views)
             self._idle_views[key] = (idle, could)
         return self._idle_views[key]
 

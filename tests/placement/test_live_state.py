@@ -14,7 +14,7 @@ from astraeus.coordinator.placement import (
     Reservation,
 )
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, run
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.live import KEPT_ASKS, LiveState
 from astraeus.shared import MachineState
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -183,3 +183,15 @@ def test_a_session_taking_leaves_the_live_state_and_other_sessions_alone() -> No
     second = PlacementSession(live=live)
     assert second.place(run("r9", ask=ASKS[0]), NOW).__class__.__name__ == "Placement"
     assert len(live.free[0].gpu_ids) == 8
+
+
+def test_a_frame_keeps_a_bounded_number_of_asks() -> None:
+    """Static verdicts are kept for at most `KEPT_ASKS` asks per frame, the oldest dropped first,
+    and a run whose ask was dropped is decided exactly as before."""
+    live = LiveState()
+    live.update(ClusterSnapshot((Spec("a").view(), Spec("b").view())))
+    first = PlacementSession(live=live).place(run("r", ask=ASKS[0]), NOW)
+    for n in range(KEPT_ASKS + 5):
+        PlacementSession(live=live).place(run("x", ask=ASKS[0], pools=(f"p{n}",)), NOW)
+    assert len(live.frame._verdicts) == KEPT_ASKS
+    assert PlacementSession(live=live).place(run("r", ask=ASKS[0]), NOW) == first
