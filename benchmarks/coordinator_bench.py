@@ -23,8 +23,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from coordinator_rig import ASTRA, ONE_GPU, Cluster, Coordinator, load, percentile, three
+from coordinator_rig import ASTRA, GANG, ONE_GPU, Cluster, Coordinator, load, percentile, three
 from coordinator_rig import report_load as reports_at
 from slurm_peer import SlurmPeer
 
@@ -112,11 +113,12 @@ async def submit_to_placed(c: Coordinator, count: int) -> float:
     return percentile(took, 0.5) * 1000
 
 
-async def http_dry_run(c: Coordinator, count: int) -> float:
+async def http_dry_run(c: Coordinator, count: int, body: dict[str, Any]) -> float:
+    """Median in ms of `count` dry runs of `body`, one at a time."""
     took = []
     for _ in range(count):
         started = time.perf_counter()
-        answer = await c.call("POST", "/api/v1/runs?dry_run=1", c.cluster.member, ONE_GPU)
+        answer = await c.call("POST", "/api/v1/runs?dry_run=1", c.cluster.member, body)
         took.append(time.perf_counter() - started)
         assert answer["would_start"], answer  # noqa: S101 - an idle cluster takes it
     return statistics.median(took) * 1000
@@ -143,17 +145,19 @@ def cli_dry_run(c: Coordinator, count: int) -> float:
 async def idle(machines: int, repeat: int, submissions: int) -> None:
     print(f"== an idle cluster of {machines} machines")
     cluster = Cluster(machines)
-    figures: dict[str, list[float]] = {"placed": [], "http": [], "cli": []}
+    figures: dict[str, list[float]] = {"placed": [], "http": [], "gang": [], "cli": []}
     try:
         for i in range(repeat):
             async with Coordinator(cluster) as c:
                 await asyncio.sleep(3)  # the first pass after the start is over
-                figures["http"].append(await http_dry_run(c, 20))
+                figures["http"].append(await http_dry_run(c, 20, ONE_GPU))
+                figures["gang"].append(await http_dry_run(c, 20, GANG))
                 figures["cli"].append(await asyncio.to_thread(cli_dry_run, c, 5))
                 figures["placed"].append(await submit_to_placed(c, submissions))
             print(
                 f"  run {i + 1}: submission to placed p50 {figures['placed'][-1]:.1f} ms, "
                 f"1-GPU dry run HTTP {figures['http'][-1]:.1f} ms, "
+                f"64-GPU gang {figures['gang'][-1]:.1f} ms, "
                 f"CLI {figures['cli'][-1]:.0f} ms ({load()})",
                 flush=True,
             )
@@ -162,6 +166,7 @@ async def idle(machines: int, repeat: int, submissions: int) -> None:
     for key, label in (
         ("placed", "submission to placed, 1-GPU, p50"),
         ("http", "1-GPU dry run over HTTP, median"),
+        ("gang", "64-GPU gang dry run over HTTP, median"),
         ("cli", "1-GPU dry run from the CLI (`astra ... --dry-run`), median"),
     ):
         spread = ", ".join(f"{f:.1f}" for f in figures[key])

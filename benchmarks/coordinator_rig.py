@@ -53,6 +53,7 @@ def machine_report(name: str, gpus: int = 8) -> dict[str, Any]:
 
 
 ONE_GPU = {"name": "r", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 1}}}
+GANG = {"name": "g", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 64}}}
 
 
 class Cluster:

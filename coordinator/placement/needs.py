@@ -154,8 +154,21 @@ class Needs:
         worker = self.worker(gpus)
         return worker.cpu_cores <= free_cores and worker.memory_bytes <= free_memory
 
+    @cached_property
+    def _most(self) -> dict[tuple[int, float, int], int]:
+        """`most_gpus` answers already worked out: machines alike in what is free (most of
+        them, in a large cluster) ask the same question."""
+        return {}
+
     def most_gpus(self, limit: int, free_cores: float, free_memory: int) -> int:
         """The most GPUs, at most `limit`, whose worker fits in what is free; -1 if none."""
+        key = (limit, free_cores, free_memory)
+        found = self._most.get(key)
+        if found is None:
+            found = self._most[key] = self._most_gpus(limit, free_cores, free_memory)
+        return found
+
+    def _most_gpus(self, limit: int, free_cores: float, free_memory: int) -> int:
         per_gpu = self.ask.per_gpu
         most = limit
         # A first guess by division, then settled by `fits` itself, so both always agree.

@@ -22,6 +22,24 @@ class Views:
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[MachineRecord, Key, MachineView]] = {}
+        self._last: tuple[Key, datetime, datetime | None, ClusterSnapshot] | None = None
+        """The last snapshot, what it was built from, when, and until when no machine's state
+        can change with time alone (the earliest time an Up machine would turn Down)."""
+
+    def reuse(self, key: Key, now: datetime) -> ClusterSnapshot | None:
+        """The last snapshot, when it was built from the same inputs and no machine's state has
+        changed since with time alone (a clock set back is a change too)."""
+        if self._last is None:
+            return None
+        last_key, built_at, valid_until, snapshot = self._last
+        if last_key != key or now < built_at or (valid_until is not None and now > valid_until):
+            return None
+        return snapshot
+
+    def keep_last(
+        self, key: Key, now: datetime, valid_until: datetime | None, snapshot: ClusterSnapshot
+    ) -> None:
+        self._last = (key, now, valid_until, snapshot)
 
     def view(
         self,
@@ -51,24 +69,34 @@ def build_snapshot(
     views: Views | None = None,
 ) -> ClusterSnapshot:
     """Every machine as a pass sees it; silence counts from `heard_since` at the earliest.
-    With `views` (kept between passes), views of unchanged machines are reused."""
+    With `views` (kept between passes), views of unchanged machines are reused, and the whole
+    last snapshot when nothing it was built from changed (the machines' records, what tasks
+    hold, the reservations) and no Up machine's silence has passed `down_after` since."""
     usage = read_usage(store.database)
-    reservations: dict[str, list[Reservation]] = defaultdict(list)
-    for stored in store.reservations.of():
-        reservations[stored.machine].append(_reservation(stored))
+    stored = store.reservations.of()
     views = views or Views()
+    key: Key = (store.machines.changes, down_after, heard_since, usage, stored)
+    reused = views.reuse(key, now)
+    if reused is not None:
+        return reused
+    reservations: dict[str, list[Reservation]] = defaultdict(list)
+    for one in stored:
+        reservations[one.machine].append(_reservation(one))
     records = store.machines.all()
-    built = tuple(
-        views.view(
-            record,
-            record.state(now, down_after, heard_since),
-            usage.get(record.name),
-            reservations[record.name],
-        )
-        for record in records
-    )
+    built = []
+    valid_until: datetime | None = None
+    for record in records:
+        state = record.state(now, down_after, heard_since)
+        if state == MachineState.UP:
+            since = record.silent_since(heard_since)
+            assert since is not None  # noqa: S101 - an Up machine has been heard from
+            turns_down = since + down_after
+            valid_until = turns_down if valid_until is None else min(valid_until, turns_down)
+        built.append(views.view(record, state, usage.get(record.name), reservations[record.name]))
     views.keep_only({record.name for record in records})
-    return ClusterSnapshot(machines=built)
+    snapshot = ClusterSnapshot(machines=tuple(built))
+    views.keep_last(key, now, valid_until, snapshot)
+    return snapshot
 
 
 def _held(held: Usage | None) -> Key:

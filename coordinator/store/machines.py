@@ -108,6 +108,9 @@ class Machines:
         self._ignored: dict[str, dict[str, str]] = {}
         """Access labels each machine's agent reported (and we ignored), to log each once."""
         self._records: dict[str, MachineRecord] = {}
+        self.changes = 0
+        """Counts every change to a record held in memory (a report, a heartbeat, a cordon, new
+        labels, a new machine, a reload): equal counts, the same records."""
         self._versions: dict[str, int] = {}
         self._rows: dict[str, tuple[object, ...]] = {}
         """Each machine's row as `reload` last read it."""
@@ -144,6 +147,7 @@ class Machines:
                 old = None
             records[name] = self._read(found, old)
         self._records, self._versions, self._rows = records, versions, kept
+        self.changes += 1
 
     def _read(self, row: Row, same: MachineRecord | None) -> MachineRecord:
         """The machine's record; one whose row cannot be read back is set aside (no report:
@@ -225,6 +229,7 @@ class Machines:
             kept = old.report.model_copy(update=volatile)
             updated = replace(old, report=kept, address=address, last_seen=now)
             self._records[report.name] = updated
+            self.changes += 1
             self._seen[report.name] = (address, now)
         return updated
 
@@ -301,6 +306,7 @@ class Machines:
     def remember(self, record: MachineRecord) -> None:
         with self._lock:
             self._records[record.name] = record
+            self.changes += 1
 
     def cordon(self, name: str, reason: str | None) -> MachineRecord | None:
         """Cordon with a reason (None uncordons)."""
@@ -320,6 +326,7 @@ class Machines:
         with self._lock:  # the newest record (a heartbeat may have come meanwhile), changed
             updated = replace(self._records.get(name, record), **changes)  # type: ignore[arg-type]
             self._records[name] = updated
+            self.changes += 1
         return updated
 
     def ensure(self, name: str, now: datetime) -> MachineRecord:
@@ -335,6 +342,7 @@ class Machines:
         record = MachineRecord(name)
         with self._lock:
             self._records[name] = record
+            self.changes += 1
         return record
 
 

@@ -4,8 +4,10 @@ nothing a view reads changed; the result always equals a snapshot built afresh."
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 
+from astraeus.coordinator.placement import ClusterSnapshot
 from astraeus.coordinator.scheduler.snapshot import Views, build_snapshot
 from astraeus.coordinator.store import Store
 
@@ -59,3 +61,59 @@ async def test_views_are_reused_until_something_they_read_changes(fake_cluster: 
     fourth = build_snapshot(c.store, later, DOWN_AFTER, now, views)
     assert [v.state.value for v in fourth.machines] == ["Down", "Down"]
     assert fourth == build_snapshot(c.store, later, DOWN_AFTER, now)
+
+
+async def test_the_whole_snapshot_is_reused_until_the_cluster_changes(
+    fake_cluster: Cluster,
+) -> None:
+    """With nothing changed and no Up machine's silence past `down_after`, the last snapshot
+    itself is returned; a report, a cordon, a placement, a reservation, time past `down_after`
+    and a clock set back each give a new one, and every snapshot equals one built afresh."""
+    c = fake_cluster
+    await c.workspace("vision")
+    for name in ("gpu-01", "gpu-02"):
+        await c.report(name)
+    views, now = Views(), c.clock.now()
+
+    def snapshot(at: datetime) -> ClusterSnapshot:
+        kept = build_snapshot(c.store, at, DOWN_AFTER, now, views)
+        assert kept == build_snapshot(c.store, at, DOWN_AFTER, now)
+        return kept
+
+    last = snapshot(now)
+    assert snapshot(now) is last
+    assert snapshot(now + DOWN_AFTER) is last  # silent for exactly `down_after`: still Up
+    changes: list[tuple[str, Callable[[], Awaitable[object]], timedelta]] = [
+        ("report", lambda: c.report("gpu-01"), timedelta(0)),
+        ("cordon", lambda: c.call("POST", "/api/v1/machines/gpu-02/cordon", body={}), timedelta(0)),
+        ("placement", lambda: _place(c), timedelta(0)),
+        ("reservation", lambda: _reserve(c), timedelta(0)),
+        ("time", _nothing, DOWN_AFTER + timedelta(seconds=1)),
+        ("clock set back", _nothing, -timedelta(seconds=1)),
+    ]
+    for what, change, later in changes:
+        await change()
+        again = snapshot(now + later)
+        assert (what, again is last) == (what, False)
+        assert snapshot(now + later) is again
+        last = again
+    assert [v.state.value for v in snapshot(now + DOWN_AFTER * 2).machines] == ["Down", "Down"]
+
+
+async def _place(c: Cluster) -> None:
+    await c.submit("vision", "train", gpus=8)
+    await c.run_pass()
+
+
+async def _reserve(c: Cluster) -> None:
+    body = {
+        "workspace": "vision",
+        "starts_at": "2026-10-01T10:00:00+00:00",
+        "ends_at": "2026-10-01T12:00:00+00:00",
+    }
+    status, _ = await c.call("POST", "/api/v1/machines/gpu-01/reservations", body=body)
+    assert status == 201
+
+
+async def _nothing() -> None:
+    return None
