@@ -21,6 +21,7 @@ from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION
 from astraeus.shared.clock import SystemClock
+from astraeus.shared.fake_gpu import gpu_uuid
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-40GB"
@@ -33,7 +34,7 @@ def gpu(machine: str, index: int, model: str = H100, **extra: Any) -> dict[str, 
     """One GPU as an agent reports it; healthy unless `health` says otherwise."""
     return {
         "index": index,
-        "uuid": f"GPU-{machine}-{index}",
+        "uuid": gpu_uuid(machine, index),
         "vendor": "nvidia",
         "model": model,
         "memory_bytes": 85_520_809_984 if model == H100 else 42_949_672_960,

@@ -222,13 +222,14 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
 async def test_a_site_known_only_from_the_network_can_be_chosen(
     cluster: Cluster, page: Any
 ) -> None:
-    """New run offers the site of machines with no site label, the network they connect from,
-    and sends it as those machines' names, so the run lands there."""
+    """New run offers the site of machines with no site label, the network of the address they
+    advertise, and sends it as those machines' names, so the run lands there."""
     await cluster.report(
         report("gpu-01", [gpu("gpu-01", i) for i in range(8)], _labels("fra-1", "r1"))
     )
     for name in ("lab-1", "lab-2"):
-        await cluster.report(report(name, [gpu(name, i) for i in range(8)], {}))
+        gpus = [gpu(name, i) for i in range(8)]
+        await cluster.report(report(name, gpus, {}, advertise_address="127.0.0.1"))
     await sign_in(page, cluster, cluster.member)
     await open_new_run(page)
     assert await page.locator("#site option").all_inner_texts() == [
