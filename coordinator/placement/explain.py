@@ -1,4 +1,7 @@
-"""Turn rejections into the pending explanation and its headline. The only place with prose."""
+"""Turn rejections into the pending explanation and its headline.
+
+The words of each machine's reason come from its filter, the queue's from `shared/reasons.py`;
+this module only chooses among them and counts."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ Survivor = Callable[[int], Rejection]
 
 
 def pending(
-    now: Decision,
+    current: Decision,
     idle: Decision,
     survivor: Survivor,
     evaluated_at: datetime,
@@ -36,12 +39,12 @@ def pending(
 
     Only the machines of the workspace's pools are checked, counted and named: the guide's
     "you never see machines outside them"."""
-    facts, names = now.cluster.facts, now.cluster.names
-    shown = workspace_machines(now)
+    facts, names = current.cluster.facts, current.cluster.names
+    shown = workspace_machines(current)
     if unplannable is not None:
         rejections = [unplannable] * len(shown)
     else:
-        rejections = [now.rejection(i) or survivor(i) for i in shown]
+        rejections = [current.rejection(i) or survivor(i) for i in shown]
     # Plain dicts validated in one call: one model per machine costs more than the decision.
     up = [facts[i].up for i in shown]
     nodes = [
@@ -54,12 +57,12 @@ def pending(
             "checked_nodes": len(shown),
             "ready_nodes": ready,
             "down_nodes": len(shown) - ready,
-            "closest": _closest(now, idle, shown, rejections) if wanted else None,
+            "closest": _closest(current, idle, shown, rejections) if wanted else None,
             "nodes": nodes,
             "evaluated_at": evaluated_at,
         }
     )
-    pools = now.needs.run.pools
+    pools = current.needs.run.pools
     if waits_for is not None:
         text, kind = waits_for, ReasonKind.WAITS_FOR_NETWORK
     elif shown or not pools:
@@ -96,17 +99,17 @@ def grouped(names: list[str], rejections: list[Rejection]) -> list[RejectionGrou
     ]
 
 
-def workspace_machines(now: Decision) -> list[int]:
+def workspace_machines(current: Decision) -> list[int]:
     """The machines (indices, in name order) of the run's workspace's pools; all of them for a
     workspace without pools."""
-    pools, facts = now.needs.run.pools, now.cluster.facts
+    pools, facts = current.needs.run.pools, current.cluster.facts
     if not pools:
         return list(range(len(facts)))
     return [i for i, machine in enumerate(facts) if machine.view.labels.get(labels.POOL) in pools]
 
 
 def _closest(
-    now: Decision, idle: Decision, shown: list[int], rejections: list[Rejection]
+    current: Decision, idle: Decision, shown: list[int], rejections: list[Rejection]
 ) -> str | None:
     """The machine short on room alone (it would take the run if idle) with most of its need."""
     best: tuple[float, int] | None = None
@@ -117,4 +120,4 @@ def _closest(
         rank = (-rejection.have / (rejection.need or 1), i)
         if best is None or rank < best:
             best = rank
-    return now.cluster.names[best[1]] if best else None
+    return current.cluster.names[best[1]] if best else None
