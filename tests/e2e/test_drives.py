@@ -22,7 +22,7 @@ from astraeus.coordinator.placement import (
 )
 from astraeus.shared import MachineReport, MachineState, RequestedResources
 
-from .test_real_processes import AS_THIS_USER, FAST, Cluster, _answers, _until
+from .test_real_processes import AS_THIS_USER, FAST, Cluster, _until
 
 WORKER = (
     "import os,pathlib,sys; d=pathlib.Path(os.environ['ASTRAEUS_DRIVE_DATASETS']); "
@@ -45,10 +45,7 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, str]:
     `ghost` whose mount is gone; node-b holds `datasets`. Answers (admin, member) tokens."""
     state = tmp_path / "coordinator"
     cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
-    admin_file = state / "admin.token"
-    admin = _until("the admin token", lambda: admin_file.exists() and admin_file.read_text())
-    admin = admin.strip()
-    _until("the coordinator to answer", lambda: _answers(cluster.url))
+    admin = cluster.admin_token(state)
     _api(cluster, "/workspaces/e2e", admin, {"pools": []}, method="PUT")
     member = _api(cluster, "/tokens", admin, {"role": "member", "workspace": "e2e"})["token"]
     (tmp_path / "nfs").mkdir()

@@ -126,6 +126,19 @@ class Cluster:
         log = self.root / "coordinator.log"
         self.url = _until("the coordinator to say where it listens", lambda: _listening(log))
 
+    def admin_token(self, state: Path) -> str:
+        """The admin token the coordinator wrote into `state`, once the coordinator answers."""
+        path = state / "admin.token"
+        admin = _until("the admin token file", lambda: path.exists() and path.read_text())
+        _until("the coordinator to answer", lambda: _answers(self.url))
+        return str(admin).strip()
+
+    def member_of_e2e(self, admin: str) -> str:
+        """Workspace `e2e` made with the CLI, and a member token for it."""
+        self.astra("astraeus", "workspace", "set", "e2e", token=admin)
+        argv = ("astraeus", "token", "create", "--role", "member", "--for-workspace", "e2e")
+        return self.astra(*argv, token=admin).strip()
+
     @property
     def port(self) -> int:
         return int(self.url.rpartition(":")[2])
@@ -176,14 +189,8 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     run succeeds, and after SIGTERM no process of the test is left."""
     state = tmp_path / "coordinator"
     cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
-    admin_file = state / "admin.token"
-    admin = _until("the admin token file", lambda: admin_file.exists() and admin_file.read_text())
-    admin = admin.strip()
-    _until("the coordinator to answer", lambda: _answers(cluster.url))
-    cluster.astra("astraeus", "workspace", "set", "e2e", token=admin)
-    member = cluster.astra(
-        "astraeus", "token", "create", "--role", "member", "--for-workspace", "e2e", token=admin
-    ).strip()
+    admin = cluster.admin_token(state)
+    member = cluster.member_of_e2e(admin)
     for name in ("node-a", "node-b"):
         secret = cluster.astra(
             "astraeus", "token", "create", "--role", "agent", "--machine", name, token=admin

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from .forwarder import Forwarder
-from .test_real_processes import AS_THIS_USER, FAST, Cluster, _answers, _until
+from .test_real_processes import AS_THIS_USER, FAST, Cluster, _until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples/distributed"
 PASSED = re.compile(r"rank (\d+) of (\d+) \(local rank (\d+)\): barrier at ([0-9.]+):(\d+) passed")
@@ -68,14 +68,8 @@ def start(
     cluster.start_coordinator(
         state, "--cluster-name", "e2e", env={**FAST, "ASTRAEUS_RENDEZVOUS_PORTS": ports}
     )
-    admin_file = state / "admin.token"
-    admin = _until("the admin token", lambda: admin_file.exists() and admin_file.read_text())
-    admin = admin.strip()
-    _until("the coordinator to answer", lambda: _answers(cluster.url))
-    cluster.astra("astraeus", "workspace", "set", "e2e", token=admin)
-    member = cluster.astra(
-        "astraeus", "token", "create", "--role", "member", "--for-workspace", "e2e", token=admin
-    ).strip()
+    admin = cluster.admin_token(state)
+    member = cluster.member_of_e2e(admin)
     for name, flags in agents.items():
         secret = cluster.astra(
             "astraeus", "token", "create", "--role", "agent", "--machine", name, token=admin
