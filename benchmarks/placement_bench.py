@@ -46,8 +46,8 @@ from astraeus.coordinator.placement import (
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.scheduler.decide import PassContext, decide
+from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.shared import RequestedResources
 from astraeus.shared.explanation import grouped
 

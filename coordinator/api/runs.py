@@ -5,8 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from astraeus.coordinator.placement import Placement
+from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.store import NameTakenError
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.shared import Run, RunSpec, RunState, Task
 from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
 

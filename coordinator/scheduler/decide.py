@@ -20,12 +20,11 @@ from astraeus.coordinator.placement import (
     Placement,
     RunRequest,
 )
-from astraeus.coordinator.store.commit import Placed, Waiting
-from astraeus.coordinator.store.queue import QueueItem
-from astraeus.coordinator.store.reshape import Reshaped
 from astraeus.shared import reasons
 from astraeus.shared.admin import Workspace
 from astraeus.shared.reasons import ReasonKind
+
+from .items import Placed, QueueItem, Reshaped, Waiting
 
 
 class EngineSession(Protocol):

@@ -29,24 +29,16 @@ from astraeus.coordinator.placement import ClusterSnapshot, Placement, Placement
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import (
-    Waiting,
-    commit_pass,
-    drop_unused_explanations,
-    mark_lost,
-)
+from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations, mark_lost
 from astraeus.coordinator.store.faults import StorageError
-from astraeus.coordinator.store.queue import (
-    Parsed,
-    QueueItem,
-    read_queue,
-)
+from astraeus.coordinator.store.queue import read_queue
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
 from astraeus.shared import reasons
 from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import PassContext, PassOutcome, SessionFactory
+from .items import Parsed, QueueItem, Waiting, queue_items
 from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
@@ -152,7 +144,7 @@ class Scheduler:
                 snapshot = build_snapshot(
                     self._store, now, self.down_after, self.heard_since, self._views
                 )
-                items = read_queue(self._store.database, self._asks)
+                items = queue_items(read_queue(self._store.database), self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
                 decisions, cut = await self._decide(
@@ -230,9 +222,9 @@ class Scheduler:
         committed = 0
         database = self._store.database
         for reshaped in decisions.reshaped:
-            if await database.run(commit_reshape, database, reshaped, now):
-                why = reshaped.placement.shape.why
-                log.info("run %s reshaped: %s", reshaped.old.item.run, why)
+            old, placement = reshaped.old, reshaped.placement
+            if await database.run(commit_reshape, database, old, placement, now):
+                log.info("run %s reshaped: %s", old.row.run, placement.shape.why)
                 self.poke()  # its old machines are free now
         placed, waiting = decisions.placed, decisions.waiting
         stored: dict[int, int] = {}
@@ -321,7 +313,7 @@ class Scheduler:
         """Where `item` would go now, queue rules included; nothing is stored."""
         now = self._clock.now()
         snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
-        queue = read_queue(self._store.database)
+        queue = queue_items(read_queue(self._store.database))
         ahead = [q for q in queue if q.priority >= item.priority]
         decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from astraeus.coordinator.placement.live import LiveState
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.coordinator.store.reshape import Unstarted
 
 from .decide import PassContext, PassOutcome
+from .items import QueueItem
 
 
 @dataclass

@@ -21,16 +21,11 @@ from pathlib import Path
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.queue import (
-    Parsed,
-    QueueItem,
-    gpus_by_workspace,
-    live_by_run,
-    read_queue,
-)
+from astraeus.coordinator.store.queue import gpus_by_workspace, live_by_run, read_queue
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
 from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide_within
+from .items import Parsed, QueueItem, queue_items
 from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import Views, build_snapshot
@@ -100,7 +95,7 @@ def compute_pass(
     store.machines.reload()
     down_after = timedelta(seconds=down_after_seconds)
     snapshot = build_snapshot(store, now, down_after, heard_since, views)
-    items = read_queue(store.database, asks)
+    items = queue_items(read_queue(store.database), asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)
     live.update(snapshot)
