@@ -1,5 +1,6 @@
 """The scheduler's own types: a placement to make (`QueueItem`, built from the store's plain
-`QueueRow`) and what a pass decided for it (`Placed`, `Waiting`, `Reshaped`).
+`QueueRow`; a dry run's `Candidate`, which is not stored) and what a pass decided for it
+(`Placed`, `Waiting`, `Reshaped`).
 
 The store never imports them: it reads rows, and writes decisions through the narrow protocols
 of `store/commit.py` (`Placing`, `Explaining`), which these types satisfy.
@@ -10,20 +11,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store.queue import QueueRow
 from astraeus.coordinator.store.reshape import Unstarted
-from astraeus.shared import PendingExplanation, RequestedResources
+from astraeus.shared import PendingExplanation, RequestedResources, RunSpec
 from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 
-@dataclass(frozen=True)
-class QueueItem:
-    """One placement to make: a whole run, or one element of an array run."""
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A run to place, as the queue rules and the engine read it: a queued one (`QueueItem`),
+    or the run a dry run asks about, which is not stored (no `seq`, no live tasks)."""
 
-    seq: int
     workspace: str
     run: str
     index: int
@@ -45,6 +47,30 @@ class QueueItem:
     def label(self) -> str:
         """How other runs' reasons name it."""
         return f"{self.run}-{self.index}" if self.is_array else self.run
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueItem(Candidate):
+    """One placement to make from the queue: a whole stored run, or one element of an array
+    run; `seq` is the run's row."""
+
+    seq: int
+
+
+def candidate(spec: RunSpec, workspace: str) -> Candidate:
+    """The run `spec` would be in `workspace` if submitted now (a dry run's question): element 0
+    of an array, never evaluated before."""
+    return Candidate(
+        workspace=workspace,
+        run=spec.name,
+        index=0,
+        is_array=spec.requested_resources.array is not None,
+        priority=spec.priority,
+        ask=spec.requested_resources,
+        image=spec.image,
+        time_limit_seconds=spec.time_limit_seconds,
+        first_evaluated_at=None,
+    )
 
 
 Parsed = tuple[RequestedResources, dict[str, object]]
@@ -85,19 +111,24 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
     )
 
 
+Item = TypeVar("Item", bound=Candidate)
+"""What a pass decides about: `QueueItem`s (a pass, whose decisions are stored) or also a
+`Candidate` (a dry run's, never stored: the store's protocols need a `seq`)."""
+
+
 @dataclass(frozen=True)
-class Placed:
+class Placed(Generic[Item]):
     """A pass places `item` as `placement`."""
 
-    item: QueueItem
+    item: Item
     placement: Placement
 
 
 @dataclass(frozen=True)
-class Waiting:
+class Waiting(Generic[Item]):
     """A pass leaves `item` pending, for `reason`."""
 
-    item: QueueItem
+    item: Item
     reason: str
     explanation: PendingExplanation | None
     kind: ReasonKind

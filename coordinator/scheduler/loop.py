@@ -33,12 +33,12 @@ from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanati
 from astraeus.coordinator.store.faults import StorageError
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
-from astraeus.shared import reasons
+from astraeus.shared import RunSpec, reasons
 from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import PassContext, PassOutcome, SessionFactory
-from .items import Parsed, QueueItem, Waiting, queue_items
+from .items import Candidate, Item, Parsed, QueueItem, Waiting, candidate, queue_items
 from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
@@ -179,7 +179,7 @@ class Scheduler:
                 return
             await asyncio.sleep(0)
 
-    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome, bool]:
+    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
         """The pass in the worker process; a worker that ended (killed, out of memory) is
         replaced and the pass asked of the new one, which reads the cluster from the file
         (nothing the service holds is lost with it: the file has every hold)."""
@@ -197,7 +197,7 @@ class Scheduler:
             self._pool = _worker_pool()
             return await self._in_worker(now)
 
-    async def _in_worker(self, now: datetime) -> tuple[PassOutcome, bool]:
+    async def _in_worker(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
         settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
@@ -213,7 +213,7 @@ class Scheduler:
             self._last_committed,
         )
 
-    async def _commit(self, decisions: PassOutcome, now: datetime) -> int:
+    async def _commit(self, decisions: PassOutcome[QueueItem], now: datetime) -> int:
         """Commit in chunks, each its own transaction, queued by the writer thread one after
         another, so a report's write waits for one chunk at most.
 
@@ -245,14 +245,14 @@ class Scheduler:
 
     async def _decide(
         self,
-        items: list[QueueItem],
+        items: list[Item],
         snapshot: ClusterSnapshot,
         now: datetime,
         context: PassContext,
         unstarted: Sequence[Unstarted] = (),
         *,
         remember: bool = False,
-    ) -> tuple[PassOutcome, bool]:
+    ) -> tuple[PassOutcome[Item], bool]:
         """Decide in a worker thread (with a fake engine, or for a dry run); a pass
         (`remember`) with no change since the last decides nothing (`memo`).
 
@@ -265,14 +265,14 @@ class Scheduler:
 
     def _plan(
         self,
-        items: list[QueueItem],
+        items: list[Item],
         unstarted: Sequence[Unstarted],
         snapshot: ClusterSnapshot,
         now: datetime,
         context: PassContext,
         seconds: float,
         remember: bool,
-    ) -> tuple[PassOutcome, bool]:
+    ) -> tuple[PassOutcome[Item], bool]:
         """`plan` over this process's live state, brought up to `snapshot` first (one thread at
         a time: a pass and dry runs may call it together)."""
         session, key = None, None
@@ -309,12 +309,14 @@ class Scheduler:
         ]
         return mark_lost(self._store.database, silent, now) if silent else 0
 
-    async def dry_run(self, item: QueueItem) -> Placement | Waiting:
-        """Where `item` would go now, queue rules included; nothing is stored."""
+    async def dry_run(self, spec: RunSpec, workspace: str) -> Placement | Waiting[Candidate]:
+        """Where `spec` would go if submitted to `workspace` now, behind the queue ahead of it
+        (queue rules included); nothing is stored."""
+        item = candidate(spec, workspace)
         now = self._clock.now()
         snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
         queue = queue_items(read_queue(self._store.database))
-        ahead = [q for q in queue if q.priority >= item.priority]
+        ahead: list[Candidate] = [q for q in queue if q.priority >= item.priority]
         decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:
             if placed.item is item:

@@ -25,7 +25,7 @@ from astraeus.coordinator.store.queue import gpus_by_workspace, live_by_run, rea
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
 from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide_within
-from .items import Parsed, QueueItem, queue_items
+from .items import Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import Views, build_snapshot
@@ -84,7 +84,7 @@ def compute_pass(
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
     last_committed: bool = False,
-) -> tuple[PassOutcome, bool]:
+) -> tuple[PassOutcome[QueueItem], bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`.
     Nothing when nothing changed since the last pass, whose decisions were all committed
     (`last_committed`, the service says) and changed nothing (`memo`)."""
@@ -125,7 +125,7 @@ def settle_garbage() -> None:
 
 
 def plan(
-    items: Sequence[QueueItem],
+    items: Sequence[Item],
     unstarted: Sequence[Unstarted],
     snapshot: ClusterSnapshot,
     now: datetime,
@@ -134,7 +134,7 @@ def plan(
     seconds: float,
     stopping: Callable[[], bool] = lambda: False,
     session: EngineSession | None = None,
-) -> tuple[PassOutcome, bool]:
+) -> tuple[PassOutcome[Item], bool]:
     """A pass's decisions: first at most one reshape of an unstarted run, then the queue.
     `session` (over a live state current with `snapshot`) decides the queue instead of one
     built from the snapshot.
