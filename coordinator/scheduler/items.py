@@ -8,6 +8,7 @@ of `store/commit.py` (`Placing`, `Explaining`), which these types satisfy.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -92,7 +93,7 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
     found = cache.get(row.seq) if cache is not None else None
     if found is None:
         spec = json.loads(row.spec)
-        found = (RequestedResources.model_validate(spec["requested_resources"]), spec)
+        found = (parse_ask(spec["requested_resources"]), spec)
         if cache is not None:
             cache[row.seq] = found
     ask, spec = found
@@ -109,6 +110,17 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
         first_evaluated_at=row.first_evaluated_at,
         submitted_at=row.submitted_at,
     )
+
+
+def parse_ask(requested: object) -> RequestedResources:
+    """A stored run's ask, parsed; runs asking alike share one parsed ask (a queue of 10,000
+    copies of one ask is validated once, not 10,000 times). Asks are never changed in place."""
+    return _ask(json.dumps(requested, sort_keys=True, separators=(",", ":")))
+
+
+@functools.lru_cache(maxsize=1024)
+def _ask(text: str) -> RequestedResources:
+    return RequestedResources.model_validate(json.loads(text))
 
 
 Item = TypeVar("Item", bound=Candidate)
