@@ -2,13 +2,12 @@
 `QueueRow`; a dry run's `Candidate`, which is not stored) and what a pass decided for it
 (`Placed`, `Waiting`, `Reshaped`).
 
-The store never imports them: it reads rows, and writes decisions through the narrow protocols
-of `store/commit.py` (`Placing`, `Explaining`), which these types satisfy.
+The store never imports them: it reads rows, and writes decisions as the rows `written.py`
+makes of them (`store/commit.py`'s `PlacementRow` and `WaitingRow`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -113,14 +112,25 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
 
 
 def parse_ask(requested: object) -> RequestedResources:
-    """A stored run's ask, parsed; runs asking alike share one parsed ask (a queue of 10,000
-    copies of one ask is validated once, not 10,000 times). Asks are never changed in place."""
-    return _ask(json.dumps(requested, sort_keys=True, separators=(",", ":")))
+    """A stored run's ask (`requested_resources` as JSON decoded it), parsed; runs asking alike
+    share one parsed ask (a queue of 10,000 copies of one ask is validated once, not 10,000
+    times). Asks are never changed in place. The key is the decoded value's `repr`: faithful for
+    what JSON decodes to, and far cheaper than encoding it again."""
+    return _ask(repr(requested), requested)
 
 
-@functools.lru_cache(maxsize=1024)
-def _ask(text: str) -> RequestedResources:
-    return RequestedResources.model_validate(json.loads(text))
+_ASKS: dict[str, RequestedResources] = {}
+KEPT_ASKS = 1024
+"""Distinct asks kept parsed; the oldest is dropped first."""
+
+
+def _ask(key: str, requested: object) -> RequestedResources:
+    found = _ASKS.get(key)
+    if found is None:
+        if len(_ASKS) >= KEPT_ASKS:
+            del _ASKS[next(iter(_ASKS))]
+        found = _ASKS[key] = RequestedResources.model_validate(requested)
+    return found
 
 
 Item = TypeVar("Item", bound=Candidate)

@@ -38,11 +38,12 @@ from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import PassContext, PassOutcome, SessionFactory
-from .items import Candidate, Item, Parsed, QueueItem, Waiting, candidate, queue_items
+from .items import Candidate, Item, Parsed, Waiting, candidate, queue_items
 from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
+from .written import Decided, written
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +148,10 @@ class Scheduler:
                 items = queue_items(read_queue(self._store.database), self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
-                decisions, cut = await self._decide(
+                outcome, cut = await self._decide(
                     items, snapshot, now, context, unstarted, remember=True
                 )
+                decisions = written(outcome)
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             self._last_committed = False
@@ -157,7 +159,8 @@ class Scheduler:
             self._last_committed = True
             database = self._store.database
             await database.run(self.ports.give, database, now)
-            self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
+            seconds = time.perf_counter() - started
+            self._metrics.observe_pass(seconds, decisions.submitted_at, now)
             return PassResult(committed, len(decisions.waiting), lost)
 
     def _writable(self) -> None:
@@ -179,7 +182,7 @@ class Scheduler:
                 return
             await asyncio.sleep(0)
 
-    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
+    async def _decide_elsewhere(self, now: datetime) -> tuple[Decided, bool]:
         """The pass in the worker process; a worker that ended (killed, out of memory) is
         replaced and the pass asked of the new one, which reads the cluster from the file
         (nothing the service holds is lost with it: the file has every hold)."""
@@ -197,7 +200,7 @@ class Scheduler:
             self._pool = _worker_pool()
             return await self._in_worker(now)
 
-    async def _in_worker(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
+    async def _in_worker(self, now: datetime) -> tuple[Decided, bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
         settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
@@ -213,7 +216,7 @@ class Scheduler:
             self._last_committed,
         )
 
-    async def _commit(self, decisions: PassOutcome[QueueItem], now: datetime) -> int:
+    async def _commit(self, decisions: Decided, now: datetime) -> int:
         """Commit in chunks, each its own transaction, queued by the writer thread one after
         another, so a report's write waits for one chunk at most.
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus.coordinator.placement import Placement, WorkerPlacement
+from astraeus.coordinator.scheduler.decide import PassOutcome
 from astraeus.coordinator.scheduler.items import Placed, queue_items
+from astraeus.coordinator.scheduler.written import written
 from astraeus.coordinator.store.commit import commit_pass
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared import Landing, NetworkKind, Shape
@@ -181,6 +183,7 @@ async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
         landing=Landing(rung="node", where="gpu-01"),
         network=NetworkKind.LOCAL,
     )
-    assert commit_pass(c.store.database, [Placed(b, placement)], [], c.clock.now()) == 0
+    rows = written(PassOutcome(placed=[Placed(b, placement)])).placed
+    assert commit_pass(c.store.database, rows, [], c.clock.now()) == 0
     _status, run = await c.call("GET", "/api/v1/runs/b", c.tokens["vision"])
     assert (run["state"], run["tasks"][0]["state"]) == ("Pending", "Pending")
