@@ -111,11 +111,37 @@ def commit_pass(
     pass was computed). Each placement has its own savepoint, so a GPU already held (which the
     `gpu_holds` key refuses) loses that run its placement, not the pass. Each distinct
     explanation is stored once; `stored` maps explanations already written in this pass (by
-    `key`) to their rows, across calls."""
+    `key`) to their rows, across calls.
+
+    A chunk is first written without the savepoints (two statements of the five a placement
+    takes): a held GPU is never expected, since passes never overlap and only a pass takes GPUs.
+    If one is met all the same, that transaction is rolled back whole and the chunk written
+    again with them."""
     stored = {} if stored is None else stored
+    before = dict(stored)
+    try:
+        return _write_pass(database, placed, waiting, now, stored, guarded=False)
+    except sqlite3.IntegrityError:
+        stored.clear()
+        stored.update(before)  # those rows were rolled back
+        return _write_pass(database, placed, waiting, now, stored, guarded=True)
+
+
+def _write_pass(
+    database: Database,
+    placed: Sequence[PlacementRow],
+    waiting: Sequence[WaitingRow],
+    now: datetime,
+    stored: dict[int, int],
+    *,
+    guarded: bool,
+) -> int:
     committed = 0
     with database.write() as conn:
         for decision in placed:
+            if not guarded:
+                committed += place_run(conn, decision, now)
+                continue
             conn.execute("SAVEPOINT place")
             try:
                 ok = place_run(conn, decision, now)
