@@ -76,7 +76,9 @@ class Scheduler:
         metrics: Metrics,
         *,
         session_factory: SessionFactory | None = None,
+        pool: ProcessPoolExecutor | None = None,
     ) -> None:
+        """`pool`: the pass worker, when one was started before (`worker_pool`)."""
         self._session_factory = session_factory or PlacementSession
         self._live = LiveState() if session_factory is None else None
         """The placement state kept between passes and dry runs of this process."""
@@ -87,7 +89,7 @@ class Scheduler:
         decide nothing (`memo`)."""
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
-            self._pool = _worker_pool()
+            self._pool = pool or worker_pool()
         self._settings = settings
         self._store = store
         self._clock = clock
@@ -197,7 +199,7 @@ class Scheduler:
             )
             assert self._pool is not None  # noqa: S101 - only called with a pool
             self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = _worker_pool()
+            self._pool = worker_pool()
             return await self._in_worker(now)
 
     async def _in_worker(self, now: datetime) -> tuple[Decided, bool]:
@@ -398,15 +400,20 @@ class Scheduler:
             self._pool = None
 
 
-def _worker_pool() -> ProcessPoolExecutor:
+def worker_pool(*, start_now: bool = False) -> ProcessPoolExecutor:
     """One pass worker process. Spawned: the service has threads (sqlite, the executor), and
-    forking those is unsafe."""
-    return ProcessPoolExecutor(
+    forking those is unsafe. `start_now`: the process starts (and imports the engine, ~1-2 s)
+    at once, not at the first pass: the service starts it before loading its own store, so the
+    two overlap on a machine with two cores."""
+    pool = ProcessPoolExecutor(
         1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=start_worker,
         initargs=(os.getpid(),),
     )
+    if start_now:
+        pool.submit(os.getpid)
+    return pool
 
 
 def _join(workers: list[multiprocessing.process.BaseProcess]) -> None:
