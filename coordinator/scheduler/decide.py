@@ -62,6 +62,16 @@ class PassOutcome:
     """Placed, unstarted runs to move to a tighter shape."""
 
 
+def make_explanations(outcome: PassOutcome) -> None:
+    """Make each waiting run's explanation in the guide's form where the pass was decided: the
+    service stores it as made, in a write transaction, where making one entry per machine would
+    hold up every other write (and, in the pass worker, the service's only core)."""
+    for waiting in outcome.waiting:
+        if waiting.explained is not None:
+            waiting.explained.full()
+            waiting.explained.groups()
+
+
 def request_for(item: QueueItem, workspace: Workspace | None) -> RunRequest:
     return RunRequest(
         name=item.run,
@@ -186,12 +196,12 @@ class _Walk:
             label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
             text = reasons.queued_behind(label)
             kind = ReasonKind.QUEUED_BEHIND
-            return Waiting(item, text, result.explanation, kind, result.rejections)
+            return Waiting(item, text, result.explained, kind)
         if self.head is None and result.wanted_machines:
             self.head, self.head_position = (item, result), position
             self.reserved = frozenset(result.wanted_machines)
             return None
-        return Waiting(item, result.headline, result.explanation, result.kind, result.rejections)
+        return Waiting(item, result.headline, result.explained, result.kind)
 
 
 def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
@@ -231,4 +241,4 @@ def _head_waiting(head: tuple[QueueItem, Pending], *, behind: bool) -> Waiting:
     text, kind = pending.headline, pending.kind
     if behind:
         text, kind = reasons.next_to_run(pending.headline), ReasonKind.NEXT_TO_RUN
-    return Waiting(item, text, pending.explanation, kind, pending.rejections)
+    return Waiting(item, text, pending.explained, kind)

@@ -45,7 +45,7 @@ from astraeus.shared import reasons
 from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
-from .decide import PassContext, PassOutcome, SessionFactory
+from .decide import PassContext, PassOutcome, SessionFactory, make_explanations
 from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
@@ -281,6 +281,7 @@ class Scheduler:
         factory, stopping = self._session_factory, self._stopping.is_set
         found = plan(items, unstarted, snapshot, now, context, factory, seconds, stopping, session)
         if remember:
+            make_explanations(found[0])
             self._memo.remember(key, *found)
         return found
 

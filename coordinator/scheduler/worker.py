@@ -30,7 +30,14 @@ from astraeus.coordinator.store.queue import (
 )
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
-from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide_within
+from .decide import (
+    EngineSession,
+    PassContext,
+    PassOutcome,
+    SessionFactory,
+    decide_within,
+    make_explanations,
+)
 from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import Views, build_snapshot
@@ -113,6 +120,7 @@ def compute_pass(
     decisions, cut = plan(
         items, unstarted, snapshot, now, context, factory, max_seconds, session=session
     )
+    make_explanations(decisions)
     memo.remember(key, decisions, cut)
     return decisions, cut
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from astraeus.coordinator.placement import Placement
-from astraeus.shared import PendingExplanation, task_name
+from astraeus.coordinator.placement.explained import Explained
+from astraeus.shared import task_name
 from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
@@ -29,11 +30,10 @@ class Placed:
 class Waiting:
     item: QueueItem
     reason: str
-    explanation: PendingExplanation | None
+    explained: Explained | None
+    """Why each machine is out; stored as the guide's explanation with its rejections."""
     kind: ReasonKind
     """What `reason` is, stored next to it so no reader classifies the text."""
-    rejections: list[RejectionGroup] = field(default_factory=list)
-    """What keeps each machine of `explanation` out, as data; stored with it."""
 
 
 def commit_pass(
@@ -130,14 +130,15 @@ def _explain(
 ) -> None:
     item = wait.item
     row_id = None
-    if wait.explanation is not None:
-        row_id = stored.get(id(wait.explanation))
+    if wait.explained is not None:
+        row_id = stored.get(id(wait.explained))
         if row_id is None:
+            body = wait.explained.full().model_dump_json()
             cursor = conn.execute(
                 "INSERT INTO explanations (body, rejections) VALUES (?, ?)",
-                (wait.explanation.model_dump_json(), _json_list(wait.rejections)),
+                (body, _json_list(wait.explained.groups())),
             )
-            row_id = stored[id(wait.explanation)] = int(cursor.lastrowid or 0)
+            row_id = stored[id(wait.explained)] = int(cursor.lastrowid or 0)
     conn.execute(
         "UPDATE tasks SET reason = ?, reason_kind = ?,"
         " explanation_id = coalesce(?, explanation_id)"
