@@ -307,7 +307,8 @@ class Scheduler:
         """Where `item` would go now, queue rules included; nothing is stored."""
         now = self._clock.now()
         snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
-        queue = read_queue(self._store.database)
+        # The asks parsed before (by a pass or a dry run): 10,000 queued runs take ~0.4 s to parse.
+        queue = read_queue(self._store.database, self._asks)
         ahead = [q for q in queue if q.priority >= item.priority]
         decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:
