@@ -6,7 +6,6 @@ from aiohttp import web
 
 from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store import NameTakenError
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.shared import Run, RunSpec, RunState, Task
 from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
 
@@ -57,19 +56,7 @@ async def _dry_run(
 ) -> DryRun:
     """Where the run would go now; else why not, by reason when `grouping` (the per-machine
     explanation is then never made: at 20,000 machines it costs more than the decision)."""
-    item = QueueItem(
-        seq=-1,
-        workspace=workspace,
-        run=spec.name,
-        index=0,
-        is_array=spec.requested_resources.array is not None,
-        priority=spec.priority,
-        ask=spec.requested_resources,
-        image=spec.image,
-        time_limit_seconds=spec.time_limit_seconds,
-        first_evaluated_at=None,
-    )
-    result = await request.app[SCHEDULER].dry_run(item)
+    result = await request.app[SCHEDULER].dry_run(spec, workspace)
     if isinstance(result, Placement):
         workers = [
             WorkerView(
