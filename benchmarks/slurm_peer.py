@@ -17,7 +17,8 @@ or, for one no node can take, `allocation failure: Requested node configuration 
 (what 22.05 printed here for `-N1 --gres=gpu:9`; older releases write `sbatch: error: Job
 submit/allocate failed: ...`). `parse_test_only` reads all three.
 
-`RunningSlurm.started_per_second` submits a job array and counts the elements that leave PENDING
+`RunningSlurm.started_per_second` submits a job array (`MaxArraySize` is raised so that one
+array holds the whole queue) and counts the elements that leave PENDING
 with Slurm's default scheduler settings (the main scheduler starts at most
 `default_queue_depth=100` jobs a pass; the backfill scheduler runs every `bf_interval=30` s).
 """
@@ -100,6 +101,7 @@ def slurm_conf(directory: Path, nodes: int, port: int, user: str, munge_socket: 
             "ResumeTimeout=300",
             "TreeWidth=65533",
             "ReturnToService=2",
+            "MaxArraySize=100001",
             f"NodeName={names} State=CLOUD CPUs=128 RealMemory=2000000 Gres=gpu:8",
             "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
             "",
@@ -234,12 +236,11 @@ class RunningSlurm:
         """Submit an array of `queued` 1-GPU jobs; jobs that left PENDING per second, from the
         submission to the last start seen within `window` seconds."""
         array = [f"--array=1-{queued}", "--gres=gpu:1", "-N1", "--wrap", "true"]
-        subprocess.run(  # noqa: S603
-            [self.tools["sbatch"], *array],
-            env=self.env,
-            capture_output=True,
-            check=True,
+        done = subprocess.run(  # noqa: S603
+            [self.tools["sbatch"], *array], env=self.env, capture_output=True, check=False
         )
+        if done.returncode != 0:
+            raise RuntimeError(f"sbatch {' '.join(array)}: {done.stderr.decode().strip()}")
         started_at = time.perf_counter()
         started, last = 0, started_at
         while time.perf_counter() - started_at < window and started < queued:
