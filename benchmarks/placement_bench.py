@@ -46,8 +46,8 @@ from astraeus.coordinator.placement import (
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.scheduler.decide import PassContext, decide
+from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.shared import RequestedResources
 from astraeus.shared.explanation import grouped
 
@@ -151,7 +151,18 @@ def median_ms(action: Callable[[], object], samples: int) -> float:
 def queue(count: int, ask: dict[str, object]) -> list[QueueItem]:
     parsed = RequestedResources.model_validate(ask)
     return [
-        QueueItem(n, "vision", f"run-{n}", 0, False, 0, parsed, None, None, NOW)
+        QueueItem(
+            seq=n,
+            workspace="vision",
+            run=f"run-{n}",
+            index=0,
+            is_array=False,
+            priority=0,
+            ask=parsed,
+            image=None,
+            time_limit_seconds=None,
+            first_evaluated_at=NOW,
+        )
         for n in range(count)
     ]
 

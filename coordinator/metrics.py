@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from astraeus.shared import GpuHealthState, MachineState
 
 if TYPE_CHECKING:
+    from astraeus.coordinator.scheduler.items import Placed, QueueItem
     from astraeus.coordinator.store import Store
-    from astraeus.coordinator.store.commit import Placed
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -53,7 +53,9 @@ class Metrics:
             "astraeus_placement_latency_seconds", "Time from submission to placement, per run."
         )
 
-    def observe_pass(self, seconds: float, placed: Sequence[Placed], now: datetime) -> None:
+    def observe_pass(
+        self, seconds: float, placed: Sequence[Placed[QueueItem]], now: datetime
+    ) -> None:
         self.pass_seconds.observe(seconds)
         for decision in placed:
             submitted = decision.item.submitted_at

@@ -144,6 +144,33 @@ def test_the_coordinator_does_not_import_the_agent() -> None:
     assert found == [], "the coordinator must not import the agent:\n" + "\n".join(found)
 
 
+def test_the_store_imports_no_layer_above_it() -> None:
+    """The store imports neither the scheduler (whose `QueueItem`, `Placed` and `Waiting` it
+    writes through narrow protocols), the API, the CLI nor the service: it stores."""
+    above = (
+        "astraeus.coordinator.scheduler",
+        "astraeus.coordinator.api",
+        *CLI,
+        "astraeus.coordinator.service",
+    )
+    found = violations(STORE, above)
+    assert found == [], "the store must not import the layers above it:\n" + "\n".join(found)
+
+
+def test_the_schedulers_types_live_in_the_scheduler() -> None:
+    """`QueueItem`, `Placed`, `Waiting` and `Reshaped` are defined in `scheduler/items.py`,
+    and no store module defines a class of those names again."""
+    names = ("Placed", "QueueItem", "Reshaped", "Waiting")
+    owners = sorted(
+        (node.name, str(path.relative_to(ROOT)))
+        for folder in ("coordinator/scheduler", "coordinator/store")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef) and node.name in names
+    )
+    assert owners == [(name, "coordinator/scheduler/items.py") for name in names]
+
+
 def test_the_cli_does_not_import_the_server() -> None:
     """`astra` imports neither the store, the API app, the scheduler nor the engine."""
     server = (*STORE, "astraeus.coordinator.api", "astraeus.coordinator.scheduler", *ENGINE)

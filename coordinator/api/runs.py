@@ -6,7 +6,6 @@ from aiohttp import web
 
 from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store import NameTakenError
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.shared import Run, RunSpec, RunState, Task
 from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
 
@@ -54,19 +53,7 @@ async def create_run(request: web.Request) -> web.Response:
 
 
 async def _dry_run(request: web.Request, spec: RunSpec, workspace: str) -> DryRun:
-    item = QueueItem(
-        seq=-1,
-        workspace=workspace,
-        run=spec.name,
-        index=0,
-        is_array=spec.requested_resources.array is not None,
-        priority=spec.priority,
-        ask=spec.requested_resources,
-        image=spec.image,
-        time_limit_seconds=spec.time_limit_seconds,
-        first_evaluated_at=None,
-    )
-    result = await request.app[SCHEDULER].dry_run(item)
+    result = await request.app[SCHEDULER].dry_run(spec, workspace)
     if isinstance(result, Placement):
         workers = [
             WorkerView(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Protocol
+from typing import Generic, Protocol
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -20,12 +20,11 @@ from astraeus.coordinator.placement import (
     Placement,
     RunRequest,
 )
-from astraeus.coordinator.store.commit import Placed, Waiting
-from astraeus.coordinator.store.queue import QueueItem
-from astraeus.coordinator.store.reshape import Reshaped
 from astraeus.shared import reasons
 from astraeus.shared.admin import Workspace
 from astraeus.shared.reasons import ReasonKind
+
+from .items import Candidate, Item, Placed, QueueItem, Reshaped, Waiting
 
 
 class EngineSession(Protocol):
@@ -53,16 +52,18 @@ class PassContext:
 
 
 @dataclass
-class PassOutcome:
-    placed: list[Placed] = field(default_factory=list)
-    waiting: list[Waiting] = field(default_factory=list)
+class PassOutcome(Generic[Item]):
+    """A pass's decisions about `Item`s (`QueueItem`s; a dry run's also its `Candidate`)."""
+
+    placed: list[Placed[Item]] = field(default_factory=list)
+    waiting: list[Waiting[Item]] = field(default_factory=list)
     skipped: int = 0
     """Waiting runs not explained this pass (past the evaluation budget)."""
     reshaped: list[Reshaped] = field(default_factory=list)
     """Placed, unstarted runs to move to a tighter shape."""
 
 
-def request_for(item: QueueItem, workspace: Workspace | None) -> RunRequest:
+def request_for(item: Candidate, workspace: Workspace | None) -> RunRequest:
     return RunRequest(
         name=item.run,
         workspace=item.workspace,
@@ -76,30 +77,30 @@ def request_for(item: QueueItem, workspace: Workspace | None) -> RunRequest:
 
 
 def decide(
-    items: Sequence[QueueItem],
+    items: Sequence[Item],
     session: EngineSession,
     now: datetime,
     context: PassContext,
-) -> PassOutcome:
+) -> PassOutcome[Item]:
     """Walk the queue in order, placing what fits without taking what the head waits for."""
-    out = PassOutcome()
+    out: PassOutcome[Item] = PassOutcome()
     for _ in steps(items, session, now, context, out):
         pass
     return out
 
 
 def decide_within(
-    items: Sequence[QueueItem],
+    items: Sequence[Item],
     session: EngineSession,
     now: datetime,
     context: PassContext,
     seconds: float,
     stopping: Callable[[], bool] = lambda: False,
-) -> tuple[PassOutcome, bool]:
+) -> tuple[PassOutcome[Item], bool]:
     """`decide` for at most `seconds`; the flag says it stopped before the end of the queue.
 
     `stopping` is asked between runs: true raises `InterruptedError` (the service is stopping)."""
-    out = PassOutcome()
+    out: PassOutcome[Item] = PassOutcome()
     walk = steps(items, session, now, context, out)
     deadline = time.perf_counter() + seconds
     for done, _ in enumerate(walk, start=1):
@@ -113,11 +114,11 @@ def decide_within(
 
 
 def steps(
-    items: Sequence[QueueItem],
+    items: Sequence[Item],
     session: EngineSession,
     now: datetime,
     context: PassContext,
-    out: PassOutcome,
+    out: PassOutcome[Item],
 ) -> Generator[None, None, None]:
     """`decide`, one queue item per step, so the event loop can answer requests in between."""
     walk = _Walk(session, now, context, out)
@@ -131,24 +132,24 @@ def steps(
             out.waiting.insert(0, _head_waiting(walk.head, behind=behind))
 
 
-class _Walk:
+class _Walk(Generic[Item]):
     """The state of one walk down the queue."""
 
     def __init__(
-        self, session: EngineSession, now: datetime, context: PassContext, out: PassOutcome
+        self, session: EngineSession, now: datetime, context: PassContext, out: PassOutcome[Item]
     ):
         self.session, self.now, self.context, self.out = session, now, context, out
         self.held = dict(context.gpus_by_workspace)
         self.live = dict(context.live_by_run)
-        self.head: tuple[QueueItem, Pending] | None = None
+        self.head: tuple[Item, Pending] | None = None
         self.head_position = 0
         self.reserved: frozenset[str] = frozenset()
         self.evaluated = 0
-        self.known: dict[str, Waiting] = {}
+        self.known: dict[str, Waiting[Item]] = {}
         """Waiting decisions by ask: a run asking exactly what a run ahead asked, which had to
         wait, waits too (a pass only ever takes capacity), so it is not evaluated again."""
 
-    def step(self, position: int, item: QueueItem) -> None:
+    def step(self, position: int, item: Item) -> None:
         workspace = self.context.workspaces.get(item.workspace)
         held = _queue_rule(item, workspace, self.held, self.live)
         if held is not None:
@@ -169,15 +170,17 @@ class _Walk:
             if key is not None:
                 self.known[key] = waiting
 
-    def _place(self, position: int, item: QueueItem, workspace: Workspace | None) -> Waiting | None:
+    def _place(
+        self, position: int, item: Item, workspace: Workspace | None
+    ) -> Waiting[Item] | None:
         request = request_for(item, workspace)
         result = self.session.place(request, self.now, exclude=self.reserved)
         if isinstance(result, Placement):
             self.session.take(result)
             self.out.placed.append(Placed(item, result))
             self.held[item.workspace] = self.held.get(item.workspace, 0) + item.ask.gpu_count
-            # `concurrency` counts live elements: each element is one task.
-            self.live[item.seq] = self.live.get(item.seq, 0) + 1
+            if isinstance(item, QueueItem):  # `concurrency` counts live elements, one task each
+                self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
         self.evaluated += 1  # placements are never limited, explanations are
         if self.head and self.reserved and _fits_without_hold(self.session, request, self.now):
@@ -194,7 +197,7 @@ class _Walk:
         return Waiting(item, result.headline, result.explanation, result.kind, result.rejections)
 
 
-def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
+def _same_ask(item: Candidate, workspace: Workspace | None) -> str | None:
     """A key for runs that place alike; None when the run's own history matters (patience)."""
     if item.is_array or (item.ask.topology and item.ask.topology.patience_seconds):
         return None
@@ -205,7 +208,7 @@ def _same_ask(item: QueueItem, workspace: Workspace | None) -> str | None:
 
 
 def _queue_rule(
-    item: QueueItem, workspace: Workspace | None, held: Mapping[str, int], live: Mapping[int, int]
+    item: Candidate, workspace: Workspace | None, held: Mapping[str, int], live: Mapping[int, int]
 ) -> tuple[str, ReasonKind] | None:
     """The quota or array limit that holds this item back, if any, and its kind."""
     need = item.ask.gpu_count
@@ -215,7 +218,8 @@ def _queue_rule(
         return reasons.waits_for_quota(used, quota, need), ReasonKind.WAITS_FOR_QUOTA
     array = item.ask.array
     concurrency = array.concurrency if array is not None else None
-    if concurrency is not None and live.get(item.seq, 0) >= concurrency:
+    running = live.get(item.seq, 0) if isinstance(item, QueueItem) else 0  # a dry run's: none
+    if concurrency is not None and running >= concurrency:
         return reasons.array_at_most(concurrency), ReasonKind.ARRAY_LIMIT
     return None
 
@@ -224,7 +228,7 @@ def _fits_without_hold(session: EngineSession, request: RunRequest, now: datetim
     return isinstance(session.place(request, now), Placement)
 
 
-def _head_waiting(head: tuple[QueueItem, Pending], *, behind: bool) -> Waiting:
+def _head_waiting(head: tuple[Item, Pending], *, behind: bool) -> Waiting[Item]:
     item, pending = head
     # "Next to run" only means something when other runs wait behind it; alone, the room reason
     # is the whole story (the guide's example: `No machine fits: 3 of 3 machines ready`).

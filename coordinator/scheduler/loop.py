@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,24 +29,16 @@ from astraeus.coordinator.placement import ClusterSnapshot, Placement, Placement
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import (
-    Waiting,
-    commit_pass,
-    drop_unused_explanations,
-    mark_lost,
-)
+from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations, mark_lost
 from astraeus.coordinator.store.faults import StorageError
-from astraeus.coordinator.store.queue import (
-    Parsed,
-    QueueItem,
-    read_queue,
-)
+from astraeus.coordinator.store.queue import read_queue
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
-from astraeus.shared import reasons
+from astraeus.shared import RunSpec, reasons
 from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import PassContext, PassOutcome, SessionFactory
+from .items import Candidate, Item, Parsed, QueueItem, Waiting, candidate, queue_items
 from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
@@ -93,13 +86,7 @@ class Scheduler:
         decide nothing (`memo`)."""
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
-            # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
-            self._pool = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=start_worker,
-                initargs=(os.getpid(),),
-            )
+            self._pool = _worker_pool()
         self._settings = settings
         self._store = store
         self._clock = clock
@@ -157,7 +144,7 @@ class Scheduler:
                 snapshot = build_snapshot(
                     self._store, now, self.down_after, self.heard_since, self._views
                 )
-                items = read_queue(self._store.database, self._asks)
+                items = queue_items(read_queue(self._store.database), self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
                 decisions, cut = await self._decide(
@@ -192,7 +179,25 @@ class Scheduler:
                 return
             await asyncio.sleep(0)
 
-    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome, bool]:
+    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
+        """The pass in the worker process; a worker that ended (killed, out of memory) is
+        replaced and the pass asked of the new one, which reads the cluster from the file
+        (nothing the service holds is lost with it: the file has every hold)."""
+        try:
+            return await self._in_worker(now)
+        except BrokenProcessPool:
+            if self._stopping.is_set():
+                raise
+            log.warning(
+                "the pass worker process ended; starting another, which reads the cluster"
+                " from the database"
+            )
+            assert self._pool is not None  # noqa: S101 - only called with a pool
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = _worker_pool()
+            return await self._in_worker(now)
+
+    async def _in_worker(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
         settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
@@ -208,7 +213,7 @@ class Scheduler:
             self._last_committed,
         )
 
-    async def _commit(self, decisions: PassOutcome, now: datetime) -> int:
+    async def _commit(self, decisions: PassOutcome[QueueItem], now: datetime) -> int:
         """Commit in chunks, each its own transaction, queued by the writer thread one after
         another, so a report's write waits for one chunk at most.
 
@@ -217,9 +222,9 @@ class Scheduler:
         committed = 0
         database = self._store.database
         for reshaped in decisions.reshaped:
-            if await database.run(commit_reshape, database, reshaped, now):
-                why = reshaped.placement.shape.why
-                log.info("run %s reshaped: %s", reshaped.old.item.run, why)
+            old, placement = reshaped.old, reshaped.placement
+            if await database.run(commit_reshape, database, old, placement, now):
+                log.info("run %s reshaped: %s", old.row.run, placement.shape.why)
                 self.poke()  # its old machines are free now
         placed, waiting = decisions.placed, decisions.waiting
         stored: dict[int, int] = {}
@@ -240,14 +245,14 @@ class Scheduler:
 
     async def _decide(
         self,
-        items: list[QueueItem],
+        items: list[Item],
         snapshot: ClusterSnapshot,
         now: datetime,
         context: PassContext,
         unstarted: Sequence[Unstarted] = (),
         *,
         remember: bool = False,
-    ) -> tuple[PassOutcome, bool]:
+    ) -> tuple[PassOutcome[Item], bool]:
         """Decide in a worker thread (with a fake engine, or for a dry run); a pass
         (`remember`) with no change since the last decides nothing (`memo`).
 
@@ -260,14 +265,14 @@ class Scheduler:
 
     def _plan(
         self,
-        items: list[QueueItem],
+        items: list[Item],
         unstarted: Sequence[Unstarted],
         snapshot: ClusterSnapshot,
         now: datetime,
         context: PassContext,
         seconds: float,
         remember: bool,
-    ) -> tuple[PassOutcome, bool]:
+    ) -> tuple[PassOutcome[Item], bool]:
         """`plan` over this process's live state, brought up to `snapshot` first (one thread at
         a time: a pass and dry runs may call it together)."""
         session, key = None, None
@@ -289,25 +294,29 @@ class Scheduler:
 
     def _mark_lost(self, now: datetime) -> int:
         """Tasks on machines silent past the grace period become Lost. Silence counts from
-        the machine's last report or `heard_since`, whichever is later."""
-        grace = timedelta(seconds=self._settings.lost_after_seconds)
+        the machine's last report or `heard_since`, whichever is later (so while `heard_since`
+        is within the grace period no machine is looked at)."""
+        cutoff = now - timedelta(seconds=self._settings.lost_after_seconds)
+        if self.heard_since >= cutoff:
+            return 0
         silent = [
             (
                 record.name,
                 f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
             )
             for record in self._store.machines.all()
-            if record.last_seen is not None
-            and now - (record.silent_since(self.heard_since) or record.last_seen) > grace
+            if record.last_seen is not None and record.last_seen < cutoff
         ]
         return mark_lost(self._store.database, silent, now) if silent else 0
 
-    async def dry_run(self, item: QueueItem) -> Placement | Waiting:
-        """Where `item` would go now, queue rules included; nothing is stored."""
+    async def dry_run(self, spec: RunSpec, workspace: str) -> Placement | Waiting[Candidate]:
+        """Where `spec` would go if submitted to `workspace` now, behind the queue ahead of it
+        (queue rules included); nothing is stored."""
+        item = candidate(spec, workspace)
         now = self._clock.now()
         snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
-        queue = read_queue(self._store.database)
-        ahead = [q for q in queue if q.priority >= item.priority]
+        queue = queue_items(read_queue(self._store.database))
+        ahead: list[Candidate] = [q for q in queue if q.priority >= item.priority]
         decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
         for placed in decisions.placed:
             if placed.item is item:
@@ -384,6 +393,17 @@ class Scheduler:
                 worker.terminate()  # it only reads: nothing is lost
             await asyncio.to_thread(_join, workers)
             self._pool = None
+
+
+def _worker_pool() -> ProcessPoolExecutor:
+    """One pass worker process. Spawned: the service has threads (sqlite, the executor), and
+    forking those is unsafe."""
+    return ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=start_worker,
+        initargs=(os.getpid(),),
+    )
 
 
 def _join(workers: list[multiprocessing.process.BaseProcess]) -> None:

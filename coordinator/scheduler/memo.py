@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from astraeus.coordinator.placement.live import LiveState
-from astraeus.coordinator.store.queue import QueueItem
 from astraeus.coordinator.store.reshape import Unstarted
 
 from .decide import PassContext, PassOutcome
+from .items import Candidate, QueueItem
 
 
 @dataclass
@@ -29,7 +30,7 @@ class PassMemo:
     def key(
         self,
         live: LiveState,
-        items: Sequence[QueueItem],
+        items: Sequence[Candidate],
         unstarted: Sequence[Unstarted],
         context: PassContext,
     ) -> tuple[object, ...] | None:
@@ -37,7 +38,8 @@ class PassMemo:
         if unstarted or live.frame.timed or any(_patient(item) for item in items):
             return None
         queue = tuple(
-            (item.seq, item.index, item.priority, item.first_evaluated_at is None) for item in items
+            (_seq(item), item.index, item.priority, item.first_evaluated_at is None)
+            for item in items
         )
         return (
             id(live),
@@ -53,11 +55,18 @@ class PassMemo:
         """The pass with this key would only repeat the last one, which changed nothing."""
         return key is not None and key == self.last
 
-    def remember(self, key: tuple[object, ...] | None, decisions: PassOutcome, cut: bool) -> None:
+    def remember(
+        self, key: tuple[object, ...] | None, decisions: PassOutcome[Any], cut: bool
+    ) -> None:
         settled = not (cut or decisions.placed or decisions.reshaped or decisions.skipped)
         self.last = key if settled else None
 
 
-def _patient(item: QueueItem) -> bool:
+def _seq(item: Candidate) -> int | None:
+    """The run's row; None for a dry run's candidate, which is never stored."""
+    return item.seq if isinstance(item, QueueItem) else None
+
+
+def _patient(item: Candidate) -> bool:
     topology = item.ask.topology
     return bool(topology and topology.patience_seconds)

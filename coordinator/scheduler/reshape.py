@@ -14,10 +14,11 @@ from datetime import datetime
 
 from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Placement
 from astraeus.coordinator.placement.ladder import RUNGS
-from astraeus.coordinator.store.reshape import Reshaped, Unstarted
+from astraeus.coordinator.store.reshape import Unstarted
 from astraeus.shared.admin import Workspace
 
 from .decide import SessionFactory, request_for
+from .items import Reshaped, queue_item
 
 RANK = {rung.name: position for position, rung in enumerate(RUNGS)}
 """Rungs by tightness: 0 is one machine."""
@@ -44,7 +45,8 @@ def find_reshape(
         if not was:
             continue  # on one machine already (or a rung this engine does not know)
         session = session_factory(released(snapshot, run))
-        result = session.place(request_for(run.item, workspaces.get(run.item.workspace)), now)
+        request = request_for(queue_item(run.row), workspaces.get(run.row.workspace))
+        result = session.place(request, now)
         if not isinstance(result, Placement) or RANK.get(result.landing.rung, was) >= was:
             continue
         if reuses_a_name(run, result):
@@ -72,7 +74,7 @@ def released(snapshot: ClusterSnapshot, run: Unstarted) -> ClusterSnapshot:
                 used_gpu_ids=view.used_gpu_ids - gpus,
                 used_cpu_cores=view.used_cpu_cores - sum(t.cpu_cores for t in tasks),
                 used_memory_bytes=view.used_memory_bytes - sum(t.memory_bytes for t in tasks),
-                workers=tuple(w for w in view.workers if w != run.item.key),
+                workers=tuple(w for w in view.workers if w != (run.row.workspace, run.row.run)),
             )
         )
     return dataclasses.replace(snapshot, machines=tuple(views))

@@ -21,16 +21,11 @@ from pathlib import Path
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.queue import (
-    Parsed,
-    QueueItem,
-    gpus_by_workspace,
-    live_by_run,
-    read_queue,
-)
+from astraeus.coordinator.store.queue import gpus_by_workspace, live_by_run, read_queue
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
 from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide_within
+from .items import Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import Views, build_snapshot
@@ -89,7 +84,7 @@ def compute_pass(
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
     last_committed: bool = False,
-) -> tuple[PassOutcome, bool]:
+) -> tuple[PassOutcome[QueueItem], bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`.
     Nothing when nothing changed since the last pass, whose decisions were all committed
     (`last_committed`, the service says) and changed nothing (`memo`)."""
@@ -100,7 +95,7 @@ def compute_pass(
     store.machines.reload()
     down_after = timedelta(seconds=down_after_seconds)
     snapshot = build_snapshot(store, now, down_after, heard_since, views)
-    items = read_queue(store.database, asks)
+    items = queue_items(read_queue(store.database), asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)
     live.update(snapshot)
@@ -130,7 +125,7 @@ def settle_garbage() -> None:
 
 
 def plan(
-    items: Sequence[QueueItem],
+    items: Sequence[Item],
     unstarted: Sequence[Unstarted],
     snapshot: ClusterSnapshot,
     now: datetime,
@@ -139,7 +134,7 @@ def plan(
     seconds: float,
     stopping: Callable[[], bool] = lambda: False,
     session: EngineSession | None = None,
-) -> tuple[PassOutcome, bool]:
+) -> tuple[PassOutcome[Item], bool]:
     """A pass's decisions: first at most one reshape of an unstarted run, then the queue.
     `session` (over a live state current with `snapshot`) decides the queue instead of one
     built from the snapshot.

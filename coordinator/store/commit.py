@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from astraeus.coordinator.placement import Placement
 from astraeus.shared import PendingExplanation, task_name
@@ -14,32 +14,51 @@ from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
 from .db import Database
-from .queue import QueueItem
 from .rows import new_task_uid
 from .runs import settle_run
 
 
-@dataclass(frozen=True)
-class Placed:
-    item: QueueItem
-    placement: Placement
+class Slot(Protocol):
+    """Which pending task a decision is about: the run (`seq`, its name `run`) and the array
+    element (`index`; 0 for a run placed whole)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def run(self) -> str: ...
+    @property
+    def index(self) -> int: ...
 
 
-@dataclass(frozen=True)
-class Waiting:
-    item: QueueItem
-    reason: str
-    explanation: PendingExplanation | None
-    kind: ReasonKind
-    """What `reason` is, stored next to it so no reader classifies the text."""
-    rejections: list[RejectionGroup] = field(default_factory=list)
-    """What keeps each machine of `explanation` out, as data; stored with it."""
+class Placing(Protocol):
+    """A decision to place `item` as `placement` (the scheduler's `Placed`)."""
+
+    @property
+    def item(self) -> Slot: ...
+    @property
+    def placement(self) -> Placement: ...
+
+
+class Explaining(Protocol):
+    """A decision to leave `item` pending, with the reason, its kind and the explanation
+    (the scheduler's `Waiting`)."""
+
+    @property
+    def item(self) -> Slot: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def kind(self) -> ReasonKind: ...
+    @property
+    def explanation(self) -> PendingExplanation | None: ...
+    @property
+    def rejections(self) -> Sequence[RejectionGroup]: ...
 
 
 def commit_pass(
     database: Database,
-    placed: Sequence[Placed],
-    waiting: Sequence[Waiting],
+    placed: Sequence[Placing],
+    waiting: Sequence[Explaining],
     now: datetime,
     stored: dict[int, int] | None = None,
 ) -> int:
@@ -56,7 +75,7 @@ def commit_pass(
         for decision in placed:
             conn.execute("SAVEPOINT place")
             try:
-                ok = place_run(conn, decision, now)
+                ok = place_run(conn, decision.item, decision.placement, now)
             except sqlite3.IntegrityError:
                 ok = False
             conn.execute("RELEASE place" if ok else "ROLLBACK TO place")
@@ -68,10 +87,10 @@ def commit_pass(
     return committed
 
 
-def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool:
+def place_run(conn: sqlite3.Connection, item: Slot, placement: Placement, now: datetime) -> bool:
     """Assign a Pending run (or array element) its workers and their GPUs; False when it is no
-    longer pending."""
-    item, placement = decision.item, decision.placement
+    longer pending. Worker `n` is task `item.index + n`: an array element is one worker at its
+    own index, a whole run's workers are tasks 0 to n-1."""
     stamp = now.isoformat()
     pending = conn.execute(
         "SELECT 1 FROM tasks JOIN runs ON runs.seq = tasks.run_seq WHERE tasks.run_seq = ?"
@@ -81,7 +100,7 @@ def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool
     if pending is None:
         return False
     for offset, worker in enumerate(placement.workers):
-        index = item.index if item.is_array else offset
+        index = item.index + offset
         cursor = conn.execute(
             "INSERT INTO tasks (run_seq, idx, name, state, machine, gpu_ids, cpu_cores,"
             " memory_bytes, assigned_at, uid) VALUES (?, ?, ?, 'Assigned', ?, ?, ?, ?, ?, ?)"
@@ -126,7 +145,7 @@ def place_run(conn: sqlite3.Connection, decision: Placed, now: datetime) -> bool
 
 
 def _explain(
-    conn: sqlite3.Connection, wait: Waiting, now: datetime, stored: dict[int, int]
+    conn: sqlite3.Connection, wait: Explaining, now: datetime, stored: dict[int, int]
 ) -> None:
     item = wait.item
     row_id = None
@@ -152,7 +171,7 @@ def _explain(
     )
 
 
-def _json_list(groups: list[RejectionGroup]) -> str:
+def _json_list(groups: Sequence[RejectionGroup]) -> str:
     return "[" + ",".join(group.model_dump_json() for group in groups) + "]"
 
 

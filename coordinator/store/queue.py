@@ -1,4 +1,5 @@
-"""What the scheduler reads for a pass: the queue in order, and what live tasks hold."""
+"""What the scheduler reads for a pass: the queue in order (plain rows), and what live tasks
+hold."""
 
 from __future__ import annotations
 
@@ -7,38 +8,23 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from astraeus.shared import RequestedResources
-
 from .db import Database
 from .rows import when
 
 
-@dataclass(frozen=True)
-class QueueItem:
-    """One placement to make: a whole run, or one element of an array run."""
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """One pending task as stored: its run and array index (0 for a run placed whole), the
+    run's priority, spec (JSON, as submitted) and times. The scheduler makes it a `QueueItem`."""
 
     seq: int
     workspace: str
     run: str
     index: int
-    """The array element, or 0 for a run placed whole."""
-    is_array: bool
     priority: int
-    ask: RequestedResources
-    image: str | None
-    time_limit_seconds: int | None
+    spec: str
     first_evaluated_at: datetime | None
-    submitted_at: datetime | None = None
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """The run's identity in the cluster (the placement engine's `RunKey`)."""
-        return (self.workspace, self.run)
-
-    @property
-    def label(self) -> str:
-        """How other runs' reasons name it."""
-        return f"{self.run}-{self.index}" if self.is_array else self.run
+    submitted_at: datetime | None
 
 
 @dataclass
@@ -52,13 +38,8 @@ class Usage:
     """(workspace, run) of each run with a live task here."""
 
 
-Parsed = tuple[RequestedResources, dict[str, object]]
-
-
-def read_queue(database: Database, cache: dict[int, Parsed] | None = None) -> list[QueueItem]:
-    """Pending tasks in queue order: priority (highest first), then submission, then index.
-
-    `cache` keeps parsed asks between passes (a run's spec never changes once stored)."""
+def read_queue(database: Database) -> list[QueueRow]:
+    """Pending tasks in queue order: priority (highest first), then submission, then index."""
     rows = database.read(
         "SELECT runs.seq, runs.workspace, runs.name, runs.spec, runs.priority,"
         " runs.first_evaluated_at, runs.submitted_at, tasks.idx"
@@ -66,34 +47,19 @@ def read_queue(database: Database, cache: dict[int, Parsed] | None = None) -> li
         " WHERE tasks.state = 'Pending' AND runs.state IN ('Pending', 'Running')"
         " ORDER BY runs.priority DESC, runs.seq, tasks.idx"
     )
-    parsed: dict[int, Parsed] = {} if cache is None else cache
-    seen: set[int] = set()
-    items: list[QueueItem] = []
-    for row in rows:
-        if row["seq"] not in parsed:
-            spec = json.loads(row["spec"])
-            ask = RequestedResources.model_validate(spec["requested_resources"])
-            parsed[row["seq"]] = (ask, spec)
-        ask, spec = parsed[row["seq"]]
-        seen.add(row["seq"])
-        items.append(
-            QueueItem(
-                seq=row["seq"],
-                workspace=row["workspace"],
-                run=row["name"],
-                index=row["idx"],
-                is_array=ask.array is not None,
-                priority=row["priority"],
-                ask=ask,
-                image=spec.get("image"),  # type: ignore[arg-type]
-                time_limit_seconds=spec.get("time_limit_seconds"),  # type: ignore[arg-type]
-                first_evaluated_at=when(row["first_evaluated_at"]),
-                submitted_at=when(row["submitted_at"]),
-            )
+    return [
+        QueueRow(
+            seq=row["seq"],
+            workspace=row["workspace"],
+            run=row["name"],
+            index=row["idx"],
+            priority=row["priority"],
+            spec=row["spec"],
+            first_evaluated_at=when(row["first_evaluated_at"]),
+            submitted_at=when(row["submitted_at"]),
         )
-    for gone in set(parsed) - seen:
-        del parsed[gone]
-    return items
+        for row in rows
+    ]
 
 
 def read_usage(database: Database) -> dict[str, Usage]:

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from astraeus.coordinator.placement import Placement
-from astraeus.shared import Landing, RequestedResources, task_name
+from astraeus.shared import Landing, task_name
 
-from .commit import Placed, place_run
+from .commit import place_run
 from .db import Database
-from .queue import QueueItem
+from .queue import QueueRow
 from .rows import new_task_uid, when
 
 
@@ -30,21 +30,13 @@ class HeldTask:
 
 @dataclass(frozen=True)
 class Unstarted:
-    """A placed run none of whose workers has started: its ask, where it landed, what it holds."""
+    """A placed run none of whose workers has started: its row, where it landed, what it holds."""
 
-    item: QueueItem
+    row: QueueRow
     rung: str
     network: str | None
     nvlink_domain: str | None
     tasks: tuple[HeldTask, ...]
-
-
-@dataclass(frozen=True)
-class Reshaped:
-    """A pass's decision to move an unstarted run to `placement`."""
-
-    old: Unstarted
-    placement: Placement
 
 
 def read_unstarted(database: Database) -> list[Unstarted]:
@@ -55,6 +47,7 @@ def read_unstarted(database: Database) -> list[Unstarted]:
         "SELECT seq, workspace, name, spec, priority, landing, network, nvlink_domain,"
         " first_evaluated_at, submitted_at"
         " FROM runs WHERE state = 'Running' AND json_extract(landing, '$.rung') != 'node'"
+        " AND json_extract(spec, '$.requested_resources.array') IS NULL"
         " AND NOT EXISTS"
         " (SELECT 1 FROM tasks WHERE tasks.run_seq = runs.seq"
         " AND (tasks.state != 'Assigned' OR tasks.cancel))"
@@ -62,25 +55,18 @@ def read_unstarted(database: Database) -> list[Unstarted]:
     )
     found = []
     for run in runs:
-        spec = json.loads(run["spec"])
-        ask = RequestedResources.model_validate(spec["requested_resources"])
-        if ask.array is not None:
-            continue
         tasks = database.read(
             "SELECT id, idx, machine, gpu_ids, cpu_cores, memory_bytes FROM tasks"
             " WHERE run_seq = ? ORDER BY idx",
             (run["seq"],),
         )
-        item = QueueItem(
+        row = QueueRow(
             seq=run["seq"],
             workspace=run["workspace"],
             run=run["name"],
             index=0,
-            is_array=False,
             priority=run["priority"],
-            ask=ask,
-            image=spec.get("image"),
-            time_limit_seconds=spec.get("time_limit_seconds"),
+            spec=run["spec"],
             first_evaluated_at=when(run["first_evaluated_at"]),
             submitted_at=when(run["submitted_at"]),
         )
@@ -96,33 +82,32 @@ def read_unstarted(database: Database) -> list[Unstarted]:
             for t in tasks
         )
         rung = Landing.model_validate_json(run["landing"]).rung
-        found.append(Unstarted(item, rung, run["network"], run["nvlink_domain"], held))
+        found.append(Unstarted(row, rung, run["network"], run["nvlink_domain"], held))
     return found
 
 
-def commit_reshape(database: Database, reshaped: Reshaped, now: datetime) -> bool:
-    """Release the run's old assignment and write the new one in one transaction.
+def commit_reshape(database: Database, old: Unstarted, placement: Placement, now: datetime) -> bool:
+    """Release the run's old assignment (`old`) and write `placement` in one transaction.
 
     Nothing is written (False) when any old worker moved on meanwhile (an agent reported it
     Starting, it ended, or it was cancelled), or when a GPU of the new placement is held (the
     `gpu_holds` key refuses it)."""
-    old = reshaped.old
     ids = [task.id for task in old.tasks]
     with database.write() as conn:
         marks = ",".join("?" * len(ids))
         still = conn.execute(
             f"SELECT count(*) FROM tasks WHERE run_seq = ? AND id IN ({marks})"  # noqa: S608
             " AND state = 'Assigned' AND cancel = 0",
-            (old.item.seq, *ids),
+            (old.row.seq, *ids),
         ).fetchone()[0]
         total = conn.execute(
-            "SELECT count(*) FROM tasks WHERE run_seq = ?", (old.item.seq,)
+            "SELECT count(*) FROM tasks WHERE run_seq = ?", (old.row.seq,)
         ).fetchone()[0]
         if still != len(ids) or total != len(ids):
             return False
         conn.execute("SAVEPOINT reshape")
         try:
-            ok = _swap(conn, reshaped, ids, marks, now)
+            ok = _swap(conn, old.row, placement, ids, marks, now)
         except sqlite3.IntegrityError:
             ok = False
         conn.execute("RELEASE reshape" if ok else "ROLLBACK TO reshape")
@@ -132,9 +117,13 @@ def commit_reshape(database: Database, reshaped: Reshaped, now: datetime) -> boo
 
 
 def _swap(
-    conn: sqlite3.Connection, reshaped: Reshaped, ids: list[int], marks: str, now: datetime
+    conn: sqlite3.Connection,
+    item: QueueRow,
+    placement: Placement,
+    ids: list[int],
+    marks: str,
+    now: datetime,
 ) -> bool:
-    item = reshaped.old.item
     conn.execute(f"DELETE FROM gpu_holds WHERE task_id IN ({marks})", ids)  # noqa: S608
     conn.execute(f"DELETE FROM logs WHERE task_id IN ({marks})", ids)  # noqa: S608
     conn.execute(f"DELETE FROM tasks WHERE id IN ({marks})", ids)  # noqa: S608
@@ -142,4 +131,4 @@ def _swap(
         "INSERT INTO tasks (run_seq, idx, name, state, uid) VALUES (?, 0, ?, 'Pending', ?)",
         (item.seq, task_name(item.run, 0), new_task_uid()),
     )
-    return place_run(conn, Placed(item, reshaped.placement), now)
+    return place_run(conn, item, placement, now)

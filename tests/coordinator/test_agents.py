@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus.coordinator.placement import Placement, WorkerPlacement
-from astraeus.coordinator.store.commit import Placed, commit_pass
+from astraeus.coordinator.scheduler.items import Placed, queue_items
+from astraeus.coordinator.store.commit import commit_pass
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared import Landing, NetworkKind, Shape
 from astraeus.shared.fake_gpu import gpu_uuid
@@ -172,7 +173,7 @@ async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
     await c.submit("vision", "a", gpus=8)
     await c.submit("vision", "b", gpus=8)
     await c.run_pass()
-    [b] = [item for item in read_queue(c.store.database) if item.run == "b"]
+    [b] = [item for item in queue_items(read_queue(c.store.database)) if item.run == "b"]
     taken = tuple(gpu_uuid("gpu-01", i) for i in range(8))  # all held by run a
     placement = Placement(
         workers=(WorkerPlacement(0, "gpu-01", taken, 0, 0),),

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from astraeus.coordinator.api.keys import SCHEDULER
+from astraeus.coordinator.scheduler.items import QueueItem, Waiting, candidate
+from astraeus.shared import RunSpec
+from astraeus.shared.reasons import ReasonKind
+
 from .conftest import ClientFactory, Cluster, make_cluster
 from .fakes import FirstFitSession
 
@@ -164,6 +169,29 @@ async def test_dry_run_answers_without_storing(fake_cluster: Cluster) -> None:
     )
     assert dry["placement"]["checked_nodes"] == 1
     assert c.store.database.read("SELECT count(*) AS n FROM runs")[0]["n"] == 0
+
+
+async def test_a_dry_run_asks_about_a_candidate_that_is_no_queue_row(fake_cluster: Cluster) -> None:
+    """A dry run places a `Candidate` (no `seq`, no stored row) behind the queue: the quota
+    still holds it back, and the answer names that candidate, never a queue item."""
+    c = fake_cluster
+    await c.workspace("vision", gpu_quota=8)
+    await c.report("gpu-01")
+    await c.report("gpu-02")
+    await c.submit("vision", "a", gpus=8)
+    assert (await c.run_pass()).placed == 1
+    spec = RunSpec.model_validate(
+        {"name": "probe", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 1}}}
+    )
+    answer = await c.client.app[SCHEDULER].dry_run(spec, "vision")
+    assert isinstance(answer, Waiting)
+    assert (answer.item, answer.reason, answer.kind) == (
+        candidate(spec, "vision"),
+        "Waits for namespace quota: 8 of 8 GPUs in use, this run needs 1 more",
+        ReasonKind.WAITS_FOR_QUOTA,
+    )
+    assert not isinstance(answer.item, QueueItem)
+    assert c.store.database.read("SELECT count(*) AS n FROM runs")[0]["n"] == 1
 
 
 async def test_cordon_keeps_runs_off_and_uncordon_lets_them_in(fake_cluster: Cluster) -> None:

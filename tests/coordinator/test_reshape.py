@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -9,14 +10,14 @@ import pytest
 from astraeus.coordinator.placement import Placement, PlacementSession, WorkerPlacement
 from astraeus.coordinator.scheduler.reshape import find_reshape, reuses_a_name
 from astraeus.coordinator.scheduler.snapshot import build_snapshot
-from astraeus.coordinator.store.queue import QueueItem
+from astraeus.coordinator.store.queue import QueueRow
 from astraeus.coordinator.store.reshape import (
     HeldTask,
     Unstarted,
     commit_reshape,
     read_unstarted,
 )
-from astraeus.shared import Landing, NetworkKind, RequestedResources, Shape, labels
+from astraeus.shared import Landing, NetworkKind, Shape, labels
 from astraeus.shared.fake_gpu import gpu_uuid
 
 from .conftest import Cluster
@@ -106,34 +107,33 @@ async def test_commit_refuses_when_a_worker_started_meanwhile(cluster: Cluster) 
     snapshot = build_snapshot(c.store, now, timedelta(seconds=30))
     workspaces = {w.name: w for w in c.store.workspaces.all()}
     unstarted = read_unstarted(c.store.database)
-    assert [(u.item.run, u.rung) for u in unstarted] == [("pretrain", "ethernet")]
+    assert [(u.row.run, u.rung) for u in unstarted] == [("pretrain", "ethernet")]
     decided = find_reshape(unstarted, snapshot, now, workspaces, PlacementSession, 10)
     assert decided is not None
     assert [w.machine for w in decided.placement.workers] == ["a1", "a2"]
     before = _holds(c)
     await c.report("a1", [{"task": "pretrain-0", "state": "Starting"}], labels=R1)
-    assert commit_reshape(c.store.database, decided, now) is False
+    assert commit_reshape(c.store.database, decided.old, decided.placement, now) is False
     assert _holds(c) == before
 
 
 def _unstarted(*tasks: tuple[str, tuple[str, ...]]) -> Unstarted:
-    item = QueueItem(
+    spec = {"name": "pretrain", "requested_resources": {"gpu_requests": {"count": 2}}}
+    row = QueueRow(
         seq=1,
         workspace="vision",
         run="pretrain",
         index=0,
-        is_array=False,
         priority=0,
-        ask=RequestedResources.model_validate({"gpu_requests": {"count": 2}}),
-        image=None,
-        time_limit_seconds=None,
+        spec=json.dumps(spec),
         first_evaluated_at=None,
+        submitted_at=None,
     )
     held = tuple(
         HeldTask(id=i, index=i, machine=m, gpu_ids=g, cpu_cores=1, memory_bytes=1)
         for i, (m, g) in enumerate(tasks)
     )
-    return Unstarted(item, "ethernet", "ethernet", None, held)
+    return Unstarted(row, "ethernet", "ethernet", None, held)
 
 
 def _placement(*workers: tuple[str, tuple[str, ...]], network: str = "ethernet") -> Placement:

@@ -1,0 +1,145 @@
+"""The scheduler's own types: a placement to make (`QueueItem`, built from the store's plain
+`QueueRow`; a dry run's `Candidate`, which is not stored) and what a pass decided for it
+(`Placed`, `Waiting`, `Reshaped`).
+
+The store never imports them: it reads rows, and writes decisions through the narrow protocols
+of `store/commit.py` (`Placing`, `Explaining`), which these types satisfy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from astraeus.coordinator.placement import Placement
+from astraeus.coordinator.store.queue import QueueRow
+from astraeus.coordinator.store.reshape import Unstarted
+from astraeus.shared import PendingExplanation, RequestedResources, RunSpec
+from astraeus.shared.explanation import RejectionGroup
+from astraeus.shared.reasons import ReasonKind
+
+
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A run to place, as the queue rules and the engine read it: a queued one (`QueueItem`),
+    or the run a dry run asks about, which is not stored (no `seq`, no live tasks)."""
+
+    workspace: str
+    run: str
+    index: int
+    """The array element, or 0 for a run placed whole."""
+    is_array: bool
+    priority: int
+    ask: RequestedResources
+    image: str | None
+    time_limit_seconds: int | None
+    first_evaluated_at: datetime | None
+    submitted_at: datetime | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The run's identity in the cluster (the placement engine's `RunKey`)."""
+        return (self.workspace, self.run)
+
+    @property
+    def label(self) -> str:
+        """How other runs' reasons name it."""
+        return f"{self.run}-{self.index}" if self.is_array else self.run
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueItem(Candidate):
+    """One placement to make from the queue: a whole stored run, or one element of an array
+    run; `seq` is the run's row."""
+
+    seq: int
+
+
+def candidate(spec: RunSpec, workspace: str) -> Candidate:
+    """The run `spec` would be in `workspace` if submitted now (a dry run's question): element 0
+    of an array, never evaluated before."""
+    return Candidate(
+        workspace=workspace,
+        run=spec.name,
+        index=0,
+        is_array=spec.requested_resources.array is not None,
+        priority=spec.priority,
+        ask=spec.requested_resources,
+        image=spec.image,
+        time_limit_seconds=spec.time_limit_seconds,
+        first_evaluated_at=None,
+    )
+
+
+Parsed = tuple[RequestedResources, dict[str, object]]
+"""A run's parsed ask and its whole spec, kept between passes (a stored spec never changes)."""
+
+
+def queue_items(rows: list[QueueRow], cache: dict[int, Parsed] | None = None) -> list[QueueItem]:
+    """The store's pending rows as queue items, in the same order. `cache` keeps parsed asks
+    between passes; runs no longer queued are dropped from it."""
+    parsed: dict[int, Parsed] = {} if cache is None else cache
+    items = [queue_item(row, parsed) for row in rows]
+    for gone in set(parsed) - {row.seq for row in rows}:
+        del parsed[gone]
+    return items
+
+
+def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueItem:
+    """One stored pending task as a queue item (its spec parsed once per run with `cache`)."""
+    found = cache.get(row.seq) if cache is not None else None
+    if found is None:
+        spec = json.loads(row.spec)
+        found = (RequestedResources.model_validate(spec["requested_resources"]), spec)
+        if cache is not None:
+            cache[row.seq] = found
+    ask, spec = found
+    return QueueItem(
+        seq=row.seq,
+        workspace=row.workspace,
+        run=row.run,
+        index=row.index,
+        is_array=ask.array is not None,
+        priority=row.priority,
+        ask=ask,
+        image=spec.get("image"),  # type: ignore[arg-type]
+        time_limit_seconds=spec.get("time_limit_seconds"),  # type: ignore[arg-type]
+        first_evaluated_at=row.first_evaluated_at,
+        submitted_at=row.submitted_at,
+    )
+
+
+Item = TypeVar("Item", bound=Candidate)
+"""What a pass decides about: `QueueItem`s (a pass, whose decisions are stored) or also a
+`Candidate` (a dry run's, never stored: the store's protocols need a `seq`)."""
+
+
+@dataclass(frozen=True)
+class Placed(Generic[Item]):
+    """A pass places `item` as `placement`."""
+
+    item: Item
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class Waiting(Generic[Item]):
+    """A pass leaves `item` pending, for `reason`."""
+
+    item: Item
+    reason: str
+    explanation: PendingExplanation | None
+    kind: ReasonKind
+    """What `reason` is, stored next to it so no reader classifies the text."""
+    rejections: list[RejectionGroup] = field(default_factory=list)
+    """What keeps each machine of `explanation` out, as data; stored with it."""
+
+
+@dataclass(frozen=True)
+class Reshaped:
+    """A pass's decision to move an unstarted run to `placement`."""
+
+    old: Unstarted
+    placement: Placement
