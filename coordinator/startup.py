@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sqlite3
@@ -81,4 +82,14 @@ def start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
     fault = store.database.probe()
     if fault is not None:
         log.error("%s; serving reads, writes answer 503 until it clears", fault.error)
+    settle_loaded()
     return lock, store
+
+
+def settle_loaded() -> None:
+    """Move what the store just loaded (every machine's parsed report: millions of objects at
+    5,000 machines) out of the garbage collector's sight before the first request. Otherwise
+    each full collection until the first pass ends (when the scheduler freezes what lives on)
+    walks all of it, 100-450 ms a time, and agents' first reports wait behind them."""
+    gc.collect()
+    gc.freeze()

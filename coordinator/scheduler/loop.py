@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -85,13 +86,7 @@ class Scheduler:
         decide nothing (`memo`)."""
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
-            # spawn: the service has threads (sqlite, the executor); forking those is unsafe.
-            self._pool = ProcessPoolExecutor(
-                1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=start_worker,
-                initargs=(os.getpid(),),
-            )
+            self._pool = _worker_pool()
         self._settings = settings
         self._store = store
         self._clock = clock
@@ -185,6 +180,24 @@ class Scheduler:
             await asyncio.sleep(0)
 
     async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
+        """The pass in the worker process; a worker that ended (killed, out of memory) is
+        replaced and the pass asked of the new one, which reads the cluster from the file
+        (nothing the service holds is lost with it: the file has every hold)."""
+        try:
+            return await self._in_worker(now)
+        except BrokenProcessPool:
+            if self._stopping.is_set():
+                raise
+            log.warning(
+                "the pass worker process ended; starting another, which reads the cluster"
+                " from the database"
+            )
+            assert self._pool is not None  # noqa: S101 - only called with a pool
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = _worker_pool()
+            return await self._in_worker(now)
+
+    async def _in_worker(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
         settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
@@ -281,16 +294,18 @@ class Scheduler:
 
     def _mark_lost(self, now: datetime) -> int:
         """Tasks on machines silent past the grace period become Lost. Silence counts from
-        the machine's last report or `heard_since`, whichever is later."""
-        grace = timedelta(seconds=self._settings.lost_after_seconds)
+        the machine's last report or `heard_since`, whichever is later (so while `heard_since`
+        is within the grace period no machine is looked at)."""
+        cutoff = now - timedelta(seconds=self._settings.lost_after_seconds)
+        if self.heard_since >= cutoff:
+            return 0
         silent = [
             (
                 record.name,
                 f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
             )
             for record in self._store.machines.all()
-            if record.last_seen is not None
-            and now - (record.silent_since(self.heard_since) or record.last_seen) > grace
+            if record.last_seen is not None and record.last_seen < cutoff
         ]
         return mark_lost(self._store.database, silent, now) if silent else 0
 
@@ -378,6 +393,17 @@ class Scheduler:
                 worker.terminate()  # it only reads: nothing is lost
             await asyncio.to_thread(_join, workers)
             self._pool = None
+
+
+def _worker_pool() -> ProcessPoolExecutor:
+    """One pass worker process. Spawned: the service has threads (sqlite, the executor), and
+    forking those is unsafe."""
+    return ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=start_worker,
+        initargs=(os.getpid(),),
+    )
 
 
 def _join(workers: list[multiprocessing.process.BaseProcess]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Reservation
@@ -12,34 +13,77 @@ from astraeus.shared import MachineState
 from astraeus.shared.machines import StoredReservation
 
 Key = tuple[object, ...]
+Window = tuple[timedelta, datetime | None]
+"""`down_after` and `heard_since`: what machines' states are judged by."""
 
 
 class Views:
     """The views of the last snapshot, reused for machines in which nothing a view reads has
     changed (the record, the same object while its row is; its state; what is held there;
     its reservations): a pass over an unchanged cluster builds no view again, and the same
-    view object tells the placement state that the machine did not change."""
+    view object tells the placement state that the machine did not change.
+
+    The last snapshot itself is kept too, and brought up to date by machine: only machines
+    whose record changed since (`Machines.changed_since`) or whose holdings changed get a new
+    view, while the machines are the same ones, the reservations too, and no machine's state
+    can have changed with time alone (no Up machine's silence has passed `down_after`, and the
+    clock has not gone back)."""
 
     def __init__(self) -> None:
         self._kept: dict[str, tuple[MachineRecord, Key, MachineView]] = {}
-        self._last: tuple[Key, datetime, datetime | None, ClusterSnapshot] | None = None
-        """The last snapshot, what it was built from, when, and until when no machine's state
-        can change with time alone (the earliest time an Up machine would turn Down)."""
+        self._last: _Last | None = None
 
-    def reuse(self, key: Key, now: datetime) -> ClusterSnapshot | None:
-        """The last snapshot, when it was built from the same inputs and no machine's state has
-        changed since with time alone (a clock set back is a change too)."""
-        if self._last is None:
+    def reuse(
+        self,
+        store: Store,
+        now: datetime,
+        key: Window,
+        usage: dict[str, Usage],
+        stored: tuple[StoredReservation, ...],
+    ) -> ClusterSnapshot | None:
+        """The last snapshot, changed where machines changed; None when it must be built
+        afresh (see the class)."""
+        last = self._last
+        if last is None or last.key != key or last.stored != stored or now < last.built_at:
             return None
-        last_key, built_at, valid_until, snapshot = self._last
-        if last_key != key or now < built_at or (valid_until is not None and now > valid_until):
+        if last.valid_until is not None and now > last.valid_until:
             return None
+        changes = store.machines.changes  # first: a change made meanwhile is named again
+        names = store.machines.changed_since(last.changes)
+        if names is None:
+            return None
+        changed = set(names)
+        if usage != last.usage:
+            changed.update(
+                n for n in usage.keys() | last.usage.keys() if usage.get(n) != last.usage.get(n)
+            )
+        machines = list(last.snapshot.machines)
+        down_after, heard_since = key
+        valid_until = last.valid_until
+        for name in changed:
+            record, at = store.machines.get(name), last.index.get(name)
+            if record is None or at is None:
+                return None  # a new machine: built afresh, in name order
+            state = record.state(now, down_after, heard_since)
+            valid_until = _until(valid_until, record, state, down_after, heard_since)
+            held = usage.get(name)
+            machines[at] = self.view(record, state, held, last.reservations.get(name, []))
+        snapshot = last.snapshot if not changed else ClusterSnapshot(machines=tuple(machines))
+        self._last = _Last(
+            key,
+            max(now, last.built_at),
+            valid_until,
+            snapshot,
+            changes,
+            usage,
+            stored,
+            last.reservations,
+            last.index,
+        )
         return snapshot
 
-    def keep_last(
-        self, key: Key, now: datetime, valid_until: datetime | None, snapshot: ClusterSnapshot
-    ) -> None:
-        self._last = (key, now, valid_until, snapshot)
+    def keep_last(self, last: _Last) -> None:
+        self._last = last
 
     def view(
         self,
@@ -61,6 +105,25 @@ class Views:
             del self._kept[gone]
 
 
+@dataclass(frozen=True)
+class _Last:
+    """The last snapshot and what it was built from."""
+
+    key: Window
+    built_at: datetime
+    valid_until: datetime | None
+    """Until when no machine's state can change with time alone: the earliest time an Up
+    machine would turn Down."""
+    snapshot: ClusterSnapshot
+    changes: int
+    """`Machines.changes` when it was built."""
+    usage: dict[str, Usage]
+    stored: tuple[StoredReservation, ...]
+    reservations: dict[str, list[Reservation]]
+    index: dict[str, int]
+    """Each machine's position in `snapshot`."""
+
+
 def build_snapshot(
     store: Store,
     now: datetime,
@@ -69,14 +132,14 @@ def build_snapshot(
     views: Views | None = None,
 ) -> ClusterSnapshot:
     """Every machine as a pass sees it; silence counts from `heard_since` at the earliest.
-    With `views` (kept between passes), views of unchanged machines are reused, and the whole
-    last snapshot when nothing it was built from changed (the machines' records, what tasks
-    hold, the reservations) and no Up machine's silence has passed `down_after` since."""
+    With `views` (kept between passes), views of unchanged machines are reused, and the last
+    snapshot is brought up to date where machines changed (`Views`)."""
     usage = read_usage(store.database)
-    stored = store.reservations.of()
+    stored = tuple(store.reservations.of())
     views = views or Views()
-    key: Key = (store.machines.changes, down_after, heard_since, usage, stored)
-    reused = views.reuse(key, now)
+    key: Window = (down_after, heard_since)
+    changes = store.machines.changes
+    reused = views.reuse(store, now, key, usage, stored)
     if reused is not None:
         return reused
     reservations: dict[str, list[Reservation]] = defaultdict(list)
@@ -87,16 +150,30 @@ def build_snapshot(
     valid_until: datetime | None = None
     for record in records:
         state = record.state(now, down_after, heard_since)
-        if state == MachineState.UP:
-            since = record.silent_since(heard_since)
-            assert since is not None  # noqa: S101 - an Up machine has been heard from
-            turns_down = since + down_after
-            valid_until = turns_down if valid_until is None else min(valid_until, turns_down)
+        valid_until = _until(valid_until, record, state, down_after, heard_since)
         built.append(views.view(record, state, usage.get(record.name), reservations[record.name]))
     views.keep_only({record.name for record in records})
     snapshot = ClusterSnapshot(machines=tuple(built))
-    views.keep_last(key, now, valid_until, snapshot)
+    index = {record.name: i for i, record in enumerate(records)}
+    last = _Last(key, now, valid_until, snapshot, changes, usage, stored, dict(reservations), index)
+    views.keep_last(last)
     return snapshot
+
+
+def _until(
+    valid_until: datetime | None,
+    record: MachineRecord,
+    state: MachineState,
+    down_after: timedelta,
+    heard_since: datetime | None,
+) -> datetime | None:
+    """`valid_until`, made earlier if `record`'s machine is Up and turns Down before it."""
+    if state != MachineState.UP:
+        return valid_until
+    since = record.silent_since(heard_since)
+    assert since is not None  # noqa: S101 - an Up machine has been heard from
+    turns_down = since + down_after
+    return turns_down if valid_until is None else min(valid_until, turns_down)
 
 
 def _held(held: Usage | None) -> Key:

@@ -110,11 +110,18 @@ class Machines:
         self._records: dict[str, MachineRecord] = {}
         self.changes = 0
         """Counts every change to a record held in memory (a report, a heartbeat, a cordon, new
-        labels, a new machine, a reload): equal counts, the same records."""
+        labels, a new machine, a reload that found one): equal counts, the same records."""
+        self._changed: dict[str, int] = {}
+        """Each machine's last change (the value of `changes` then), oldest first."""
+        self._listed_since = 0
+        """`changed_since` can name every change after this count (a full reload, which may
+        drop machines, is not named per machine)."""
+        self._stamp = -1
+        """The highest `machines.stamp` read by `reload`: the file's change feed."""
         self._versions: dict[str, int] = {}
+        """The `report_version` each record's report was read at (for `reload`)."""
         self._rows: dict[str, tuple[object, ...]] = {}
         """Each machine's row as `reload` last read it."""
-        """The `report_version` each record's report was read at (for `reload`)."""
         self._seen: dict[str, tuple[str | None, datetime]] = {}
         """Heartbeats not written yet: address and time, by machine (see `flush_seen`)."""
         self._lock = threading.Lock()
@@ -123,21 +130,40 @@ class Machines:
         self.reload()
 
     def reload(self) -> None:
-        """Read every machine from the file again (for a process that does not write them);
-        only reports whose `report_version` changed are read and parsed again, and a machine
-        whose row did not change at all keeps its record, the same object (so what is built
-        from it, such as a pass's view of it, can be kept too)."""
-        records: dict[str, MachineRecord] = {}
-        rows = self._database.tuples(f"SELECT {', '.join(_COLUMNS)} FROM machines")  # noqa: S608
+        """Bring the records up to the file, for a process that does not write them (the pass
+        worker). Only rows stamped since the last reload are read: a trigger moves a machine's
+        `stamp` past every other on each insert and update (migration 9), so an idle cluster
+        costs one indexed query, not 5,000 rows. Of those, only reports whose `report_version`
+        moved are parsed again, and a machine whose row did not change keeps its record, the
+        same object (so what is built from it, such as a pass's view of it, can be kept too).
+        A machine gone from the file (the count differs) makes it read every row again."""
+        columns = ", ".join(_COLUMNS)
+        rows = self._database.tuples(
+            f"SELECT {columns}, stamp FROM machines WHERE stamp > ?",  # noqa: S608
+            (self._stamp,),
+        )
+        if rows:
+            self._apply([row[:-1] for row in rows], full=self._stamp < 0)
+            self._stamp = max(self._stamp, *(row[-1] for row in rows))
+        total = self._database.tuples("SELECT count(*) FROM machines")[0][0]
+        if total != len(self._records):
+            rows = self._database.tuples(f"SELECT {columns}, stamp FROM machines")  # noqa: S608
+            self._apply([row[:-1] for row in rows], full=True)
+            self._stamp = max((row[-1] for row in rows), default=-1)
+
+    def _apply(self, rows: list[tuple[object, ...]], *, full: bool) -> None:
+        """Records for `rows`; `full`: they are every machine of the file."""
         version = _COLUMNS.index("report_version")
-        stale = [row[0] for row in rows if self._versions.get(row[0]) != row[version]]
+        stale = [str(row[0]) for row in rows if self._versions.get(str(row[0])) != row[version]]
         texts = self._reports(stale)
-        versions: dict[str, int] = {}
-        kept: dict[str, tuple[object, ...]] = {}
+        records = {} if full else dict(self._records)
+        versions = {} if full else dict(self._versions)
+        kept = {} if full else dict(self._rows)
+        changed = []
         for row in rows:
-            name = row[0]
+            name = str(row[0])
             old = self._records.get(name)
-            versions[name], kept[name] = row[version], row
+            versions[name], kept[name] = int(str(row[version])), row
             if name not in texts and old is not None and self._rows.get(name) == row:
                 records[name] = old
                 continue
@@ -146,8 +172,34 @@ class Machines:
                 found["report"] = texts[name]
                 old = None
             records[name] = self._read(found, old)
-        self._records, self._versions, self._rows = records, versions, kept
+            changed.append(name)
+        with self._lock:
+            self._records, self._versions, self._rows = records, versions, kept
+            if full:
+                self.changes += 1
+                self._changed, self._listed_since = {}, self.changes
+            else:
+                for name in changed:
+                    self._touch(name)
+
+    def _touch(self, name: str) -> None:
+        """Count a change of `name`'s record (the caller holds `_lock`)."""
         self.changes += 1
+        self._changed.pop(name, None)
+        self._changed[name] = self.changes
+
+    def changed_since(self, changes: int) -> list[str] | None:
+        """The machines whose records changed after `changes` (a value of `changes`), the
+        latest first; None when that cannot be told (a full reload since)."""
+        with self._lock:
+            if changes < self._listed_since:
+                return None
+            found = []
+            for name in reversed(self._changed):
+                if self._changed[name] <= changes:
+                    break
+                found.append(name)
+            return found
 
     def _read(self, row: Row, same: MachineRecord | None) -> MachineRecord:
         """The machine's record; one whose row cannot be read back is set aside (no report:
@@ -229,7 +281,7 @@ class Machines:
             kept = old.report.model_copy(update=volatile)
             updated = replace(old, report=kept, address=address, last_seen=now)
             self._records[report.name] = updated
-            self.changes += 1
+            self._touch(report.name)
             self._seen[report.name] = (address, now)
         return updated
 
@@ -306,7 +358,7 @@ class Machines:
     def remember(self, record: MachineRecord) -> None:
         with self._lock:
             self._records[record.name] = record
-            self.changes += 1
+            self._touch(record.name)
 
     def cordon(self, name: str, reason: str | None) -> MachineRecord | None:
         """Cordon with a reason (None uncordons)."""
@@ -326,7 +378,7 @@ class Machines:
         with self._lock:  # the newest record (a heartbeat may have come meanwhile), changed
             updated = replace(self._records.get(name, record), **changes)  # type: ignore[arg-type]
             self._records[name] = updated
-            self.changes += 1
+            self._touch(name)
         return updated
 
     def ensure(self, name: str, now: datetime) -> MachineRecord:
@@ -342,7 +394,7 @@ class Machines:
         record = MachineRecord(name)
         with self._lock:
             self._records[name] = record
-            self.changes += 1
+            self._touch(name)
         return record
 
 

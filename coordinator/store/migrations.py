@@ -158,4 +158,18 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE explanations ADD COLUMN rejections TEXT;
     """,
+    # 9: the machines' change feed. Every insert or update moves the machine's `stamp` past every
+    # other machine's (SQLite runs one writer at a time), so a reader that remembers the highest
+    # stamp it read reads only the rows changed since (the pass worker, `Machines.reload`).
+    """
+    ALTER TABLE machines ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX machines_stamp ON machines (stamp);
+    CREATE TRIGGER machines_stamp_insert AFTER INSERT ON machines BEGIN
+        UPDATE machines SET stamp = (SELECT max(stamp) FROM machines) + 1 WHERE name = NEW.name;
+    END;
+    CREATE TRIGGER machines_stamp_update AFTER UPDATE ON machines
+        WHEN NEW.stamp = OLD.stamp BEGIN
+        UPDATE machines SET stamp = (SELECT max(stamp) FROM machines) + 1 WHERE name = NEW.name;
+    END;
+    """,
 )

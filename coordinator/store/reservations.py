@@ -73,7 +73,13 @@ class Reservations:
         return cursor.rowcount > 0
 
     def expire(self, now: datetime) -> None:
-        """Drop reservations that have ended."""
+        """Drop reservations that have ended (no write when none has)."""
+        ended = self._database.read_one(
+            "SELECT 1 AS one FROM reservations WHERE ends_at IS NOT NULL AND ends_at <= ? LIMIT 1",
+            (now.isoformat(),),
+        )
+        if ended is None:
+            return
         with self._database.write() as conn:
             conn.execute(
                 "DELETE FROM reservations WHERE ends_at IS NOT NULL AND ends_at <= ?",

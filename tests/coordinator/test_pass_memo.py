@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -33,5 +34,30 @@ async def test_no_change_no_decisions_until_something_changes(
         assert await waiting_after_passes(c) == [1, 0, 0]
         _, run = await c.call("GET", "/api/v1/runs/huge", member)
         assert run["reason"] == "No machine fits: 2 of 2 machines ready"
+    finally:
+        c.store.close()
+
+
+async def test_a_pass_worker_that_died_is_replaced_and_holds_stay(
+    aiohttp_client: AiohttpClient, tmp_path: Path
+) -> None:
+    """When the pass worker process is killed, the next pass starts another, which reads the
+    cluster from the file: the run placed before keeps its 8 GPUs (a second 8-GPU run waits),
+    and once it ends the second run is placed."""
+    c = await make_cluster(aiohttp_client, tmp_path, pass_process=True)
+    try:
+        await c.workspace("vision")
+        await c.report("gpu-01")
+        await c.submit("vision", "first", gpus=8)
+        assert (await c.run_pass()).placed == 1
+        for worker in multiprocessing.active_children():
+            worker.kill()
+            worker.join()
+        await c.submit("vision", "second", gpus=8)
+        result = await c.run_pass()
+        assert (result.placed, result.waiting) == (0, 1)
+        await c.report("gpu-01", [{"task": "first-0", "state": "Running"}])
+        await c.report("gpu-01", [{"task": "first-0", "state": "Succeeded", "exit_code": 0}])
+        assert (await c.run_pass()).placed == 1
     finally:
         c.store.close()

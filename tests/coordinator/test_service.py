@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ import pytest
 
 from astraeus.coordinator.service import main
 from astraeus.coordinator.settings import SCHEMA, load
-from astraeus.coordinator.startup import first_admin_token
+from astraeus.coordinator.startup import first_admin_token, start
 from astraeus.coordinator.store import Store
 from astraeus.shared.settings import SettingsError
 
@@ -105,6 +106,21 @@ def test_first_start_writes_an_admin_token_once(tmp_path: Path) -> None:
     assert principal.role.value == "admin"
     assert first_admin_token(store, tmp_path / "state") is None
     store.close()
+
+
+def test_start_hides_the_loaded_store_from_the_collector(tmp_path: Path) -> None:
+    """A started coordinator's loaded records are frozen for the collector before any request."""
+    gc.unfreeze()
+    settings = load(env={}, overrides={"db": tmp_path / "a.db", "state_dir": tmp_path / "state"})
+    started = start(settings)
+    try:
+        assert not isinstance(started, str), started
+        lock, store = started
+        assert gc.get_freeze_count() > 0
+        store.close()
+        lock.release()
+    finally:
+        gc.unfreeze()
 
 
 def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
