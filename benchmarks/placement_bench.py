@@ -49,7 +49,6 @@ from astraeus.coordinator.scheduler.decide import PassContext, decide
 from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
 from astraeus.shared import RequestedResources
-from astraeus.shared.explanation import grouped
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 GIB = 1024**3
@@ -259,7 +258,7 @@ def _dry(live: LiveState, fresh: Fresh, ask: dict[str, object], want: type) -> N
     if not isinstance(result, want):
         raise SystemExit(f"expected a {want.__name__}, got {result}")
     if isinstance(result, Pending):
-        grouped(result.explanation, result.rejections).model_dump_json()
+        result.explained.grouped().model_dump_json()
 
 
 def _load() -> str:

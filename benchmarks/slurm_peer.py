@@ -13,8 +13,14 @@ directory that is removed afterwards. When `slurmctld`, `sbatch` or `munged` is 
 `sbatch --test-only` prints (Slurm's `src/sbatch/sbatch.c`):
     sbatch: Job 3 to start at 2026-12-03T10:00:00 using 1 processors on nodes n00001 in
     partition gpu
-or, for one no node can take: `sbatch: error: Job submit/allocate failed: Requested node
-configuration is not available`. `parse_test_only` reads both.
+or, for one no node can take, `allocation failure: Requested node configuration is not available`
+(what 22.05 printed here for `-N1 --gres=gpu:9`; older releases write `sbatch: error: Job
+submit/allocate failed: ...`). `parse_test_only` reads all three.
+
+`RunningSlurm.started_per_second` submits a job array (`MaxArraySize` is raised so that one
+array holds the whole queue) and counts the elements that leave PENDING
+with Slurm's default scheduler settings (the main scheduler starts at most
+`default_queue_depth=100` jobs a pass; the backfill scheduler runs every `bf_interval=30` s).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ WILL_RUN = re.compile(
     r"Job (?P<job>\d+) to start at (?P<start>\S+) using (?P<processors>\d+) processors on nodes"
     r" (?P<nodes>\S+)(?: in partition (?P<partition>\S+))?"
 )
-ERROR = re.compile(r"sbatch: error: (?P<error>.+)")
+ERROR = re.compile(r"(?:sbatch: error|allocation failure): (?P<error>.+)")
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ def slurm_conf(directory: Path, nodes: int, port: int, user: str, munge_socket: 
             "ResumeTimeout=300",
             "TreeWidth=65533",
             "ReturnToService=2",
+            "MaxArraySize=100001",
             f"NodeName={names} State=CLOUD CPUs=128 RealMemory=2000000 Gres=gpu:8",
             "PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
             "",
@@ -105,7 +112,7 @@ def slurm_conf(directory: Path, nodes: int, port: int, user: str, munge_socket: 
 class SlurmPeer:
     """The installed Slurm tools."""
 
-    TOOLS = ("slurmctld", "sbatch", "scontrol", "munged")
+    TOOLS = ("slurmctld", "sbatch", "scontrol", "squeue", "munged")
 
     def __init__(self, tools: dict[str, str]) -> None:
         self.tools = tools
@@ -200,25 +207,58 @@ class RunningSlurm:
             time.sleep(0.1)
         raise RuntimeError(f"slurmctld did not start: see {directory / 'slurmctld.log'}")
 
-    def test_only(self, gpus: int = 1) -> WillRun:
+    def test_only(self, gpus: int = 1, nodes: int = 1) -> WillRun:
+        """Slurm's will-run answer for `nodes` machines with `gpus` GPUs each."""
+        ask = ["--test-only", f"--gres=gpu:{gpus}", f"-N{nodes}", "--wrap", "true"]
         done = subprocess.run(  # noqa: S603
-            [self.tools["sbatch"], "--test-only", f"--gres=gpu:{gpus}", "-N1", "--wrap", "true"],
+            [self.tools["sbatch"], *ask],
             env=self.env,
             capture_output=True,
             check=False,
         )
         return parse_test_only(done.stderr.decode(errors="replace"))
 
-    def test_only_ms(self, count: int, gpus: int = 1) -> float:
-        """Median milliseconds of `count` will-run questions for a `gpus`-GPU job."""
+    def test_only_ms(
+        self, count: int, gpus: int = 1, nodes: int = 1, refused: bool = False
+    ) -> float:
+        """Median milliseconds of `count` will-run questions; each answer must be a start
+        (or, with `refused`, a refusal), never the other."""
         took = []
         for _ in range(count):
             started = time.perf_counter()
-            answer = self.test_only(gpus)
+            answer = self.test_only(gpus, nodes)
             took.append(time.perf_counter() - started)
-            if answer.error is not None:
-                raise RuntimeError(f"sbatch --test-only: {answer.error}")
+            if (answer.error is not None) != refused:
+                raise RuntimeError(f"sbatch --test-only -N{nodes} --gres=gpu:{gpus}: {answer}")
         return statistics.median(took) * 1000
+
+    def started_per_second(self, queued: int, window: float) -> float:
+        """Submit an array of `queued` 1-GPU jobs; jobs that left PENDING per second, from the
+        submission to the last start seen within `window` seconds."""
+        array = [f"--array=1-{queued}", "--gres=gpu:1", "-N1", "--wrap", "true"]
+        done = subprocess.run(  # noqa: S603
+            [self.tools["sbatch"], *array], env=self.env, capture_output=True, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"sbatch {' '.join(array)}: {done.stderr.decode().strip()}")
+        started_at = time.perf_counter()
+        started, last = 0, started_at
+        while time.perf_counter() - started_at < window and started < queued:
+            time.sleep(0.5)
+            now = queued - self.pending()
+            if now > started:
+                started, last = now, time.perf_counter()
+        return started / max(last - started_at, 1e-9)
+
+    def pending(self) -> int:
+        """Jobs (array elements counted one by one) still PENDING."""
+        done = subprocess.run(  # noqa: S603
+            [self.tools["squeue"], "-h", "-r", "-t", "PD", "-o", "%i"],
+            env=self.env,
+            capture_output=True,
+            check=True,
+        )
+        return len(done.stdout.split())
 
 
 def _free_port() -> int:

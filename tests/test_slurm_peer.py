@@ -56,6 +56,15 @@ def test_a_refusal_is_read_as_an_error() -> None:
     )
 
 
+def test_a_refusal_of_the_test_only_question_is_read_as_an_error() -> None:
+    """What Debian's Slurm 22.05 printed here for `sbatch --test-only -N1 --gres=gpu:9` on
+    machines of 8 GPUs is a refusal, kept as it is."""
+    text = "allocation failure: Requested node configuration is not available\n"
+    assert peer.parse_test_only(text) == peer.WillRun(
+        error="Requested node configuration is not available"
+    )
+
+
 def test_anything_else_is_refused() -> None:
     """Output that is neither answer is an error naming what was seen, never a figure."""
     with pytest.raises(ValueError, match="not an answer of sbatch --test-only: 'Submitted"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from functools import cached_property
 
 from astraeus.shared import GpuHealthState, SelectionMode
@@ -27,17 +27,21 @@ class Decision:
         prepared: Prepared,
         free: Sequence[Free],
         free_gpus: Sequence[int],
+        states: Sequence[Hashable],
         worker_gpus: int | None = None,
         *,
         idle: bool = False,
     ) -> None:
         """`free_gpus` counts each machine's free GPUs (faulted or not, of any model): a cheap
-        bound that skips machines before they are checked. `worker_gpus` sets the worker the
-        filters check (default: the smallest any shape has); an explanation checks the worker
-        the run would really need. An `idle` decision looks at a cluster where no run holds
-        anything, so no worker of this run is anywhere yet either."""
+        bound that skips machines before they are checked. `states` tells machines alike for
+        filters 7 and 8 in `free` (`kinds.State`; on an idle cluster, each machine's kind):
+        machines in one state share their verdicts, GPUs and caps. `worker_gpus` sets the
+        worker the filters check (default: the smallest any shape has); an explanation checks
+        the worker the run would really need. An `idle` decision looks at a cluster where no
+        run holds anything, so no worker of this run is anywhere yet either."""
         self.idle = idle
         self.prepared, self.free, self.free_gpus = prepared, free, free_gpus
+        self.states = states
         self.cluster: Cluster = prepared.cluster
         self.needs: Needs = prepared.needs
         self.options: tuple[ShapeOption, ...] = options(self.needs)
@@ -47,9 +51,9 @@ class Decision:
         )
         self._rejections: dict[int, Rejection | None] = {}
         self._passes: dict[int, bool] = {}
-        self._verdicts: dict[tuple[object, ...], Rejection | None] = {}
-        self._supply: dict[int, gpu_match.Supply] = {}
-        self._caps: dict[int, int] = {}
+        self._verdicts: dict[tuple[bool, Hashable], Rejection | None] = {}
+        self._supply: dict[Hashable, gpu_match.Supply] = {}
+        self._caps: dict[Hashable, int] = {}
         self._scores: dict[tuple[int, int, bool], int] = {}
         self._slots: dict[tuple[int, ShapeOption], int] = {}
         every = self.needs.mode is SelectionMode.ALL and not self.needs.array_element
@@ -64,18 +68,40 @@ class Decision:
             )
         return self._rejections[i]
 
+    def rejections(self, machines: Sequence[int]) -> list[Rejection | None]:
+        """`rejection(i)` of each machine, in one loop: an explanation asks it of every
+        machine, and at 20,000 of them the calls would cost more than the verdicts."""
+        if self.needs.gpu_requests.ids:
+            return [self.rejection(i) for i in machines]
+        early, late = self.prepared.early, self.prepared.late
+        verdicts, states, free = self._verdicts, self.states, self.free
+        run = None if self.idle else self.needs.run.key
+        found: list[Rejection | None] = []
+        for i in machines:
+            rejection = early(i)
+            if rejection is None:
+                # `_dynamic`, inlined.
+                key = (run is not None and run in free[i].workers, states[i])
+                rejection = verdicts.get(key, _UNSEEN)
+                if rejection is _UNSEEN:
+                    rejection = verdicts[key] = self._dynamic_check(i)
+                if rejection is None:
+                    rejection = late(i)
+            found.append(rejection)
+        return found
+
     def _dynamic(self, i: int) -> Rejection | None:
-        """Filters 6–8. Their verdict depends only on the numbers in the key (for a fixed run
-        and worker), and many machines share them, so each verdict is written once."""
+        """Filters 6–8. For a fixed run and worker their verdict depends only on the machine's
+        state and whether a worker of the run is here, and many machines share both, so each
+        verdict is decided once, on the first machine found in it."""
         if self.needs.gpu_requests.ids:
             return self._dynamic_check(i)
-        free = self.free[i]
-        counts = self.supply(i) if self.needs.gpus else None
         here = not self.idle and self.needs.run.key in self.free[i].workers
-        key = (here, self.cluster.capacity[i], free.cpu_cores, free.memory_bytes, counts)
-        if key not in self._verdicts:
-            self._verdicts[key] = self._dynamic_check(i)
-        return self._verdicts[key]
+        key = (here, self.states[i])
+        verdict = self._verdicts.get(key, _UNSEEN)
+        if verdict is _UNSEEN:
+            verdict = self._verdicts[key] = self._dynamic_check(i)
+        return verdict
 
     def _dynamic_check(self, i: int) -> Rejection | None:
         check = Check(
@@ -135,9 +161,10 @@ class Decision:
 
     def cap(self, i: int) -> int:
         """The most GPUs one worker of this run can get on machine `i` (1 for a CPU worker)."""
-        if i not in self._caps:
-            self._caps[i] = self._cap(i)
-        return self._caps[i]
+        key = self.states[i]
+        if key not in self._caps:
+            self._caps[key] = self._cap(i)
+        return self._caps[key]
 
     def _cap(self, i: int) -> int:
         needs, free = self.needs, self.free[i]
@@ -184,9 +211,11 @@ class Decision:
         return self.supply(i).free(self.needs.gpu_requests.healthy_only)
 
     def supply(self, i: int) -> gpu_match.Supply:
-        if i not in self._supply:
-            self._supply[i] = gpu_match.supply(self.prepared.matched(i), self.free[i].gpu_ids)
-        return self._supply[i]
+        """Machine `i`'s GPUs of the asked kind, counted once per state."""
+        key = self.states[i]
+        if key not in self._supply:
+            self._supply[key] = gpu_match.supply(self.prepared.matched(i), self.free[i].gpu_ids)
+        return self._supply[key]
 
     def gpus_for(self, i: int, count: int) -> tuple[tuple[str, ...], int]:
         """The GPU UUIDs a worker with `count` GPUs gets on machine `i`, and how many at risk."""
@@ -218,6 +247,10 @@ class Decision:
         if key not in self._scores:
             self._scores[key] = scores.total(self.score_input(i, gpus, rdma_work))
         return self._scores[key]
+
+
+_UNSEEN = Rejection(filter="", reason="", code="")
+"""Marks a verdict not decided yet (None is a verdict: no filter rejects)."""
 
 
 def _each(option: ShapeOption) -> int:

@@ -1,23 +1,21 @@
 """Turn rejections into the pending explanation and its headline.
 
 The words of each machine's reason come from its filter, the queue's from `shared/reasons.py`;
-this module only chooses among them and counts."""
+this module only chooses among them and counts (`explained.py` makes the wire forms)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
 
-from astraeus.shared import MachineState, PendingExplanation, labels, reasons
-from astraeus.shared.explanation import RejectionGroup
+from astraeus.shared import labels, reasons
 from astraeus.shared.reasons import ReasonKind
 
 from .decision import Decision
+from .explained import Explained
 from .filters.selection import in_no_pool
 from .model import Pending
 from .rejection import Rejection
-
-UP, DOWN = MachineState.UP.value, MachineState.DOWN.value
 
 Survivor = Callable[[int], Rejection]
 """What keeps out a machine no filter rejects (the whole run did not fit with it)."""
@@ -44,36 +42,22 @@ def pending(
     if unplannable is not None:
         rejections = [unplannable] * len(shown)
     else:
-        rejections = [current.rejection(i) or survivor(i) for i in shown]
-    # Plain dicts validated in one call: one model per machine costs more than the decision.
+        found = current.rejections(shown)
+        rejections = [rejection or survivor(i) for i, rejection in zip(shown, found, strict=True)]
     up = [facts[i].up for i in shown]
-    nodes = [
-        {"name": names[i], "state": UP if is_up else DOWN, "reasons": [rejection.reason]}
-        for i, is_up, rejection in zip(shown, up, rejections, strict=True)
-    ]
-    ready = sum(up)
-    explanation = PendingExplanation.model_validate(
-        {
-            "checked_nodes": len(shown),
-            "ready_nodes": ready,
-            "down_nodes": len(shown) - ready,
-            "closest": _closest(current, idle, shown, rejections) if wanted else None,
-            "nodes": nodes,
-            "evaluated_at": evaluated_at,
-        }
-    )
+    closest = _closest(current, idle, shown, rejections) if wanted else None
+    explained = Explained([names[i] for i in shown], up, rejections, closest, evaluated_at)
     pools = current.needs.run.pools
     if waits_for is not None:
         text, kind = waits_for, ReasonKind.WAITS_FOR_NETWORK
     elif shown or not pools:
-        text, kind = headline(rejections, ready)
+        text, kind = headline(rejections, sum(up))
     else:
         text, kind = in_no_pool(pools), ReasonKind.NO_MACHINES
     return Pending(
         headline=text,
-        explanation=explanation,
+        explained=explained,
         kind=kind,
-        rejections=grouped([names[i] for i in shown], rejections),
         patience_remaining_seconds=patience_remaining,
         wanted_machines=wanted,
     )
@@ -86,17 +70,6 @@ def headline(rejections: list[Rejection], ready: int) -> tuple[str, ReasonKind]:
     if ready and len(texts) == 1 and not any(rejection.room for rejection in rejections):
         return texts.pop(), ReasonKind.SAME_REASON
     return reasons.no_machine_fits(ready, len(rejections)), ReasonKind.NO_MACHINE_FITS
-
-
-def grouped(names: list[str], rejections: list[Rejection]) -> list[RejectionGroup]:
-    """The machines by filter, code and room, in the order each group first appears."""
-    groups: dict[tuple[str, str, bool], list[str]] = {}
-    for name, rejection in zip(names, rejections, strict=True):
-        groups.setdefault((rejection.filter, rejection.code, rejection.room), []).append(name)
-    return [
-        RejectionGroup(filter=name, code=code, room=room, machines=machines)
-        for (name, code, room), machines in groups.items()
-    ]
 
 
 def workspace_machines(current: Decision) -> list[int]:

@@ -6,7 +6,8 @@ memory-free terms) is the same for all of them, so it is computed once per class
 ties go to the lowest name, the class's members are tried in name order only until one of them
 can no longer beat the best found. Each bucket lists its classes by how much of their cores and
 memory is free. `update` keeps it current; `fork` gives a pass its own copy to change, sharing
-every bucket and class until the copy changes it (copy-on-write).
+every bucket and class until the copy changes it (copy-on-write). It also keeps each machine's
+state (`kinds.State`), by which decisions check filters 7 and 8 once per state.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from astraeus.shared import GpuHealthState
 
 from .facts import Free, MachineFacts
+from .kinds import Kind, State, state
 from .scores import cores_free, memory_free
 
 Bucket = tuple[int, int]
@@ -58,14 +60,20 @@ def _class_of(facts: MachineFacts, free: Free) -> tuple[ClassKey, Entry]:
 
 
 class FreeIndex:
-    def __init__(self, facts: Sequence[MachineFacts], free: Sequence[Free]) -> None:
-        self._facts, self._free = facts, free
+    def __init__(
+        self, facts: Sequence[MachineFacts], free: Sequence[Free], kinds: Sequence[Kind]
+    ) -> None:
+        self._facts, self._free, self._kinds = facts, free, kinds
         self.buckets: dict[Bucket, list[Entry]] = {}
         """Each bucket's classes, the most headroom first."""
         self.classes: dict[ClassKey, list[int]] = {}
         """Each class's machines, in name order."""
         self.free_gpus: list[int] = [len(one.gpu_ids) for one in free]
         """Each machine's free GPUs, faulted or not, of any model."""
+        self.states: list[State] = [
+            state(kind, one, now) for kind, one, now in zip(kinds, facts, free, strict=True)
+        ]
+        """Each machine's state: its kind and what is free on it."""
         self._where: list[tuple[ClassKey, Entry]] = []
         self._owned: set[object] = set()
         """Buckets and classes this index may change in place (not shared with another)."""
@@ -80,23 +88,28 @@ class FreeIndex:
             entries.sort()
         self._owned = {*self.buckets, *self.classes}
 
-    def fork(self, facts: Sequence[MachineFacts], free: Sequence[Free]) -> FreeIndex:
-        """A copy over `facts` and `free` (lists equal to this index's now) that changes without
-        changing this one: buckets and classes are copied only when one of them first changes
-        them, since neither may change in place from now on."""
+    def fork(
+        self, facts: Sequence[MachineFacts], free: Sequence[Free], kinds: Sequence[Kind]
+    ) -> FreeIndex:
+        """A copy over `facts`, `free` and `kinds` (lists equal to this index's now, or to be
+        brought to them by `update`) that changes without changing this one: buckets and
+        classes are copied only when one of them first changes them, since neither may change
+        in place from now on."""
         twin = FreeIndex.__new__(FreeIndex)
-        twin._facts, twin._free = facts, free
+        twin._facts, twin._free, twin._kinds = facts, free, kinds
         self._owned = set()
         twin.buckets, twin.classes = dict(self.buckets), dict(self.classes)
         twin.free_gpus, twin._where = list(self.free_gpus), list(self._where)
+        twin.states = list(self.states)
         twin._owned = set()
         return twin
 
     def update(self, i: int) -> None:
-        """Machine `i`'s free capacity changed: move it to its new class."""
+        """Machine `i`'s free capacity (or what it is) changed: move it to its new class."""
         old_key, old_entry = self._where[i]
         key, entry = _class_of(self._facts[i], self._free[i])
         self.free_gpus[i] = len(self._free[i].gpu_ids)
+        self.states[i] = state(self._kinds[i], self._facts[i], self._free[i])
         if key == old_key:
             return
         self._where[i] = (key, entry)

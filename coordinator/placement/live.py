@@ -20,6 +20,7 @@ from .cluster import Cluster
 from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
 from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
 from .free_index import FreeIndex
+from .kinds import Kind, Kinds
 from .model import ClusterSnapshot, MachineView
 from .prepared import Verdicts
 
@@ -41,6 +42,13 @@ class Frame:
             for i, one in enumerate(facts)
         ]
         self.idle_gpus = [len(free.gpu_ids) for free in self.idle]
+        self._kinds: Kinds = previous._kinds if previous is not None else Kinds()
+        self.kinds: list[Kind] = [
+            previous.kinds[i] if previous and _kept(previous, i, one) else self._kinds.of(one)
+            for i, one in enumerate(facts)
+        ]
+        """Each machine's kind: also its state when idle (all of it free)."""
+        self._kinds.prune(self.kinds)
         self.labelled = cluster_has_fabric_label([one.report for one in facts])
         self._places: dict[float | None, list[NetworkPlace]] = {}
         self._clusters: dict[float | None, Cluster] = {}
@@ -114,7 +122,7 @@ class LiveState:
     def __init__(self) -> None:
         self.frame = Frame(())
         self.free: list[Free] = []
-        self.free_index = FreeIndex((), [])
+        self.free_index = FreeIndex((), [], [])
         self._views: list[MachineView] = []
         self.generation = 0
         """Counts the updates that changed anything; equal generations, equal state."""
@@ -166,11 +174,11 @@ class LiveState:
             else [free_now(one, views[i]) for i, one in enumerate(facts)]
         )
         if rebuild:
-            self.free, self.free_index = free, FreeIndex(facts, free)
+            self.free, self.free_index = free, FreeIndex(facts, free, self.frame.kinds)
             return
         for i in changed:
             free[i] = free_now(facts[i], views[i])
-        index = self.free_index.fork(facts, free)
+        index = self.free_index.fork(facts, free, self.frame.kinds)
         for i in changed:
             index.update(i)
         self.free, self.free_index = free, index

@@ -21,6 +21,8 @@ from astraeus.shared import (
 from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
+from .explained import Explained
+
 RunKey = tuple[str, str]
 """A run's identity in the cluster: (workspace, name). Names alone repeat across workspaces."""
 
@@ -121,16 +123,25 @@ class Pending:
     headline: str
     """The sentence for the run's reason: `No machine fits: 3 of 3 machines ready`, or the one
     non-room reason every machine gives."""
-    explanation: PendingExplanation
+    explained: Explained
+    """Why each machine is out, made into the guide's explanation (`explanation`, with
+    `rejections`) or the grouped one on demand."""
     kind: ReasonKind = ReasonKind.NO_MACHINE_FITS
     """What `headline` is, as data."""
-    rejections: list[RejectionGroup] = field(default_factory=list)
-    """What keeps each machine of `explanation.nodes` out, as data."""
     patience_remaining_seconds: int | None = None
     """Set while the run waits for a tighter rung that could become free."""
     wanted_machines: tuple[str, ...] = ()
     """The machines the run would use if they were idle; empty when no machine could ever take
     it. The scheduler holds these for the head of the queue so smaller runs cannot starve it."""
+
+    @property
+    def explanation(self) -> PendingExplanation:
+        return self.explained.full()
+
+    @property
+    def rejections(self) -> list[RejectionGroup]:
+        """What keeps each machine of `explanation.nodes` out, as data."""
+        return self.explained.groups()
 
 
 PlacementResult = Placement | Pending

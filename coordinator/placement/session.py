@@ -39,7 +39,7 @@ class PlacementSession:
         self._owned: set[int] = set()
         """Machines whose `Free` this session copied before changing it."""
         self._idle, self._idle_gpus = frame.idle, frame.idle_gpus
-        self._free_index = live.free_index.fork(self._facts, self._free)
+        self._free_index = live.free_index.fork(self._facts, self._free, frame.kinds)
         self._prepared: dict[tuple[object, ...], Prepared] = {}
         self._idle_views = frame.idle_views
 
@@ -50,7 +50,7 @@ class PlacementSession:
         ahead in the queue: they are unavailable to this one."""
         needs = Needs(run)
         prepared = self._prepare(needs, now, exclude)
-        current = Decision(prepared, self._free, self._free_index.free_gpus)
+        current = self._decision(prepared)
         if not current.options:
             text = topology.no_even_split(needs.gpus)
             never = Rejection(
@@ -65,7 +65,7 @@ class PlacementSession:
         # Held machines come free for this run once the run ahead has started: like room.
         idle, could = self._idle_view(self._prepare(needs, now, frozenset()), rungs)
         if idle.smallest.gpus != current.smallest.gpus:
-            current = Decision(prepared, self._free, self._free_index.free_gpus, idle.smallest.gpus)
+            current = self._decision(prepared, idle.smallest.gpus)
         survivor = survivors.gang_rejection(current, could_fit=could is not None)
         return explain.pending(current, idle, survivor, now, _names(prepared.cluster, could))
 
@@ -80,11 +80,11 @@ class PlacementSession:
         moment = prepared.now if self._frame.timed else None
         key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, moment)
         if key not in self._idle_views:
-            idle = Decision(prepared, self._idle, self._idle_gpus, idle=True)
+            idle = self._idle_decision(prepared)
             could = gang.search(idle, rungs)
             worker = idle.explained_gpus()
             if worker != idle.smallest.gpus:
-                idle = Decision(prepared, self._idle, self._idle_gpus, worker, idle=True)
+                idle = self._idle_decision(prepared, worker)
             forget_oldest(self._idle_views)
             self._idle_views[key] = (idle, could)
         return self._idle_views[key]
@@ -113,7 +113,7 @@ class PlacementSession:
         """What the score terms see for one worker of `run` with `gpus` GPUs on `machine`."""
         needs = Needs(run)
         prepared = self._prepare(needs, now, frozenset())
-        decision = Decision(prepared, self._free, self._free_index.free_gpus)
+        decision = self._decision(prepared)
         return decision.score_input(self._index[machine], gpus, rdma_work)
 
     def _patient(
@@ -124,7 +124,7 @@ class PlacementSession:
         tighter = rungs[: rungs.index(choice.rung)]
         if left is None or not tighter:
             return None
-        idle = Decision(current.prepared, self._idle, self._idle_gpus, idle=True)
+        idle = self._idle_decision(current.prepared)
         better = gang.search(idle, tighter)
         if better is None:
             return None
@@ -132,6 +132,16 @@ class PlacementSession:
         wanted = _names(current.cluster, better)
         survivor = survivors.waiting(text)
         return explain.pending(current, idle, survivor, now, wanted, left, text)
+
+    def _decision(self, prepared: Prepared, worker_gpus: int | None = None) -> Decision:
+        """The run against what is free in this session now."""
+        index = self._free_index
+        return Decision(prepared, self._free, index.free_gpus, index.states, worker_gpus)
+
+    def _idle_decision(self, prepared: Prepared, worker_gpus: int | None = None) -> Decision:
+        """The run against the idle cluster, where each machine's state is its kind."""
+        kinds = self._frame.kinds
+        return Decision(prepared, self._idle, self._idle_gpus, kinds, worker_gpus, idle=True)
 
     def _prepare(self, needs: Needs, now: datetime, exclude: frozenset[str]) -> Prepared:
         key = (needs.static_key, now, exclude)

@@ -63,6 +63,16 @@ class PassOutcome(Generic[Item]):
     """Placed, unstarted runs to move to a tighter shape."""
 
 
+def make_explanations(outcome: PassOutcome[Item]) -> None:
+    """Make each waiting run's explanation in the guide's form where the pass was decided: the
+    service stores it as made, in a write transaction, where making one entry per machine would
+    hold up every other write (and, in the pass worker, the service's only core)."""
+    for waiting in outcome.waiting:
+        if waiting.explained is not None:
+            waiting.explained.full()
+            waiting.explained.groups()
+
+
 def request_for(item: Candidate, workspace: Workspace | None) -> RunRequest:
     return RunRequest(
         name=item.run,
@@ -189,12 +199,12 @@ class _Walk(Generic[Item]):
             label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
             text = reasons.queued_behind(label)
             kind = ReasonKind.QUEUED_BEHIND
-            return Waiting(item, text, result.explanation, kind, result.rejections)
+            return Waiting(item, text, result.explained, kind)
         if self.head is None and result.wanted_machines:
             self.head, self.head_position = (item, result), position
             self.reserved = frozenset(result.wanted_machines)
             return None
-        return Waiting(item, result.headline, result.explanation, result.kind, result.rejections)
+        return Waiting(item, result.headline, result.explained, result.kind)
 
 
 def _same_ask(item: Candidate, workspace: Workspace | None) -> str | None:
@@ -235,4 +245,4 @@ def _head_waiting(head: tuple[Item, Pending], *, behind: bool) -> Waiting[Item]:
     text, kind = pending.headline, pending.kind
     if behind:
         text, kind = reasons.next_to_run(pending.headline), ReasonKind.NEXT_TO_RUN
-    return Waiting(item, text, pending.explanation, kind, pending.rejections)
+    return Waiting(item, text, pending.explained, kind)

@@ -9,11 +9,12 @@ of `store/commit.py` (`Placing`, `Explaining`), which these types satisfy.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
 
 from astraeus.coordinator.placement import Placement
+from astraeus.coordinator.placement.explained import Explained
 from astraeus.coordinator.store.queue import QueueRow
 from astraeus.coordinator.store.reshape import Unstarted
 from astraeus.shared import PendingExplanation, RequestedResources, RunSpec
@@ -130,11 +131,21 @@ class Waiting(Generic[Item]):
 
     item: Item
     reason: str
-    explanation: PendingExplanation | None
+    explained: Explained | None
+    """Why each machine is out (the engine's verdicts); made into `explanation` and
+    `rejections` when they are stored or asked for whole."""
     kind: ReasonKind
     """What `reason` is, stored next to it so no reader classifies the text."""
-    rejections: list[RejectionGroup] = field(default_factory=list)
-    """What keeps each machine of `explanation` out, as data; stored with it."""
+
+    @property
+    def explanation(self) -> PendingExplanation | None:
+        """The guide's explanation, every machine with its reason (made once, then kept)."""
+        return self.explained.full() if self.explained is not None else None
+
+    @property
+    def rejections(self) -> list[RejectionGroup]:
+        """What keeps each machine of `explanation` out, as data; stored with it."""
+        return self.explained.groups() if self.explained is not None else []
 
 
 @dataclass(frozen=True)

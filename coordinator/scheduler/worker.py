@@ -24,7 +24,14 @@ from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import gpus_by_workspace, live_by_run, read_queue
 from astraeus.coordinator.store.reshape import Unstarted, read_unstarted
 
-from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide_within
+from .decide import (
+    EngineSession,
+    PassContext,
+    PassOutcome,
+    SessionFactory,
+    decide_within,
+    make_explanations,
+)
 from .items import Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
 from .reshape import find_reshape
@@ -108,6 +115,7 @@ def compute_pass(
     decisions, cut = plan(
         items, unstarted, snapshot, now, context, factory, max_seconds, session=session
     )
+    make_explanations(decisions)
     memo.remember(key, decisions, cut)
     return decisions, cut
 

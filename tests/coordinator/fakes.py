@@ -12,8 +12,8 @@ from astraeus.coordinator.placement import (
     Placement,
     RunRequest,
     WorkerPlacement,
-    explain,
 )
+from astraeus.coordinator.placement.explained import Explained
 from astraeus.coordinator.placement.filters import accepting, up
 from astraeus.coordinator.placement.filters import gpus as gpu_filter
 from astraeus.coordinator.placement.rejection import Rejection
@@ -22,8 +22,6 @@ from astraeus.shared import (
     Landing,
     MachineState,
     NetworkKind,
-    NodeReasons,
-    PendingExplanation,
     Shape,
     reasons,
 )
@@ -83,7 +81,6 @@ class FirstFitSession:
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
     ) -> Placement | Pending:
         need = run.ask.gpu_count
-        nodes: list[NodeReasons] = []
         rejections: list[Rejection] = []
         ready = [m for m in self.snapshot.machines if m.state == MachineState.UP]
         for view in self.snapshot.machines:
@@ -117,8 +114,6 @@ class FirstFitSession:
                     landing=Landing(rung="node", where=view.name, machines=[view.name]),
                     network=NetworkKind.LOCAL,
                 )
-            reason = [rejections[-1].reason]
-            nodes.append(NodeReasons(name=view.name, state=view.state, reasons=reason))
         # Closest: the first machine that could hold the run once its GPUs free up.
         could = [
             v.name
@@ -126,19 +121,13 @@ class FirstFitSession:
             if v.cordon_reason is None and v.report is not None and len(v.report.gpus) >= need
         ]
         closest = could[0] if could else None
-        explanation = PendingExplanation(
-            checked_nodes=len(self.snapshot.machines),
-            ready_nodes=len(ready),
-            down_nodes=len(self.snapshot.machines) - len(ready),
-            closest=closest,
-            nodes=nodes,
-            evaluated_at=now,
-        )
+        views = self.snapshot.machines
+        is_up = [view.state == MachineState.UP for view in views]
+        explained = Explained([view.name for view in views], is_up, rejections, closest, now)
         return Pending(
             headline=reasons.no_machine_fits(len(ready), len(self.snapshot.machines)),
-            explanation=explanation,
+            explained=explained,
             wanted_machines=(closest,) if closest else (),
-            rejections=explain.grouped([node.name for node in nodes], rejections),
         )
 
     def take(self, placement: Placement) -> None:

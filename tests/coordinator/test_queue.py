@@ -171,6 +171,23 @@ async def test_dry_run_answers_without_storing(fake_cluster: Cluster) -> None:
     assert c.store.database.read("SELECT count(*) AS n FROM runs")[0]["n"] == 0
 
 
+async def test_a_dry_run_parses_each_queued_ask_once(fake_cluster: Cluster) -> None:
+    """A dry run reads the queue ahead through the scheduler's parsed asks, as a pass does: a
+    queued run's ask is parsed by the first dry run and the same object serves the next."""
+    c = fake_cluster
+    member = await c.workspace("vision")
+    await c.report("gpu-01")
+    big = await c.submit("vision", "big", gpus=16)
+    scheduler = c.client.app[SCHEDULER]
+    ask = {"gpu_requests": {"count": 1}}
+    spec = {"name": "probe", "command": ["x"], "requested_resources": ask}
+    await c.call("POST", "/api/v1/runs?dry_run=true", member, spec)
+    [(seq, (ask, _spec))] = scheduler._asks.items()
+    assert ask.gpu_count == big["requested_resources"]["gpu_requests"]["count"]
+    await c.call("POST", "/api/v1/runs?dry_run=true", member, spec)
+    assert scheduler._asks[seq][0] is ask
+
+
 async def test_a_dry_run_asks_about_a_candidate_that_is_no_queue_row(fake_cluster: Cluster) -> None:
     """A dry run places a `Candidate` (no `seq`, no stored row) behind the queue: the quota
     still holds it back, and the answer names that candidate, never a queue item."""

@@ -7,7 +7,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import Placement, PlacementSession, gang, single
-from astraeus.coordinator.placement.decision import Decision
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
 from astraeus.coordinator.placement.model import ClusterSnapshot, MachineView
 from astraeus.coordinator.placement.needs import Needs
@@ -41,11 +40,7 @@ def alike_clusters(draw: st.DrawFn) -> ClusterSnapshot:
 
 def searched_and_scanned(session: PlacementSession, ask: dict[str, Any]) -> tuple[Any, Any]:
     needs = Needs(run(ask=ask))
-    decision = Decision(
-        session._prepare(needs, NOW, frozenset()),
-        session._free,
-        session._free_index.free_gpus,
-    )
+    decision = session._decision(session._prepare(needs, NOW, frozenset()))
     gpus_each = ask["gpu_requests"]["count"]
     index = session._free_index
     return single.best(decision, index, gpus_each), gang._scan_single(decision, gpus_each)

@@ -1,0 +1,165 @@
+"""Astraeus and Slurm asked the same questions about the same cluster, in the same run.
+
+    apt-get install slurmctld slurm-client munge     # Debian's Slurm 22.05, once, as root
+    .venv/bin/python benchmarks/peer_bench.py --nodes 5000
+    .venv/bin/python benchmarks/peer_bench.py --nodes 1000 --repeat 1 --queued 500 --window 40
+
+Each repetition starts a fresh `astraeus-coordinator` over `--nodes` machines of 8 GPUs
+(`coordinator_rig.py`) and a fresh `slurmctld` over as many `CLOUD` nodes of 8 GPUs
+(`slurm_peer.py`), and asks both:
+
+- would a 1-GPU run start, and where: Astraeus over HTTP (`POST /api/v1/runs?dry_run=1`) and
+  from its CLI (`astra astraeus run --dry-run`, a new process each time, like `sbatch`); Slurm
+  with `sbatch --test-only -N1 --gres=gpu:1`;
+- the same for a 64-GPU gang: 8 machines of 8 (`-N8 --gres=gpu:8`);
+- a run no machine can take, 9 GPUs on one machine (`-N1 --gres=gpu:9`; Astraeus
+  `min_per_machine: 9`, answered with `explain=grouped`, reasons and counts);
+- 1-GPU runs started per second with `--queued` waiting (a stored queue for Astraeus, a job
+  array for Slurm, each with its default settings), until all have started or `--window` ends.
+
+Slurm 22.05's REST daemon has no will-run endpoint, so `sbatch --test-only` is Slurm's answer to
+both the API and the CLI question. Every figure is the median of `--repeat` runs (three by
+default), printed with the load average; the ratio is Astraeus / Slurm (for times, below 1:
+Astraeus is faster; for the rate, above 1: Astraeus starts more runs a second). Without Slurm
+installed the script measures Astraeus alone and says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from coordinator_bench import cli_dry_run, http_dry_run, machine
+from coordinator_rig import GANG, ONE_GPU, Cluster, Coordinator, load
+from slurm_peer import RunningSlurm, SlurmPeer
+
+NONE_FITS: dict[str, Any] = {
+    "name": "n",
+    "command": ["x"],
+    "requested_resources": {"gpu_requests": {"count": 9, "min_per_machine": 9}},
+}
+QUESTIONS = (
+    ("1-GPU dry run, HTTP", "one"),
+    ("1-GPU dry run, CLI", "cli"),
+    ("64-GPU gang dry run, HTTP", "gang"),
+    ("run no machine can take, HTTP, grouped", "none"),
+    ("1-GPU runs started per second", "rate"),
+)
+SLURM_OF = {"one": "one", "cli": "one", "gang": "gang", "none": "none", "rate": "rate"}
+
+
+async def refused_dry_run(c: Coordinator, count: int) -> float:
+    """Median ms of `count` dry runs of a run no machine can take, explanation grouped."""
+    took = []
+    for _ in range(count):
+        started = time.perf_counter()
+        path = "/api/v1/runs?dry_run=1&explain=grouped"
+        answer = await c.call("POST", path, c.cluster.member, NONE_FITS)
+        took.append(time.perf_counter() - started)
+        if answer["would_start"]:
+            raise RuntimeError(f"a 9-GPU machine was found: {answer}")
+    return statistics.median(took) * 1000
+
+
+async def astraeus_rate(cluster: Cluster, queued: int, window: float) -> float:
+    """Runs placed and committed per second from the service's first answer until the queue is
+    empty (runs placed before that answer are not counted)."""
+    async with Coordinator(cluster) as c:
+        started = time.perf_counter()
+        before = c.placed()
+        placed, last = before, started
+        while time.perf_counter() - started < window and placed < queued:
+            await asyncio.sleep(0.1)
+            now = c.placed()
+            if now > placed:
+                placed, last = now, time.perf_counter()
+    return (placed - before) / max(last - started, 1e-9)
+
+
+async def astraeus_once(nodes: int, queued: int, window: float) -> dict[str, float]:
+    idle = Cluster(nodes)
+    try:
+        async with Coordinator(idle) as c:
+            await asyncio.sleep(3)  # the first pass after the start is over
+            figures = {
+                "one": await http_dry_run(c, 20, ONE_GPU),
+                "cli": await asyncio.to_thread(cli_dry_run, c, 5),
+                "gang": await http_dry_run(c, 20, GANG),
+                "none": await refused_dry_run(c, 20),
+            }
+    finally:
+        idle.remove()
+    waiting = Cluster(nodes, queued=queued)
+    try:
+        figures["rate"] = await astraeus_rate(waiting, queued, window)
+    finally:
+        waiting.remove()
+    return figures
+
+
+def slurm_once(peer: SlurmPeer, nodes: int, queued: int, window: float) -> dict[str, float]:
+    with peer.cluster(nodes) as running:
+        figures = _will_run(running)
+    with peer.cluster(nodes) as running:
+        figures["rate"] = running.started_per_second(queued, window)
+    return figures
+
+
+def _will_run(running: RunningSlurm) -> dict[str, float]:
+    return {
+        "one": running.test_only_ms(20),
+        "gang": running.test_only_ms(20, gpus=8, nodes=8),
+        "none": running.test_only_ms(20, gpus=9, refused=True),
+    }
+
+
+def report(runs: dict[str, list[dict[str, float]]]) -> None:
+    print("| question | Astraeus | Slurm | Astraeus / Slurm |")
+    print("| --- | --- | --- | --- |")
+    for label, key in QUESTIONS:
+        ours = _median(runs["astraeus"], key)
+        unit = "/s" if key == "rate" else " ms"
+        theirs = _median(runs["slurm"], SLURM_OF[key]) if runs["slurm"] else None
+        ratio = f"{ours / theirs:.2f}" if theirs else "—"
+        shown = f"{theirs:.1f}{unit}" if theirs is not None else "not measured"
+        print(f"| {label} | {ours:.1f}{unit} | {shown} | {ratio} |")
+
+
+def _median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
+
+
+def _each(label: str, figures: dict[str, float]) -> None:
+    shown = ", ".join(f"{key} {value:.1f}" for key, value in figures.items())
+    print(f"  {label}: {shown} ({load()})", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--queued", type=int, default=2000, help="1-GPU runs for the rate")
+    parser.add_argument("--window", type=float, default=60.0, help="longest rate run, seconds")
+    args = parser.parse_args()
+    print(machine(), flush=True)
+    peer = SlurmPeer.find()
+    if peer is None:
+        print(f"Slurm: skipped, {SlurmPeer.missing()}")
+    runs: dict[str, list[dict[str, float]]] = {"astraeus": [], "slurm": []}
+    for i in range(args.repeat):
+        ours = asyncio.run(astraeus_once(args.nodes, args.queued, args.window))
+        runs["astraeus"].append(ours)
+        _each(f"Astraeus run {i + 1}", ours)
+        if peer is not None:
+            theirs = slurm_once(peer, args.nodes, args.queued, args.window)
+            runs["slurm"].append(theirs)
+            _each(f"Slurm run {i + 1}", theirs)
+    print(f"== {args.nodes} machines, median of {args.repeat} ({load()})")
+    report(runs)
+
+
+if __name__ == "__main__":
+    main()

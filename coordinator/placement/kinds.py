@@ -1,0 +1,85 @@
+"""Machines alike for filters 6–8: a machine's kind (what it is, as they read it) and its state
+(its kind and what is free on it).
+
+Filters 7 (room) and 8 (GPUs) read a machine's cores and memory in all and free, and its GPUs'
+model, vendor, memory and health, with which of them are free. Two machines in the same state
+get the same verdicts from them for every run and worker, so a decision checks one machine per
+distinct state (`Decision`), not every machine: a large cluster has thousands of machines and a
+few dozen states. Filter 6 (a worker of the run already here) is read per machine, as it is
+about the run, not the machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from astraeus.shared import GpuInfo
+
+from .facts import Free, MachineFacts
+
+GpuDescription = tuple[str, str, int, str]
+"""A GPU's vendor, model, memory and health."""
+GpuDescriptions = tuple[GpuDescription, ...]
+"""Sorted: which GPU is which does not matter, only how many of each there are."""
+Description = tuple[bool, float, int, GpuDescriptions]
+
+
+class Kind:
+    """One distinct description. Compared by identity: alike machines share one object (see
+    `Kinds`), so a state's key hashes and compares without walking the GPUs again; two objects
+    for the same description are only a lost chance to share, never a wrong verdict."""
+
+    __slots__ = ("description", "uniform")
+
+    def __init__(self, description: Description, gpus: GpuDescriptions) -> None:
+        self.description = description
+        self.uniform = len(set(gpus)) <= 1
+        """Every GPU alike: which of them are free does not matter, only how many."""
+
+
+State = tuple[Kind, int | GpuDescriptions, float, int]
+"""(kind, free GPUs, free cores, free memory). Free GPUs are their count where every GPU of the
+kind is alike, else their descriptions, sorted."""
+
+
+def describe(facts: MachineFacts) -> Description:
+    """Everything filters 7 and 8 read of what the machine is."""
+    report = facts.report
+    if report is None:
+        return (False, 0.0, 0, ())
+    gpus = tuple(sorted(gpu_description(gpu) for gpu in facts.gpus))
+    return (True, report.cpu_cores, report.memory_bytes, gpus)
+
+
+def gpu_description(gpu: GpuInfo) -> GpuDescription:
+    return (gpu.vendor.value, gpu.model, gpu.memory_bytes, gpu.health.state.value)
+
+
+class Kinds:
+    """Interns descriptions: machines alike get one `Kind`. Kept with the live state; once it
+    holds more descriptions than twice the machines (machines changed many times), it starts
+    again from the kinds in use."""
+
+    def __init__(self) -> None:
+        self._known: dict[Description, Kind] = {}
+
+    def of(self, facts: MachineFacts) -> Kind:
+        description = describe(facts)
+        kind = self._known.get(description)
+        if kind is None:
+            kind = self._known[description] = Kind(description, description[3])
+        return kind
+
+    def prune(self, in_use: Sequence[Kind]) -> None:
+        if len(self._known) > 2 * len(in_use) + 64:
+            self._known = {kind.description: kind for kind in in_use}
+
+
+def state(kind: Kind, facts: MachineFacts, free: Free) -> State:
+    """The machine's state: which of its GPUs are free (how many, if all are alike), its free
+    cores and memory."""
+    ids = free.gpu_ids
+    if kind.uniform:
+        return (kind, len(ids), free.cpu_cores, free.memory_bytes)
+    gpus = tuple(sorted(gpu_description(gpu) for gpu in facts.gpus if gpu.uuid in ids))
+    return (kind, gpus, free.cpu_cores, free.memory_bytes)
