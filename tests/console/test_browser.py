@@ -142,7 +142,7 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
 ) -> None:
     """New run lists the reported GPU models and the machines by site; the API's 4xx `fields`
     appear beside the fields they concern; a dry run says where it would go or why it would
-    wait; ticked machines are sent as names."""
+    wait, by reason with counts; ticked machines are sent as names."""
     from playwright.async_api import expect
 
     await three_machines(cluster)
@@ -200,13 +200,12 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await expect(page.locator("#dry-run-result .advice")).to_have_text(
         "It would wait: No machine fits: 4 of 4 machines ready"
     )
-    dry = page.locator("#dry-run-machines td.reason")
+    dry = page.locator("#dry-run-reasons li")
     assert await dry.all_inner_texts() == [
-        "machine is not among the run's names",
-        CORDONED,
-        "machine is not among the run's names",
-        CORDONED,
+        f"2 machines: {CORDONED} (gpu-02, gpu-04)",
+        "2 machines: machine is not among the run's names (gpu-01, gpu-03)",
     ]
+    await expect(page.locator("#dry-run-closest")).to_have_count(0)
     await page.check('#choose-machines input[value="gpu-01"]')
     await page.click("#submit")
     await page.wait_for_url("**#/runs/picked")
