@@ -157,6 +157,23 @@ def test_the_store_imports_no_layer_above_it() -> None:
     assert found == [], "the store must not import the layers above it:\n" + "\n".join(found)
 
 
+def test_the_domain_imports_no_store_no_http_and_no_clock() -> None:
+    """The domain's rules (`coordinator/domain/`: the task state machine, the rendezvous)
+    import neither the store, sqlite3, aiohttp, the scheduler, the API nor a clock."""
+    domain = ("astraeus.coordinator.domain",)
+    forbidden = (
+        *STORE,
+        "sqlite3",
+        "aiohttp",
+        "astraeus.coordinator.scheduler",
+        "astraeus.coordinator.api",
+        "time",
+        "astraeus.shared.clock",
+    )
+    found = violations(domain, forbidden) + clock_reads(ROOT, domain[0])
+    assert found == [], "the domain must stay pure:\n" + "\n".join(found)
+
+
 def test_the_schedulers_types_live_in_the_scheduler() -> None:
     """`QueueItem`, `Placed`, `Waiting` and `Reshaped` are defined in `scheduler/items.py`,
     and no store module defines a class of those names again."""

@@ -5,10 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+from astraeus.coordinator.domain.lifecycle import (
+    NO_WORKER,
+    Move,
+    ends_lost_without_worker,
+    late_end_note,
+    move,
+)
+from astraeus.coordinator.domain.rendezvous import Worker, rendezvous
 from astraeus.shared import (
     AgentReport,
     Assignment,
@@ -25,22 +33,6 @@ from .machines import MachineRecord, Machines
 from .runs import settle_run
 
 log = logging.getLogger(__name__)
-
-LEGACY_BASE_PORT = 29500
-"""A task started before ports were held (migration 7) was told 29500 + (run number mod 1000);
-its assignment keeps saying so. Every other port is the scheduler's (`scheduler/ports.py`)."""
-
-_FORWARD: dict[TaskState, frozenset[TaskState]] = {
-    TaskState.ASSIGNED: frozenset({TaskState.STARTING, TaskState.RUNNING}),
-    TaskState.STARTING: frozenset({TaskState.RUNNING}),
-    TaskState.RUNNING: frozenset(),
-}
-"""Non-ending moves an agent may make; any live task may also end."""
-
-
-NO_WORKER = "the agent on {machine} has no worker for it: how it ended was not recorded"
-"""A Starting or Running task its machine's agent says it does not run (its state was lost, or
-the database was restored from a backup older than the task's end)."""
 
 
 class Agents:
@@ -179,7 +171,11 @@ class Agents:
         if running is None:
             return None
         uids = set(running)
-        gone = [row["id"] for row in rows if row["state"] in _STARTED and row["uid"] not in uids]
+        gone = [
+            row["id"]
+            for row in rows
+            if row["uid"] not in uids and ends_lost_without_worker(TaskState(row["state"]))
+        ]
         released: list[int] = []
         if machine in self.holding:
             held = self._database.read(
@@ -230,14 +226,12 @@ class Agents:
         """Two queries whatever the number of tasks: the machine's tasks (`live`), then the
         workers of their runs (for the rendezvous); each run's spec is parsed once.
 
-        A task is left out until it can start: worker 0 (an array element) until the scheduler
-        gave it a port, every other worker until worker 0's agent found that port free and
-        started it (so no worker ever meets at a port that changes)."""
+        A task is left out until it may start (`domain/rendezvous.py`)."""
         if not rows:
             return []
         specs = {row["run_seq"]: json.loads(row["spec"]) for row in rows}
         gangs = [seq for seq, spec in specs.items() if not _is_array(spec)]
-        workers: dict[int, list[Row]] = {seq: [] for seq in gangs}
+        workers: dict[int, list[Worker]] = {seq: [] for seq in gangs}
         if gangs:
             marks = ",".join("?" * len(gangs))
             for worker in self._database.read(
@@ -245,15 +239,17 @@ class Agents:
                 f" WHERE run_seq IN ({marks}) ORDER BY run_seq, idx",
                 tuple(gangs),
             ):
-                workers[worker["run_seq"]].append(worker)
+                workers[worker["run_seq"]].append(_worker(worker))
         found = []
         for row in rows:
-            rendezvous = _rendezvous(row, workers.get(row["run_seq"]), self._address)
-            if rendezvous is not None:
-                found.append(self._assignment(row, specs[row["run_seq"]], rendezvous))
+            run_seq = row["run_seq"]
+            gang = workers.get(run_seq)
+            meet = rendezvous(run_seq, _worker(row), gang, self._address)
+            if meet is not None:
+                found.append(self._assignment(row, specs[run_seq], meet))
         return found
 
-    def _assignment(self, row: Row, spec: dict[str, Any], rendezvous: Rendezvous) -> Assignment:
+    def _assignment(self, row: Row, spec: dict[str, Any], meet: Rendezvous) -> Assignment:
         return Assignment(
             task_uid=row["uid"],
             task=row["name"],
@@ -269,7 +265,7 @@ class Agents:
             network=NetworkKind(row["network"] or NetworkKind.LOCAL.value),
             min_gbps=(spec["requested_resources"].get("network") or {}).get("min_gbps"),
             nvlink_domain=row["nvlink_domain"],
-            rendezvous=rendezvous,
+            rendezvous=meet,
             drives=[
                 Mount(name=drive["name"], mount_path=drive["mount_path"])
                 for drive in spec["requested_resources"].get("drives", [])
@@ -283,47 +279,8 @@ class Agents:
         return (record.address if record else None) or machine or "127.0.0.1"
 
 
-def _rendezvous(
-    row: Row, workers: list[Row] | None, address: Callable[[str | None], str]
-) -> Rendezvous | None:
-    """`workers` are the run's tasks by index; None for an array element, its own world of one.
-    None when the task may not start yet (see `Agents.assignments_of`)."""
-    if workers is None:
-        port = _port(row, row)
-        if port is None:
-            return None
-        return Rendezvous(
-            master_addr=address(row["machine"]),
-            master_port=port,
-            world_size=1,
-            rank=0,
-            node_rank=0,
-            local_world_size=1,
-        )
-    lead = workers[0]
-    port = _port(lead, row)
-    if port is None or (row["idx"] != 0 and lead["state"] == TaskState.ASSIGNED.value):
-        return None
-    machines = [w["machine"] for w in workers]
-    here = row["machine"]
-    return Rendezvous(
-        master_addr=address(lead["machine"]),
-        master_port=port,
-        world_size=len(workers),
-        rank=row["idx"],
-        node_rank=list(dict.fromkeys(machines)).index(here),
-        local_world_size=sum(1 for m in machines if m == here),
-        local_rank=sum(1 for m in machines[: row["idx"]] if m == here),
-    )
-
-
-def _port(lead: Row, row: Row) -> int | None:
-    """Worker 0's port; for a worker 0 started before ports were held, what it was told."""
-    if lead["port"] is not None:
-        return int(lead["port"])
-    if lead["state"] == TaskState.ASSIGNED.value:
-        return None
-    return LEGACY_BASE_PORT + int(row["run_seq"]) % 1000
+def _worker(row: Row) -> Worker:
+    return Worker(row["idx"], row["machine"], TaskState(row["state"]), row["port"])
 
 
 def _is_array(spec: dict[str, Any]) -> bool:
@@ -342,28 +299,21 @@ def _task_id(conn: sqlite3.Connection, machine: str, uid: str) -> int | None:
 def _apply_update(
     conn: sqlite3.Connection, machine: str, update: TaskUpdate, now: datetime
 ) -> bool:
-    """Move a task forward as its agent says; returns whether the task ended (GPUs freed)."""
+    """Write what the task state machine (`domain/lifecycle.py`) makes of the agent's update;
+    returns whether GPUs were freed."""
     row = conn.execute(
         "SELECT id, run_seq, state, held FROM tasks WHERE uid = ? AND machine = ?",
         (update.task_uid, machine),
     ).fetchone()
     if row is None:
         return False
-    task_id, run_seq, current = int(row[0]), int(row[1]), TaskState(row[2])
-    if not current.holds_resources:
-        # Ended already (Lost, or cancelled while Pending): the agent is late. A Lost task's
-        # GPUs stay held until its worker is reported gone, which is now.
-        if update.state.ended and row[3]:
-            _release(
-                conn,
-                task_id,
-                f"; its worker ended at {update.at.isoformat()}"
-                f" ({update.message or update.state.value})",
-            )
-            return True
-        return False
+    task_id, run_seq = int(row[0]), int(row[1])
+    step = move(TaskState(row[2]), bool(row[3]), update.state)
+    if step is Move.RELEASE:
+        _release(conn, task_id, late_end_note(update))
+        return True
     at = update.at.isoformat()
-    if update.state.ended:
+    if step is Move.END:
         conn.execute(
             "UPDATE tasks SET state = ?, exit_code = ?, message = ?, ended_at = ?,"
             " started_at = coalesce(started_at, ?) WHERE id = ?",
@@ -372,17 +322,13 @@ def _apply_update(
         conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
         settle_run(conn, run_seq, now)
         return True
-    if update.state in _FORWARD[current]:
+    if step is Move.FORWARD:
         conn.execute(
             "UPDATE tasks SET state = ?, message = coalesce(?, message),"
             " started_at = coalesce(started_at, ?) WHERE id = ?",
             (update.state.value, update.message, at, task_id),
         )
     return False
-
-
-_STARTED = frozenset({TaskState.STARTING.value, TaskState.RUNNING.value})
-"""States only an agent's own update can bring: its agent must have had the worker."""
 
 
 def _end_lost(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> None:

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from datetime import datetime
 
+from astraeus.coordinator.domain.lifecycle import failed, run_state, stops_the_rest
 from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
 from astraeus.shared.reasons import ReasonKind
 
@@ -170,7 +171,8 @@ def _filters(workspace: str | None, state: RunState | None) -> tuple[str, tuple[
 
 
 def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
-    """Set a run's state from its tasks, and stop the rest of a gang when one of it failed."""
+    """Set a run's state from its tasks, and tell the rest of a gang to stop when one of it
+    failed (the rules: `domain/lifecycle.py`)."""
     run = conn.execute("SELECT state, spec FROM runs WHERE seq = ?", (seq,)).fetchone()
     if run is None or RunState(run[0]).ended:
         return
@@ -179,18 +181,17 @@ def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
     ).fetchall()
     states = [TaskState(t[1]) for t in tasks]
     is_array = json.loads(run[1])["requested_resources"].get("array") is not None
-    failed = [t for t in tasks if TaskState(t[1]) in (TaskState.FAILED, TaskState.LOST)]
-    if failed and not is_array:
-        # A gang cannot go on without a worker: stop the others, like a failed MPI rank.
+    failures = [t for t in tasks if failed(TaskState(t[1]))]
+    if stops_the_rest(states, is_array=is_array):
         conn.execute(
             "UPDATE tasks SET cancel = 1 WHERE run_seq = ?"
             " AND state IN ('Assigned', 'Starting', 'Running')",
             (seq,),
         )
-    new = _run_state(states)
+    new = run_state(states)
     if new is None:
         return
-    reason = _failure(failed[0]) if new == RunState.FAILED and failed else None
+    reason = _failure(failures[0]) if new == RunState.FAILED and failures else None
     conn.execute(
         "UPDATE runs SET state = ?, reason = ?, reason_kind = NULL, ended_at = ? WHERE seq = ?",
         (new.value, reason, now.isoformat() if new.ended else None, seq),
@@ -204,13 +205,3 @@ def _failure(task: sqlite3.Row | tuple[str, str, int | None, str | None]) -> str
     if exit_code is not None:
         text += f" (exit {exit_code})"
     return f"{text}: {message}" if message else text
-
-
-def _run_state(states: list[TaskState]) -> RunState | None:
-    if all(s.ended for s in states):
-        if all(s == TaskState.SUCCEEDED for s in states):
-            return RunState.SUCCEEDED
-        return RunState.FAILED
-    if any(s.holds_resources or s.ended for s in states):
-        return RunState.RUNNING
-    return None

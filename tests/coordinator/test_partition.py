@@ -7,8 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from astraeus.coordinator.domain.lifecycle import NO_WORKER
 from astraeus.coordinator.scheduler.worker import compute_pass
-from astraeus.coordinator.store.agents import NO_WORKER
 from astraeus.shared.clock import FakeClock
 
 from .conftest import ClientFactory, Cluster, make_cluster

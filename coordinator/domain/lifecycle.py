@@ -1,0 +1,90 @@
+"""The task state machine: what an agent's update does to a task, decided from the task's state,
+and the run's state that follows from its tasks'.
+
+Pending → Assigned (a scheduler pass) → Starting → Running → Succeeded, Failed, Cancelled or
+Lost. An agent moves a task only forward; any live task may end. A Lost task whose GPUs are still
+held (its machine fell silent, its worker may still run) gives them back when its agent reports
+the worker ended or gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+
+from astraeus.shared import RunState, TaskState, TaskUpdate
+
+
+class Move(Enum):
+    """What the store writes for one update."""
+
+    IGNORE = "ignore"
+    """Nothing: a backward or repeated move, or a late word about a task that ended already."""
+    FORWARD = "forward"
+    """The task takes the update's (live) state."""
+    END = "end"
+    """The task ends in the update's state; its GPUs, cores and memory return."""
+    RELEASE = "release"
+    """A Lost task's held GPUs, cores and memory return: its worker is reported ended."""
+
+
+FORWARD: dict[TaskState, frozenset[TaskState]] = {
+    TaskState.ASSIGNED: frozenset({TaskState.STARTING, TaskState.RUNNING}),
+    TaskState.STARTING: frozenset({TaskState.RUNNING}),
+    TaskState.RUNNING: frozenset(),
+}
+"""Non-ending moves an agent may make; any live task may also end."""
+
+STARTED = frozenset({TaskState.STARTING, TaskState.RUNNING})
+"""States only an agent's own update can bring: its agent must have had the worker."""
+
+NO_WORKER = "the agent on {machine} has no worker for it: how it ended was not recorded"
+"""A Starting or Running task its machine's agent says it does not run (its state was lost, or
+the database was restored from a backup older than the task's end)."""
+
+
+def move(current: TaskState, held: bool, update: TaskState) -> Move:
+    """What an agent's update to state `update` does to a task in state `current` (`held`: a
+    Lost task whose GPUs are still held)."""
+    if not current.holds_resources:
+        # Ended already (Lost, or cancelled while Pending): the agent is late. A Lost task's
+        # GPUs stay held until its worker is reported gone, which is now.
+        return Move.RELEASE if update.ended and held else Move.IGNORE
+    if update.ended:
+        return Move.END
+    return Move.FORWARD if update in FORWARD[current] else Move.IGNORE
+
+
+def ends_lost_without_worker(state: TaskState) -> bool:
+    """Whether a task in `state` ends Lost (`NO_WORKER`) when its agent says it runs no worker
+    for it: only a started one (an Assigned task's worker may simply not have started yet)."""
+    return state in STARTED
+
+
+def late_end_note(update: TaskUpdate) -> str:
+    """Added to a Lost task's message when its worker's end is reported after all."""
+    return f"; its worker ended at {update.at.isoformat()} ({update.message or update.state.value})"
+
+
+def failed(state: TaskState) -> bool:
+    """A task that ended without succeeding and without being cancelled: Failed or Lost."""
+    return state in (TaskState.FAILED, TaskState.LOST)
+
+
+def stops_the_rest(states: Sequence[TaskState], *, is_array: bool) -> bool:
+    """Whether a run's other workers are told to stop: a gang cannot go on without a worker
+    (like a failed MPI rank), so one failed worker stops the others; an array's elements are
+    independent."""
+    return not is_array and any(failed(state) for state in states)
+
+
+def run_state(states: Sequence[TaskState]) -> RunState | None:
+    """The run's state from its tasks' states; None while every task is still Pending (the run
+    stays as it is)."""
+    if all(s.ended for s in states):
+        if all(s == TaskState.SUCCEEDED for s in states):
+            return RunState.SUCCEEDED
+        return RunState.FAILED
+    if any(s.holds_resources or s.ended for s in states):
+        return RunState.RUNNING
+    return None
