@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from astraeus.shared import GpuHealthState, MachineState
 
 if TYPE_CHECKING:
-    from astraeus.coordinator.scheduler.items import Placed, QueueItem
     from astraeus.coordinator.store import Store
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -54,11 +53,11 @@ class Metrics:
         )
 
     def observe_pass(
-        self, seconds: float, placed: Sequence[Placed[QueueItem]], now: datetime
+        self, seconds: float, submitted_at: Iterable[datetime | None], now: datetime
     ) -> None:
+        """A pass's duration, and the time from submission to this pass of each run placed."""
         self.pass_seconds.observe(seconds)
-        for decision in placed:
-            submitted = decision.item.submitted_at
+        for submitted in submitted_at:
             if submitted is not None:
                 self.placement_latency.observe(max((now - submitted).total_seconds(), 0.0))
 

@@ -10,11 +10,13 @@ import signal
 import sqlite3
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
 
 from astraeus.coordinator.api import create_app
+from astraeus.coordinator.scheduler import worker_pool
 from astraeus.coordinator.settings import Settings, load
 from astraeus.coordinator.startup import open_store, start
 from astraeus.coordinator.store import Role, StorageError, Store
@@ -206,24 +208,32 @@ async def serve(settings: Settings, certificate: ServerCertificate | None = None
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()
+    # The pass worker starts (and imports the engine) while this process loads its store.
+    pool = worker_pool(start_now=True) if settings.scheduler and settings.pass_process else None
     started = start(settings)
     if isinstance(started, str):
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         print(f"astraeus-coordinator: {started}", file=sys.stderr)
         return 1
     lock, store = started
     try:
-        return await _serve(settings, store, notifier, certificate)
+        return await _serve(settings, store, notifier, certificate, pool)
     finally:
         store.close()
         lock.release()
 
 
 async def _serve(
-    settings: Settings, store: Store, notifier: Notifier, certificate: ServerCertificate | None
+    settings: Settings,
+    store: Store,
+    notifier: Notifier,
+    certificate: ServerCertificate | None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
     `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
-    app = create_app(settings, store=store, clock=SystemClock())
+    app = create_app(settings, store=store, clock=SystemClock(), pass_pool=pool)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     context = certificate.context if certificate is not None else None

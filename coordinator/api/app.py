@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import ProcessPoolExecutor
 
 from aiohttp import web
 
@@ -38,10 +39,12 @@ def create_app(
     store: Store,
     clock: Clock,
     session_factory: SessionFactory | None = None,
+    pass_pool: ProcessPoolExecutor | None = None,
 ) -> web.Application:
     """The coordinator's app. The scheduler loop runs in the background if `settings.scheduler`;
     it is reachable as `app[SCHEDULER]` either way, so tests can run passes themselves.
-    `session_factory` replaces the placement engine (tests of the queue rules pass a fake)."""
+    `session_factory` replaces the placement engine (tests of the queue rules pass a fake);
+    `pass_pool` is a pass worker started before (`scheduler.worker_pool`)."""
     app = web.Application(
         middlewares=[json_errors, bearer_auth], client_max_size=settings.max_body_bytes
     )
@@ -51,7 +54,7 @@ def create_app(
     app[METRICS] = Metrics()
     app[REPORTING] = set()
     app[SCHEDULER] = Scheduler(
-        settings, store, clock, app[METRICS], session_factory=session_factory
+        settings, store, clock, app[METRICS], session_factory=session_factory, pool=pass_pool
     )
     for route in all_routes():
         app.router.add_route(route.method, route.path, route.handler)

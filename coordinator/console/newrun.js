@@ -4,7 +4,8 @@ import { machineList, post, session } from "./api.js";
 import { gpuModels, machineChooser, siteSelection, sites } from "./choose.js";
 import { errorBox, h, mount } from "./dom.js";
 import { clearErrors, fieldBox, showErrors } from "./forms.js";
-import { reasonsTable } from "./runpage.js";
+import { reasonGroups } from "./runpage.js";
+import { closestText } from "./why.js";
 
 const GIB = 1024 ** 3;
 const RR = "requested_resources";
@@ -109,7 +110,8 @@ function runForm(offered, chooser) {
     const result = form.querySelector("#dry-run-result");
     result.replaceChildren();
     try {
-      result.append(dryRunView(await post("/runs?dry_run=true", runSpec(form, selection()))));
+      const spec = runSpec(form, selection());
+      result.append(dryRunView(await post("/runs?dry_run=true&explain=grouped", spec)));
     } catch (err) {
       showErrors(form, err);
     }
@@ -160,17 +162,20 @@ function networkOptions() {
   );
 }
 
-/** Where the run would go now, or why it would wait: the API's dry run, nothing stored. */
+/** Where the run would go now, or why it would wait: the API's dry run, nothing stored; its
+ * explanation grouped by reason, with the closest machine. */
 function dryRunView(dry) {
   if (dry.would_start) {
     const machines = [...new Set(dry.workers.map((w) => w.machine))].join(", ");
     return h("p", { class: "advice" }, `It would start now: ${dry.shape.why}, on ${dry.landing.where} (${machines}).`);
   }
+  const grouped = dry.placement_grouped;
   return h(
     "div",
     {},
     h("p", { class: "advice" }, `It would wait: ${dry.reason}`),
-    dry.placement ? reasonsTable(dry.placement, "dry-run-machines") : null,
+    grouped && grouped.closest ? h("p", { id: "dry-run-closest" }, `Closest: ${closestText(grouped)}.`) : null,
+    grouped && grouped.reasons.length ? reasonGroups(grouped, "dry-run-reasons") : null,
   );
 }
 

@@ -7,7 +7,7 @@ import { count } from "./format.js";
 import { clusterMap } from "./map.js";
 import { machineRows } from "./mapmodel.js";
 import { shapeText } from "./runs.js";
-import { groupReasons, headlineFix, reading, runMarks } from "./why.js";
+import { closestText, headlineFix, machinesText, reading, runMarks } from "./why.js";
 
 const REFRESH_MS = 2000;
 const LIVE = ["Pending", "Running"];
@@ -16,10 +16,12 @@ export async function runPage(ctx, name) {
   const body = h("div", { id: "run" }, h("p", { class: "muted" }, "Loading…"));
   mount(ctx.main, h("p", { class: "crumbs" }, h("a", { href: "#/runs" }, "Runs"), " / ", name), body);
   const where = whereItCouldGo();
+  const machines = everyMachineReader();
   await ctx.every(REFRESH_MS, async () => {
     let run;
     try {
-      run = await get(`/runs/${enc(name)}`);
+      // Grouped by reason: what the panel shows, and small however many machines there are.
+      run = await get(`/runs/${enc(name)}?explain=grouped`);
     } catch (err) {
       if (ctx.alive()) mount(body, errorBox(err));
       return err.status !== 404;
@@ -27,11 +29,30 @@ export async function runPage(ctx, name) {
     // Logs are read for the tasks whose log is open: the first started task's, at first.
     const shown = [...body.querySelectorAll("#logs details.log")];
     const open = shown.length ? new Set(shown.filter((d) => d.open).map((d) => d.dataset.task)) : null;
-    const logs = await taskLogs(run, open);
+    const [logs, full] = await Promise.all([taskLogs(run, open), machines.read(waiting(run))]);
     if (!ctx.alive()) return false;
-    mount(body, ...sections(run, logs, where));
+    mount(body, ...sections(run, logs, where, full));
     return LIVE.includes(run.state);
   });
+}
+
+/** Each machine's reason for the task explained (the map and the every-machine table need
+ * them): the task's full explanation (`GET /tasks/{task}`), read again only when the
+ * scheduler has looked at the task again (a new `evaluated_at`), not at every refresh. */
+function everyMachineReader() {
+  let readFor = null;
+  let found = null;
+  const read = async (task) => {
+    const grouped = task && task.placement_grouped;
+    if (!grouped || !grouped.checked_nodes) return null;
+    const key = `${task.name} ${grouped.evaluated_at}`;
+    if (key !== readFor) {
+      found = await get(`/tasks/${enc(task.name)}`).catch(() => null);
+      readFor = found ? key : null;
+    }
+    return found && found.placement ? found : null;
+  };
+  return { read };
 }
 
 /** Each started task, with its log if it is to be shown open (else undefined). */
@@ -47,10 +68,10 @@ function readLog(task) {
   return get(`/tasks/${enc(task)}/logs`).catch(() => null);
 }
 
-function sections(run, logs, where) {
+function sections(run, logs, where, full) {
   return [
     readout(run),
-    waiting(run) ? whyPanel(run, waiting(run), where) : null,
+    waiting(run) ? whyPanel(run, waiting(run), where, full) : null,
     askedAndGot(run),
     tasksPanel(run),
     logsPanel(logs),
@@ -96,69 +117,73 @@ function readout(run) {
 function waiting(run) {
   if (!LIVE.includes(run.state)) return null;
   const pending = run.tasks.filter((task) => task.state === "Pending");
-  return pending.find((task) => task.placement) || pending[0] || null;
+  return pending.find((task) => task.placement_grouped) || pending[0] || null;
 }
 
-function whyPanel(run, task, where) {
-  const { placement, rejections } = task;
+/** Why the task waits, from its explanation grouped by reason; `full` (its explanation machine
+ * by machine, when read) marks the map and fills the every-machine table. */
+function whyPanel(run, task, where, full) {
+  const grouped = task.placement_grouped;
   const reason = run.reason || task.reason;
   const kind = run.reason_kind || task.reason_kind;
   const parts = [h("h2", {}, "Why it is not running yet")];
   if (run.state !== "Pending") parts.push(h("p", {}, `${task.name} waits; the run's other tasks are placed.`));
   parts.push(h("p", { class: "headline" }, reason || "Waiting for the scheduler"));
-  if (placement) {
-    parts.push(
-      h(
-        "p",
-        { id: "counts" },
-        `${placement.checked_nodes} machines considered, ${placement.ready_nodes} up` +
-          (placement.down_nodes ? `, ${placement.down_nodes} down` : "") + ". ",
-        placement.closest ? ["Closest: ", h("strong", { id: "closest" }, placement.closest), "."] : "No machine is closest.",
-      ),
-    );
-  }
-  parts.push(h("p", { class: "advice", id: "advice" }, reading({ reason, kind, placement, rejections })));
-  const fix = placement && !placement.closest ? headlineFix(kind) : "";
+  if (grouped) parts.push(countsLine(grouped));
+  const rejections = grouped ? grouped.reasons : null;
+  parts.push(h("p", { class: "advice", id: "advice" }, reading({ reason, kind, placement: grouped, rejections })));
+  const fix = grouped && !grouped.closest ? headlineFix(kind) : "";
   if (fix) parts.push(h("p", { class: "advice" }, fix));
-  if (placement && placement.nodes.length) {
-    where.show(placement, rejections);
-    parts.push(where.element, rejections ? reasonGroups(placement, rejections) : null);
-    parts.push(placement.nodes.length > MANY ? everyMachine(placement) : reasonsTable(placement, "why-machines"));
+  if (grouped && grouped.checked_nodes) {
+    if (full) where.show(full.placement, full.rejections);
+    parts.push(where.element, reasonGroups(grouped, "why-groups"));
+    parts.push(grouped.checked_nodes > MANY ? everyMachine(grouped, full) : full ? reasonsTable(full.placement, "why-machines") : null);
   }
-  if (placement) parts.push(h("p", { class: "muted small" }, `Evaluated ${when(placement.evaluated_at)}.`));
+  if (grouped) parts.push(h("p", { class: "muted small" }, `Evaluated ${when(grouped.evaluated_at)}.`));
   return h("section", { class: "card", id: "why" }, parts);
+}
+
+/** How many machines were considered and are up, and the closest ones. */
+function countsLine(grouped) {
+  return h(
+    "p",
+    { id: "counts" },
+    `${grouped.checked_nodes} machines considered, ${grouped.ready_nodes} up` +
+      (grouped.down_nodes ? `, ${grouped.down_nodes} down` : "") + ". ",
+    grouped.closest ? ["Closest: ", h("strong", { id: "closest" }, closestText(grouped)), "."] : "No machine is closest.",
+  );
 }
 
 const MANY = 20; // more machines than this: their table starts folded, under the groups
 
 /** Every machine's reason, folded: the table is built when it is opened (and kept open as the
  * page refreshes), so thousands of rows cost nothing until someone reads them. */
-function everyMachine(placement) {
+function everyMachine(grouped, full) {
   const open = document.getElementById("why-all")?.open || false;
-  const summary = h("summary", {}, `Every machine (${placement.nodes.length.toLocaleString("en-US")})`);
+  const summary = h("summary", {}, `Every machine (${grouped.checked_nodes.toLocaleString("en-US")})`);
   const details = h("details", { id: "why-all", open }, summary);
   const fill = () => {
-    if (details.open && !details.querySelector("table")) details.append(reasonsTable(placement, "why-machines"));
+    if (!details.open || details.querySelector("table, .muted")) return;
+    details.append(full ? reasonsTable(full.placement, "why-machines") : h("p", { class: "muted" }, "Loading…"));
   };
   details.addEventListener("toggle", fill);
   fill();
   return details;
 }
 
-/** What keeps the machines out, machines with alike reasons together, largest group first. */
-function reasonGroups(placement, rejections) {
-  const names = (machines) => (machines.length <= 4 ? machines.join(", ") : `${machines.slice(0, 3).join(", ")} and ${machines.length - 3} more`);
-  const others = (group) => (group.others ? `; ${count(group.others, "machine")} with other numbers or values: see each machine below` : "");
-  const items = groupReasons(placement.nodes, rejections).map((group) =>
+/** What keeps the machines out: each reason with how many machines give it and the first few
+ * (the grouped explanation's `reasons`, most machines first). */
+export function reasonGroups(grouped, id) {
+  const items = grouped.reasons.map((group) =>
     h(
       "li",
-      { class: group.room ? "room" : "", "data-code": group.code },
-      h("strong", {}, count(group.machines.length, "machine")),
+      { class: group.room ? "room" : "", "data-code": group.code || "" },
+      h("strong", {}, count(group.count, "machine")),
       `: ${group.reason}`,
-      h("span", { class: "muted" }, ` (${names(group.machines)}${others(group)})`),
+      h("span", { class: "muted" }, ` (${machinesText(group)})`),
     ),
   );
-  return h("div", { id: "why-groups" }, h("h3", {}, "What keeps them out"), h("ul", {}, items));
+  return h("div", { id }, h("h3", {}, "What keeps them out"), h("ul", {}, items));
 }
 
 /** The cluster map for a waiting run: the closest machine ringed, those that can never take it
@@ -196,7 +221,7 @@ function whereItCouldGo() {
 }
 
 /** Every machine considered, with what keeps it out; the closest one marked. */
-export function reasonsTable(placement, id) {
+function reasonsTable(placement, id) {
   const rows = placement.nodes.map((node) =>
     h(
       "tr",

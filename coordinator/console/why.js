@@ -1,6 +1,6 @@
 // "Why it is not running yet": the guide's "How to read it", applied to a pending explanation.
-// Reasons are read as the API's data (`reason_kind`, `rejections`), never by their words: the
-// texts are only shown.
+// Reasons are read as the API's data (`reason_kind`, the codes of `rejections` or of the grouped
+// explanation's `reasons`), never by their words: the texts are only shown.
 
 /** The `reason_kind`s of the guide's queue reasons: the run fits, and the queue holds it back. */
 export const QUEUE_KINDS = new Set(["NextToRun", "QueuedBehind", "WaitsForQuota", "ArrayLimit"]);
@@ -36,8 +36,9 @@ function sharedCode(rejections) {
   return codes.size === 1 ? [...codes][0] : "";
 }
 
-/** What to make of it: the guide's reading of a waiting task (`reason`, `reason_kind`,
- * `placement` and `rejections`, as the API gives them). */
+/** What to make of it: the guide's reading of a waiting task (`reason`, `reason_kind`, and its
+ * explanation as `placement`, with `rejections` the groups behind it: the full explanation with
+ * its `rejections`, or the grouped one with its `reasons`; only their `code`s are read). */
 export function reading({ reason, kind, placement, rejections }) {
   if (isQueueKind(kind)) {
     return "The run fits, and the queue holds it back: it starts when its turn comes.";
@@ -66,22 +67,21 @@ export function headlineFix(kind) {
   return kind === "NoMachines" ? FIXES.NotInPool : "";
 }
 
-/** Machines grouped by what keeps them out (the API's `rejections`: filter, code and room),
- * largest group first. A group shows its most common text; `others` counts its machines whose
- * text differs (other numbers or values of the same reason). */
-export function groupReasons(nodes, rejections) {
-  const texts = new Map(nodes.map((node) => [node.name, node.reasons.join("; ")]));
-  return (rejections || [])
-    .map((group) => {
-      const counts = new Map();
-      for (const name of group.machines) {
-        const text = texts.get(name) ?? "";
-        counts.set(text, (counts.get(text) || 0) + 1);
-      }
-      const [reason, same] = [...counts].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0];
-      return { reason, code: group.code, machines: group.machines, room: group.room, others: group.machines.length - same };
-    })
-    .sort((a, b) => b.machines.length - a.machines.length || a.reason.localeCompare(b.reason));
+/** The machines of one reason of the grouped explanation (`explain=grouped`), for people: all
+ * of them when four or fewer, else the first three and how many more (the API names the first
+ * few of each reason only). */
+export function machinesText(group) {
+  const named = group.machines || [];
+  if (group.count <= 4 && named.length === group.count) return named.join(", ");
+  const shown = named.slice(0, 3);
+  return `${shown.join(", ")} and ${group.count - shown.length} more`;
+}
+
+/** The closest machine, then the others short only on room that the grouped explanation
+ * names: `gpu-02 (then gpu-05, gpu-07)`. */
+export function closestText(grouped) {
+  const others = (grouped.closest_machines || []).filter((name) => name !== grouped.closest);
+  return others.length ? `${grouped.closest} (then ${others.join(", ")})` : grouped.closest;
 }
 
 /** How the map marks machines for a waiting run: the closest one, and those that can never take

@@ -1,7 +1,7 @@
 """The scheduler loop: queue order, queue reasons, and the only writer of assignments."""
 
 from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide
-from .loop import PassResult, Scheduler
+from .loop import PassResult, Scheduler, worker_pool
 
 __all__ = [
     "EngineSession",
@@ -11,4 +11,5 @@ __all__ = [
     "Scheduler",
     "SessionFactory",
     "decide",
+    "worker_pool",
 ]

@@ -2,8 +2,8 @@
 `QueueRow`; a dry run's `Candidate`, which is not stored) and what a pass decided for it
 (`Placed`, `Waiting`, `Reshaped`).
 
-The store never imports them: it reads rows, and writes decisions through the narrow protocols
-of `store/commit.py` (`Placing`, `Explaining`), which these types satisfy.
+The store never imports them: it reads rows, and writes decisions as the rows `written.py`
+makes of them (`store/commit.py`'s `PlacementRow` and `WaitingRow`).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
     found = cache.get(row.seq) if cache is not None else None
     if found is None:
         spec = json.loads(row.spec)
-        found = (RequestedResources.model_validate(spec["requested_resources"]), spec)
+        found = (parse_ask(spec["requested_resources"]), spec)
         if cache is not None:
             cache[row.seq] = found
     ask, spec = found
@@ -110,6 +110,28 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
         first_evaluated_at=row.first_evaluated_at,
         submitted_at=row.submitted_at,
     )
+
+
+def parse_ask(requested: object) -> RequestedResources:
+    """A stored run's ask (`requested_resources` as JSON decoded it), parsed; runs asking alike
+    share one parsed ask (a queue of 10,000 copies of one ask is validated once, not 10,000
+    times). Asks are never changed in place. The key is the decoded value's `repr`: faithful for
+    what JSON decodes to, and far cheaper than encoding it again."""
+    return _ask(repr(requested), requested)
+
+
+_ASKS: dict[str, RequestedResources] = {}
+KEPT_ASKS = 1024
+"""Distinct asks kept parsed; the oldest is dropped first."""
+
+
+def _ask(key: str, requested: object) -> RequestedResources:
+    found = _ASKS.get(key)
+    if found is None:
+        if len(_ASKS) >= KEPT_ASKS:
+            del _ASKS[next(iter(_ASKS))]
+        found = _ASKS[key] = RequestedResources.model_validate(requested)
+    return found
 
 
 Item = TypeVar("Item", bound=Candidate)

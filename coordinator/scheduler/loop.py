@@ -38,11 +38,12 @@ from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
 from .decide import PassContext, PassOutcome, SessionFactory, make_explanations
-from .items import Candidate, Item, Parsed, QueueItem, Waiting, candidate, queue_items
+from .items import Candidate, Item, Parsed, Waiting, candidate, queue_items
 from .memo import PassMemo
 from .ports import Ports
 from .snapshot import Views, build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
+from .written import Decided, written
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,9 @@ class Scheduler:
         metrics: Metrics,
         *,
         session_factory: SessionFactory | None = None,
+        pool: ProcessPoolExecutor | None = None,
     ) -> None:
+        """`pool`: the pass worker, when one was started before (`worker_pool`)."""
         self._session_factory = session_factory or PlacementSession
         self._live = LiveState() if session_factory is None else None
         """The placement state kept between passes and dry runs of this process."""
@@ -86,7 +89,7 @@ class Scheduler:
         decide nothing (`memo`)."""
         self._pool: ProcessPoolExecutor | None = None
         if session_factory is None and settings.pass_process:
-            self._pool = _worker_pool()
+            self._pool = pool or worker_pool()
         self._settings = settings
         self._store = store
         self._clock = clock
@@ -147,9 +150,10 @@ class Scheduler:
                 items = queue_items(read_queue(self._store.database), self._asks)
                 unstarted = read_unstarted(self._store.database)
                 context = self._context()
-                decisions, cut = await self._decide(
+                outcome, cut = await self._decide(
                     items, snapshot, now, context, unstarted, remember=True
                 )
+                decisions = written(outcome)
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             self._last_committed = False
@@ -157,7 +161,8 @@ class Scheduler:
             self._last_committed = True
             database = self._store.database
             await database.run(self.ports.give, database, now)
-            self._metrics.observe_pass(time.perf_counter() - started, decisions.placed, now)
+            seconds = time.perf_counter() - started
+            self._metrics.observe_pass(seconds, decisions.submitted_at, now)
             return PassResult(committed, len(decisions.waiting), lost)
 
     def _writable(self) -> None:
@@ -179,7 +184,7 @@ class Scheduler:
                 return
             await asyncio.sleep(0)
 
-    async def _decide_elsewhere(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
+    async def _decide_elsewhere(self, now: datetime) -> tuple[Decided, bool]:
         """The pass in the worker process; a worker that ended (killed, out of memory) is
         replaced and the pass asked of the new one, which reads the cluster from the file
         (nothing the service holds is lost with it: the file has every hold)."""
@@ -194,10 +199,10 @@ class Scheduler:
             )
             assert self._pool is not None  # noqa: S101 - only called with a pool
             self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = _worker_pool()
+            self._pool = worker_pool()
             return await self._in_worker(now)
 
-    async def _in_worker(self, now: datetime) -> tuple[PassOutcome[QueueItem], bool]:
+    async def _in_worker(self, now: datetime) -> tuple[Decided, bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
         settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
@@ -213,7 +218,7 @@ class Scheduler:
             self._last_committed,
         )
 
-    async def _commit(self, decisions: PassOutcome[QueueItem], now: datetime) -> int:
+    async def _commit(self, decisions: Decided, now: datetime) -> int:
         """Commit in chunks, each its own transaction, queued by the writer thread one after
         another, so a report's write waits for one chunk at most.
 
@@ -397,15 +402,20 @@ class Scheduler:
             self._pool = None
 
 
-def _worker_pool() -> ProcessPoolExecutor:
+def worker_pool(*, start_now: bool = False) -> ProcessPoolExecutor:
     """One pass worker process. Spawned: the service has threads (sqlite, the executor), and
-    forking those is unsafe."""
-    return ProcessPoolExecutor(
+    forking those is unsafe. `start_now`: the process starts (and imports the engine, ~1-2 s)
+    at once, not at the first pass: the service starts it before loading its own store, so the
+    two overlap on a machine with two cores."""
+    pool = ProcessPoolExecutor(
         1,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=start_worker,
         initargs=(os.getpid(),),
     )
+    if start_now:
+        pool.submit(os.getpid)
+    return pool
 
 
 def _join(workers: list[multiprocessing.process.BaseProcess]) -> None:

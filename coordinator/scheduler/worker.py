@@ -32,10 +32,11 @@ from .decide import (
     decide_within,
     make_explanations,
 )
-from .items import Item, Parsed, QueueItem, queue_items
+from .items import Item, Parsed, queue_items
 from .memo import PassMemo
 from .reshape import find_reshape
 from .snapshot import Views, build_snapshot
+from .written import Decided, written
 
 WORKER_NICENESS = 10
 """Added to the pass worker's niceness."""
@@ -91,10 +92,11 @@ def compute_pass(
     max_seconds: float,
     access_labels: tuple[str, ...] = ("pool",),
     last_committed: bool = False,
-) -> tuple[PassOutcome[QueueItem], bool]:
+) -> tuple[Decided, bool]:
     """Snapshot, queue and decisions from the file as committed now; see `decide_within`.
     Nothing when nothing changed since the last pass, whose decisions were all committed
-    (`last_committed`, the service says) and changed nothing (`memo`)."""
+    (`last_committed`, the service says) and changed nothing (`memo`). The decisions come back
+    as the rows the store writes (`written`)."""
     if db not in _OPEN:
         store = Store.open(Path(db), access_labels=access_labels)
         _OPEN[db] = (store, {}, Views(), LiveState(), PassMemo())
@@ -109,7 +111,7 @@ def compute_pass(
     settle_garbage()
     key = memo.key(live, items, unstarted, context)
     if last_committed and memo.unchanged(key):
-        return PassOutcome(), False
+        return Decided(), False
     session = PlacementSession(live=live)
     factory = PlacementSession
     decisions, cut = plan(
@@ -117,7 +119,7 @@ def compute_pass(
     )
     make_explanations(decisions)
     memo.remember(key, decisions, cut)
-    return decisions, cut
+    return written(decisions), cut
 
 
 def settle_garbage() -> None:

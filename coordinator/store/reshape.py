@@ -10,7 +10,7 @@ from datetime import datetime
 from astraeus.coordinator.placement import Placement
 from astraeus.shared import Landing, task_name
 
-from .commit import place_run
+from .commit import place_run, placement_row
 from .db import Database
 from .queue import QueueRow
 from .rows import new_task_uid, when
@@ -131,4 +131,4 @@ def _swap(
         "INSERT INTO tasks (run_seq, idx, name, state, uid) VALUES (?, 0, ?, 'Pending', ?)",
         (item.seq, task_name(item.run, 0), new_task_uid()),
     )
-    return place_run(conn, item, placement, now)
+    return place_run(conn, placement_row(item.seq, item.run, item.index, placement), now)

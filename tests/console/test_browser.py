@@ -142,7 +142,7 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
 ) -> None:
     """New run lists the reported GPU models and the machines by site; the API's 4xx `fields`
     appear beside the fields they concern; a dry run says where it would go or why it would
-    wait; ticked machines are sent as names."""
+    wait, by reason with counts; ticked machines are sent as names."""
     from playwright.async_api import expect
 
     await three_machines(cluster)
@@ -200,13 +200,12 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await expect(page.locator("#dry-run-result .advice")).to_have_text(
         "It would wait: No machine fits: 4 of 4 machines ready"
     )
-    dry = page.locator("#dry-run-machines td.reason")
+    dry = page.locator("#dry-run-reasons li")
     assert await dry.all_inner_texts() == [
-        "machine is not among the run's names",
-        CORDONED,
-        "machine is not among the run's names",
-        CORDONED,
+        f"2 machines: {CORDONED} (gpu-02, gpu-04)",
+        "2 machines: machine is not among the run's names (gpu-01, gpu-03)",
     ]
+    await expect(page.locator("#dry-run-closest")).to_have_count(0)
     await page.check('#choose-machines input[value="gpu-01"]')
     await page.click("#submit")
     await page.wait_for_url("**#/runs/picked")
@@ -536,3 +535,34 @@ async def test_an_array_run_explains_its_waiting_task(cluster: Cluster, page: An
     for node in task["placement"]["nodes"]:
         row = page.locator(f'#why-machines tr[data-machine="{node["name"]}"] td.reason')
         await expect(row).to_have_text("; ".join(node["reasons"]))
+
+
+async def test_a_waiting_run_is_read_grouped_and_each_machine_once_per_evaluation(
+    cluster: Cluster, page: Any
+) -> None:
+    """A waiting run's page re-reads the run grouped by reason at every refresh, and the task's
+    per-machine explanation only once while the scheduler has not looked at it again."""
+    from playwright.async_api import expect
+
+    await three_machines(cluster)
+    spec = {"name": "big", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 8}}}
+    spec["requested_resources"]["gpu_requests"]["min_per_machine"] = 8
+    await cluster.ok("POST", "/api/v1/runs", cluster.member, spec)
+    await cluster.run_pass()
+    await cluster.ok("POST", "/api/v1/runs", cluster.member, {**spec, "name": "later"})
+    await cluster.run_pass()
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    await sign_in(page, cluster, cluster.member)
+    await page.goto(f"{cluster.url}console/#/runs/later")
+    await expect(page.locator("#why-groups li")).to_have_count(3)
+    await page.wait_for_timeout(4500)  # two refreshes at least (every 2 s)
+    runs = [url for url in asked if "/api/v1/runs/later" in url]
+    tasks = [url for url in asked if "/api/v1/tasks/later-0" in url]
+    assert len(runs) >= 3
+    assert all("explain=grouped" in url for url in runs)
+    assert len(tasks) == 1
+    assert "explain" not in tasks[0]
+    await expect(page.locator('#why-machines tr[data-machine="gpu-01"] td.reason')).to_have_text(
+        NO_ROOM
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,7 @@ async def make_cluster(
     tmp_path: Path,
     session_factory: SessionFactory | None = None,
     clock: FakeClock | None = None,
+    pass_pool: ProcessPoolExecutor | None = None,
     **changes: Any,
 ) -> Cluster:
     settings = settings_for(tmp_path, **changes)
@@ -159,7 +161,9 @@ async def make_cluster(
         settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
     )
     clock = clock or FakeClock(START)
-    app = create_app(settings, store=store, clock=clock, session_factory=session_factory)
+    app = create_app(
+        settings, store=store, clock=clock, session_factory=session_factory, pass_pool=pass_pool
+    )
     client = await aiohttp_client(app)
     admin, _ = store.tokens.create(Role.ADMIN, clock.now())
     return Cluster(client=client, store=store, clock=clock, admin=admin)

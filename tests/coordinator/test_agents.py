@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus.coordinator.placement import Placement, WorkerPlacement
+from astraeus.coordinator.scheduler.decide import PassOutcome
 from astraeus.coordinator.scheduler.items import Placed, queue_items
+from astraeus.coordinator.scheduler.written import written
 from astraeus.coordinator.store.commit import commit_pass
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared import Landing, NetworkKind, Shape
@@ -166,21 +168,31 @@ async def test_machine_view_shows_free_and_allocated(fake_cluster: Cluster) -> N
 
 
 async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
-    """The database refuses a second hold on a GPU: that placement is dropped, the pass stays."""
+    """The database refuses a second hold on a GPU: that placement is dropped, and the other
+    placement of the same chunk is still committed."""
     c = fake_cluster
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.submit("vision", "a", gpus=8)
     await c.submit("vision", "b", gpus=8)
+    await c.submit("vision", "c", gpus=8)
     await c.run_pass()
-    [b] = [item for item in queue_items(read_queue(c.store.database)) if item.run == "b"]
-    taken = tuple(gpu_uuid("gpu-01", i) for i in range(8))  # all held by run a
-    placement = Placement(
-        workers=(WorkerPlacement(0, "gpu-01", taken, 0, 0),),
-        shape=Shape(tasks=1, gpus_each=8, why="1 machine × 8 GPUs"),
-        landing=Landing(rung="node", where="gpu-01"),
-        network=NetworkKind.LOCAL,
-    )
-    assert commit_pass(c.store.database, [Placed(b, placement)], [], c.clock.now()) == 0
+    await c.report("gpu-02")
+    queued = {item.run: item for item in queue_items(read_queue(c.store.database))}
+
+    def on(machine: str) -> Placement:
+        gpus = tuple(gpu_uuid(machine, i) for i in range(8))  # gpu-01's all held by run a
+        return Placement(
+            workers=(WorkerPlacement(0, machine, gpus, 0, 0),),
+            shape=Shape(tasks=1, gpus_each=8, why="1 machine × 8 GPUs"),
+            landing=Landing(rung="node", where=machine),
+            network=NetworkKind.LOCAL,
+        )
+
+    decided = [Placed(queued["b"], on("gpu-01")), Placed(queued["c"], on("gpu-02"))]
+    rows = written(PassOutcome(placed=decided)).placed
+    assert commit_pass(c.store.database, rows, [], c.clock.now()) == 1
+    _status, run = await c.call("GET", "/api/v1/runs/c", c.tokens["vision"])
+    assert (run["state"], run["tasks"][0]["machine"]) == ("Running", "gpu-02")
     _status, run = await c.call("GET", "/api/v1/runs/b", c.tokens["vision"])
     assert (run["state"], run["tasks"][0]["state"]) == ("Pending", "Pending")

@@ -172,7 +172,7 @@ async def test_the_pass_worker_counts_silence_from_heard_since(cluster: Cluster)
     later = START + timedelta(seconds=600)
     restarted = START + timedelta(seconds=590)
     decisions, _ = compute_pass(db, later, 30.0, restarted, 500, 2.0)
-    assert [p.item.run for p in decisions.placed] == ["finetune"]
+    assert [p.run for p in decisions.placed] == ["finetune"]
     decisions, _ = compute_pass(db, later, 30.0, START, 500, 2.0)
     assert (decisions.placed, [w.reason for w in decisions.waiting]) == (
         [],

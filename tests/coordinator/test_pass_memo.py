@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from pathlib import Path
 
 import pytest
 from pytest_aiohttp import AiohttpClient
+
+from astraeus.coordinator.scheduler import worker_pool
 
 from .conftest import Cluster, make_cluster
 
@@ -59,5 +62,27 @@ async def test_a_pass_worker_that_died_is_replaced_and_holds_stay(
         await c.report("gpu-01", [{"task": "first-0", "state": "Running"}])
         await c.report("gpu-01", [{"task": "first-0", "state": "Succeeded", "exit_code": 0}])
         assert (await c.run_pass()).placed == 1
+    finally:
+        c.store.close()
+
+
+async def test_a_worker_started_ahead_serves_the_passes(
+    aiohttp_client: AiohttpClient, tmp_path: Path
+) -> None:
+    """A pass worker started before the app (as the service starts it before loading its
+    store) runs before any pass, and the passes are computed in that same process."""
+    pool = worker_pool(start_now=True)
+    for _ in range(300):
+        if multiprocessing.active_children():
+            break
+        await asyncio.sleep(0.05)
+    [started] = multiprocessing.active_children()
+    c = await make_cluster(aiohttp_client, tmp_path, pass_process=True, pass_pool=pool)
+    try:
+        await c.workspace("vision")
+        await c.report("gpu-01")
+        await c.submit("vision", "first", gpus=8)
+        assert (await c.run_pass()).placed == 1
+        assert [child.pid for child in multiprocessing.active_children()] == [started.pid]
     finally:
         c.store.close()

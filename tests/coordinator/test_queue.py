@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from astraeus.coordinator.api.keys import SCHEDULER
-from astraeus.coordinator.scheduler.items import QueueItem, Waiting, candidate
+from astraeus.coordinator.scheduler.items import QueueItem, Waiting, candidate, queue_items
+from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared import RunSpec
 from astraeus.shared.reasons import ReasonKind
 
@@ -239,3 +240,17 @@ async def test_a_pass_stops_at_its_time_limit_and_the_next_goes_on(
         await c.submit("vision", name, gpus=1)
     assert [(await c.run_pass()).placed for _ in range(4)] == [1, 1, 1, 0]
     c.store.close()
+
+
+async def test_runs_asking_alike_share_one_parsed_ask(fake_cluster: Cluster) -> None:
+    """Queued runs with the same ask get one parsed ask object between them;
+    a different ask is parsed on its own."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.submit("vision", "a", gpus=2, requested_resources={"cpu_cores": 4})
+    await c.submit("vision", "b", gpus=2, requested_resources={"cpu_cores": 4})
+    await c.submit("vision", "c", gpus=1)
+    a, b, other = queue_items(read_queue(c.store.database))
+    assert a.ask is b.ask
+    assert other.ask is not a.ask
+    assert (a.ask.gpu_count, other.ask.gpu_count) == (2, 1)

@@ -2,38 +2,28 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { fixFor, groupReasons, headlineFix, reading, runMarks } from "../../../coordinator/console/why.js";
+import { closestText, fixFor, headlineFix, machinesText, reading, runMarks } from "../../../coordinator/console/why.js";
 
 const node = (name, ...reasons) => ({ name, state: "Up", reasons });
 const group = (filter, code, room, ...machines) => ({ filter, code, room, machines });
 
-test("machines are grouped as the API's rejections group them, the largest first", () => {
-  const nodes = [
-    node("a", "no H100 GPU"),
-    node("b", "insufficient gpus: need 8, 0 free and usable"),
-    node("c", "insufficient gpus: need 8, 4 free and usable"),
-    node("d", "insufficient gpus: need 8, 0 free and usable"),
-    node("e", "machine is cordoned: firmware update"),
-    node("f", "no H100 GPU"),
-  ];
-  const rejections = [
-    group("gpus", "NoGPUModel", false, "a", "f"),
-    group("gpus", "InsufficientGPUs", true, "b", "c", "d"),
-    group("accepting", "Cordoned", false, "e"),
-  ];
-  assert.deepEqual(groupReasons(nodes, rejections), [
-    { reason: "insufficient gpus: need 8, 0 free and usable", code: "InsufficientGPUs", machines: ["b", "c", "d"], room: true, others: 1 },
-    { reason: "no H100 GPU", code: "NoGPUModel", machines: ["a", "f"], room: false, others: 0 },
-    { reason: "machine is cordoned: firmware update", code: "Cordoned", machines: ["e"], room: false, others: 0 },
-  ]);
-  assert.deepEqual(groupReasons([], []), []);
-  assert.deepEqual(groupReasons(nodes, null), []);
+test("a reason's machines are all named up to four, else the first three and how many more", () => {
+  const reason = (count, ...machines) => ({ reason: "no H100 GPU", state: "Up", count, machines });
+  assert.equal(machinesText(reason(1, "a")), "a");
+  assert.equal(machinesText(reason(4, "a", "b", "c", "d")), "a, b, c, d");
+  assert.equal(machinesText(reason(5, "a", "b", "c", "d", "e")), "a, b, c and 2 more");
+  const first = Array.from({ length: 10 }, (_, i) => `m${i}`);
+  assert.equal(machinesText(reason(20000, ...first)), "m0, m1, m2 and 19997 more");
+});
+
+test("the closest machine comes first, then the others the grouped explanation names", () => {
+  assert.equal(closestText({ closest: "b", closest_machines: ["b", "a", "c"] }), "b (then a, c)");
+  assert.equal(closestText({ closest: "b", closest_machines: ["b"] }), "b");
+  assert.equal(closestText({ closest: "b" }), "b");
 });
 
 test("room comes from the data, not the words: a room-sounding text the engine says is not room is never room", () => {
   const nodes = [node("a", "needs 8 healthy GPUs, 6 free (2 more free but at risk)")];
-  const [only] = groupReasons(nodes, [group("gpus", "NeedsHealthyGPUs", false, "a")]);
-  assert.equal(only.room, false);
   const marks = runMarks({ closest: null, nodes }, [group("gpus", "NeedsHealthyGPUs", false, "a")], ["a"]);
   assert.deepEqual(Object.fromEntries(marks), { a: "never" });
 });
@@ -51,6 +41,24 @@ test("the closest machine is ringed; a machine short of more than room, or not c
   const marks = runMarks(placement, rejections, ["a", "b", "c", "outside"]);
   assert.deepEqual(Object.fromEntries(marks), { a: "never", b: "closest", outside: "never" });
   assert.deepEqual(Object.fromEntries(runMarks(placement, null, ["a", "b", "outside"])), { b: "closest" });
+});
+
+test("the grouped explanation is read as the full one: its reasons' codes, its counts and closest", () => {
+  const grouped = {
+    checked_nodes: 2,
+    ready_nodes: 2,
+    down_nodes: 0,
+    closest: null,
+    closest_machines: [],
+    reasons: [{ reason: "machine lacks label pool=h100", state: "Up", filter: "selection", code: "NotInPool", room: false, count: 2, machines: ["a", "b"] }],
+  };
+  const rejections = grouped.reasons;
+  assert.equal(
+    reading({ reason: "machine lacks label pool=h100", kind: "SameReason", placement: grouped, rejections }),
+    reading({ reason: "machine lacks label pool=h100", kind: "SameReason", placement: grouped, rejections: [group("selection", "NotInPool", false, "a", "b")] }),
+  );
+  const closest = { ...grouped, closest: "b", closest_machines: ["b"] };
+  assert.match(reading({ reason: "x", kind: "NoMachineFits", placement: closest, rejections }), /^b falls short only on room/);
 });
 
 test("the guide's reading follows the reason's kind, whatever its words", () => {

@@ -1,0 +1,52 @@
+"""A pass's decisions as the store writes them (`store/commit.py`'s rows), made where the pass
+was decided: in the worker process, so what crosses the pipe back to the service is named
+tuples of strings and numbers (JSON already written, one text per distinct explanation), not
+thousands of models the service would unpickle while agents' reports wait."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from astraeus.coordinator.store.commit import (
+    ExplanationRow,
+    PlacementRow,
+    WaitingRow,
+    explanation_row,
+    placement_row,
+)
+
+from .decide import PassOutcome
+from .items import QueueItem, Reshaped
+
+
+@dataclass
+class Decided:
+    """A pass's decisions, ready to write."""
+
+    placed: list[PlacementRow] = field(default_factory=list)
+    waiting: list[WaitingRow] = field(default_factory=list)
+    submitted_at: list[datetime | None] = field(default_factory=list)
+    """When each placed run was submitted (the placement latency metric)."""
+    reshaped: list[Reshaped] = field(default_factory=list)
+
+
+def written(outcome: PassOutcome[QueueItem]) -> Decided:
+    """`outcome` as rows; runs sharing an explanation share one `ExplanationRow` (serialised
+    once, and pickled once)."""
+    explanations: dict[int, ExplanationRow] = {}
+    decided = Decided(reshaped=list(outcome.reshaped))
+    for placed in outcome.placed:
+        item = placed.item
+        decided.placed.append(placement_row(item.seq, item.run, item.index, placed.placement))
+        decided.submitted_at.append(item.submitted_at)
+    for wait in outcome.waiting:
+        item, row = wait.item, None
+        if wait.explanation is not None:
+            row = explanations.get(id(wait.explanation))
+            if row is None:
+                row = explanation_row(len(explanations), wait.explanation, wait.rejections)
+                explanations[id(wait.explanation)] = row
+        waiting = WaitingRow(item.seq, item.run, item.index, wait.reason, wait.kind.value, row)
+        decided.waiting.append(waiting)
+    return decided
