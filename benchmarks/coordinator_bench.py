@@ -25,7 +25,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coordinator_rig import ASTRA, GANG, ONE_GPU, Cluster, Coordinator, load, percentile, three
+from coordinator_rig import (
+    ASTRA,
+    GANG,
+    NEVER,
+    ONE_GPU,
+    Cluster,
+    Coordinator,
+    load,
+    percentile,
+    three,
+)
 from coordinator_rig import report_load as reports_at
 from slurm_peer import SlurmPeer
 
@@ -113,14 +123,18 @@ async def submit_to_placed(c: Coordinator, count: int) -> float:
     return percentile(took, 0.5) * 1000
 
 
-async def http_dry_run(c: Coordinator, count: int, body: dict[str, Any]) -> float:
-    """Median in ms of `count` dry runs of `body`, one at a time."""
+async def http_dry_run(
+    c: Coordinator, count: int, body: dict[str, Any], *, starts: bool = True
+) -> float:
+    """Median in ms of `count` dry runs of `body`, one at a time; a run that `starts` is
+    answered with its workers, one that does not with its explanation grouped by reason."""
     took = []
+    path = "/api/v1/runs?dry_run=1" + ("" if starts else "&explain=grouped")
     for _ in range(count):
         started = time.perf_counter()
-        answer = await c.call("POST", "/api/v1/runs?dry_run=1", c.cluster.member, body)
+        answer = await c.call("POST", path, c.cluster.member, body)
         took.append(time.perf_counter() - started)
-        assert answer["would_start"], answer  # noqa: S101 - an idle cluster takes it
+        assert answer["would_start"] is starts, answer  # noqa: S101 - the cluster is idle
     return statistics.median(took) * 1000
 
 
@@ -145,19 +159,27 @@ def cli_dry_run(c: Coordinator, count: int) -> float:
 async def idle(machines: int, repeat: int, submissions: int) -> None:
     print(f"== an idle cluster of {machines} machines")
     cluster = Cluster(machines)
-    figures: dict[str, list[float]] = {"placed": [], "http": [], "gang": [], "cli": []}
+    figures: dict[str, list[float]] = {
+        "placed": [],
+        "http": [],
+        "gang": [],
+        "never": [],
+        "cli": [],
+    }
     try:
         for i in range(repeat):
             async with Coordinator(cluster) as c:
                 await asyncio.sleep(3)  # the first pass after the start is over
                 figures["http"].append(await http_dry_run(c, 20, ONE_GPU))
                 figures["gang"].append(await http_dry_run(c, 20, GANG))
+                figures["never"].append(await http_dry_run(c, 20, NEVER, starts=False))
                 figures["cli"].append(await asyncio.to_thread(cli_dry_run, c, 5))
                 figures["placed"].append(await submit_to_placed(c, submissions))
             print(
                 f"  run {i + 1}: submission to placed p50 {figures['placed'][-1]:.1f} ms, "
                 f"1-GPU dry run HTTP {figures['http'][-1]:.1f} ms, "
                 f"64-GPU gang {figures['gang'][-1]:.1f} ms, "
+                f"unplaceable, grouped {figures['never'][-1]:.1f} ms, "
                 f"CLI {figures['cli'][-1]:.0f} ms ({load()})",
                 flush=True,
             )
@@ -167,6 +189,7 @@ async def idle(machines: int, repeat: int, submissions: int) -> None:
         ("placed", "submission to placed, 1-GPU, p50"),
         ("http", "1-GPU dry run over HTTP, median"),
         ("gang", "64-GPU gang dry run over HTTP, median"),
+        ("never", "unplaceable dry run over HTTP, explain=grouped, median"),
         ("cli", "1-GPU dry run from the CLI (`astra ... --dry-run`), median"),
     ):
         spread = ", ".join(f"{f:.1f}" for f in figures[key])

@@ -54,6 +54,13 @@ def machine_report(name: str, gpus: int = 8) -> dict[str, Any]:
 
 ONE_GPU = {"name": "r", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 1}}}
 GANG = {"name": "g", "command": ["x"], "requested_resources": {"gpu_requests": {"count": 64}}}
+NEVER = {
+    "name": "n",
+    "command": ["x"],
+    "requested_resources": {"gpu_requests": {"count": 16, "min_per_machine": 16}},
+}
+"""A run no machine can take (16 GPUs on one machine of 8): every machine is checked and
+explained."""
 
 
 class Cluster:

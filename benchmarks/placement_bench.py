@@ -13,8 +13,8 @@ new object of equal content (each machine compared field by field), and with the
 - dry runs (1-GPU, 64-GPU gang, a run no machine can take): update + session + `place`, and for
   the last the explanation grouped by reason and written as JSON (`explain=grouped`);
 - a scheduler pass over 1,000 waiting runs of one ask no machine can take (update + session +
-  the queue's decisions), and the next pass with no change since (update + the memo's check,
-  `scheduler/memo.py`: nothing is decided again);
+  the queue's decisions + their explanations in the guide's form), and the next pass with no
+  change since (update + the memo's check, `scheduler/memo.py`: nothing is decided again);
 - runs placed per second: `--queued` 1-GPU runs placed and taken one after another in one
   session (sizes of at least 5,000 machines; the engine's share of the coordinator's figure).
 
@@ -45,7 +45,7 @@ from astraeus.coordinator.placement import (
 )
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.coordinator.placement.live import LiveState
-from astraeus.coordinator.scheduler.decide import PassContext, decide
+from astraeus.coordinator.scheduler.decide import PassContext, decide, make_explanations
 from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
 from astraeus.shared import RequestedResources
@@ -168,7 +168,8 @@ def queue(count: int, ask: dict[str, object]) -> list[QueueItem]:
 
 def engine_pass(live: LiveState, memo: PassMemo, fresh: Fresh, waiting: list[QueueItem]) -> None:
     """The engine's share of a scheduler pass, as the pass worker runs it: bring the live
-    state up to date, then decide the queue unless nothing changed since the last pass."""
+    state up to date, then decide the queue unless nothing changed since the last pass, and
+    make the waiting runs' explanations in the guide's form (what the service stores)."""
     live.update(fresh())
     context = PassContext({}, {}, {})
     key = memo.key(live, waiting, (), context)
@@ -177,6 +178,7 @@ def engine_pass(live: LiveState, memo: PassMemo, fresh: Fresh, waiting: list[Que
     decisions = decide(waiting, PlacementSession(live=live), NOW, context)
     if decisions.placed or len(decisions.waiting) != len(waiting):
         raise SystemExit("the pass placed something")
+    make_explanations(decisions)
     memo.remember(key, decisions, False)
 
 

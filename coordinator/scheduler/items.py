@@ -92,8 +92,7 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
     """One stored pending task as a queue item (its spec parsed once per run with `cache`)."""
     found = cache.get(row.seq) if cache is not None else None
     if found is None:
-        spec = json.loads(row.spec)
-        found = (parse_ask(spec["requested_resources"]), spec)
+        found = parsed_spec(row.spec)
         if cache is not None:
             cache[row.seq] = found
     ask, spec = found
@@ -112,26 +111,23 @@ def queue_item(row: QueueRow, cache: dict[int, Parsed] | None = None) -> QueueIt
     )
 
 
-def parse_ask(requested: object) -> RequestedResources:
-    """A stored run's ask (`requested_resources` as JSON decoded it), parsed; runs asking alike
-    share one parsed ask (a queue of 10,000 copies of one ask is validated once, not 10,000
-    times). Asks are never changed in place. The key is the decoded value's `repr`: faithful for
-    what JSON decodes to, and far cheaper than encoding it again."""
-    return _ask(repr(requested), requested)
-
-
-_ASKS: dict[str, RequestedResources] = {}
-KEPT_ASKS = 1024
-"""Distinct asks kept parsed; the oldest is dropped first."""
-
-
-def _ask(key: str, requested: object) -> RequestedResources:
-    found = _ASKS.get(key)
+def parsed_spec(text: str) -> Parsed:
+    """A stored spec (as `read_queue` gives it: the parts a placement reads), parsed; runs
+    whose specs read alike share one parse (a queue of 10,000 copies of one ask is decoded and
+    validated once, not 10,000 times). Neither the ask nor the spec is ever changed in place."""
+    found = _PARSED.get(text)
     if found is None:
-        if len(_ASKS) >= KEPT_ASKS:
-            del _ASKS[next(iter(_ASKS))]
-        found = _ASKS[key] = RequestedResources.model_validate(requested)
+        if len(_PARSED) >= KEPT_SPECS:
+            del _PARSED[next(iter(_PARSED))]
+        spec = json.loads(text)
+        ask = RequestedResources.model_validate(spec["requested_resources"])
+        found = _PARSED[text] = (ask, spec)
     return found
+
+
+_PARSED: dict[str, Parsed] = {}
+KEPT_SPECS = 1024
+"""Distinct specs kept parsed; the oldest is dropped first."""
 
 
 Item = TypeVar("Item", bound=Candidate)

@@ -15,7 +15,8 @@ from .rows import when
 @dataclass(frozen=True, slots=True)
 class QueueRow:
     """One pending task as stored: its run and array index (0 for a run placed whole), the
-    run's priority, spec (JSON, as submitted) and times. The scheduler makes it a `QueueItem`."""
+    run's priority, spec (JSON; from `read_queue`, only the parts a placement reads) and times.
+    The scheduler makes it a `QueueItem`."""
 
     seq: int
     workspace: str
@@ -38,27 +39,27 @@ class Usage:
     """(workspace, run) of each run with a live task here."""
 
 
+PLACED_BY = (
+    "json_object('requested_resources', json_extract(runs.spec, '$.requested_resources'),"
+    " 'image', json_extract(runs.spec, '$.image'),"
+    " 'time_limit_seconds', json_extract(runs.spec, '$.time_limit_seconds'))"
+)
+"""The parts of a run's spec a placement reads, cut out by SQLite: decoding every queued run's
+whole spec in Python took 0.4 s of a pass's first read at 10,000 queued."""
+
+
 def read_queue(database: Database) -> list[QueueRow]:
     """Pending tasks in queue order: priority (highest first), then submission, then index."""
-    rows = database.read(
-        "SELECT runs.seq, runs.workspace, runs.name, runs.spec, runs.priority,"
-        " runs.first_evaluated_at, runs.submitted_at, tasks.idx"
+    rows = database.tuples(
+        f"SELECT runs.seq, runs.workspace, runs.name, tasks.idx, runs.priority, {PLACED_BY},"  # noqa: S608 - our own text
+        " runs.first_evaluated_at, runs.submitted_at"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state = 'Pending' AND runs.state IN ('Pending', 'Running')"
         " ORDER BY runs.priority DESC, runs.seq, tasks.idx"
     )
     return [
-        QueueRow(
-            seq=row["seq"],
-            workspace=row["workspace"],
-            run=row["name"],
-            index=row["idx"],
-            priority=row["priority"],
-            spec=row["spec"],
-            first_evaluated_at=when(row["first_evaluated_at"]),
-            submitted_at=when(row["submitted_at"]),
-        )
-        for row in rows
+        QueueRow(seq, workspace, run, index, priority, spec, when(first), when(submitted))
+        for seq, workspace, run, index, priority, spec, first, submitted in rows
     ]
 
 

@@ -123,10 +123,12 @@ def fingerprint(session: PlacementSession, now: datetime, held: str) -> list[Any
 
 
 def index_of(session: PlacementSession) -> tuple[Any, ...]:
-    """The session's free capacity and free index, normalised (empty buckets dropped)."""
+    """The session's free capacity and free index, normalised (empty buckets dropped, each
+    machine's state with its kind's description for the kind, interned per state)."""
     index = session._free_index
     buckets = {bucket: entries for bucket, entries in index.buckets.items() if entries}
-    return (session._free, index.free_gpus, buckets, index.classes)
+    states = [(state[0].description, *state[1:]) for state in index.states]
+    return (session._free, index.free_gpus, buckets, index.classes, states)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
