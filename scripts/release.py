@@ -36,7 +36,9 @@ HIDDEN = (
     "astraeus.coordinator.demo.worker",
     "astraeus.coordinator.cli.admin",
     "astraeus.coordinator.cli.machines",
+    "astraeus.coordinator.cli.logs",
     "astraeus.coordinator.cli.runs",
+    "astraeus.coordinator.cli.submit",
 )
 """Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (`astra`'s
 commands, so `astra --help` loads none of them), which PyInstaller cannot see by itself."""

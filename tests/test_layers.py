@@ -174,6 +174,21 @@ def test_the_domain_imports_no_store_no_http_and_no_clock() -> None:
     assert found == [], "the domain must stay pure:\n" + "\n".join(found)
 
 
+def test_one_place_builds_a_scanner() -> None:
+    """Every program that scans a machine (the agent's commands, the demo's fake agents) builds
+    its `Scanner` through `scanner_for`, so none can drift from the settings (`dev_root`, say)."""
+    found = [
+        str(path.relative_to(ROOT))
+        for folder in FOLDERS
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "Scanner"
+    ]
+    assert found == ["agent/inventory.py"]
+
+
 def test_the_schedulers_types_live_in_the_scheduler() -> None:
     """`QueueItem`, `Placed`, `Waiting` and `Reshaped` are defined in `scheduler/items.py`,
     and no store module defines a class of those names again."""

@@ -113,13 +113,13 @@ def build() -> argparse.ArgumentParser:
 
 def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
     common = _common()
-    add_run_flags(_add(sub, "run", "runs.run", "submit a run (or --dry-run it)", common))
+    add_run_flags(_add(sub, "run", "submit.run", "submit a run (or --dry-run it)", common))
     status = _add(sub, "status", "runs.status", "a run's state and its tasks", common)
     status.add_argument("name")
     status.add_argument("--why", action="store_true", help="every machine and what keeps it out")
     listing = _add(sub, "list", "runs.list_runs", "the workspace's runs", common)
     listing.add_argument("--state", help="only runs in this state (Pending, Running, ...)")
-    logs = _add(sub, "logs", "runs.logs", "a run's or a task's output", common)
+    logs = _add(sub, "logs", "logs.logs", "a run's or a task's output", common)
     logs.add_argument("name", help="a run (all its tasks) or a task (finetune-0)")
     logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
     _add(sub, "cancel", "runs.cancel", "cancel a run", common).add_argument("name")

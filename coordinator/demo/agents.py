@@ -12,12 +12,13 @@ from pathlib import Path
 import aiohttp
 
 from astraeus.agent.fake import load_fake_machine
-from astraeus.agent.inventory import Scanner
+from astraeus.agent.inventory import Scanner, scanner_for
 from astraeus.agent.runtime import Agent, LoopConfig, Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient
 from astraeus.agent.runtime.launch import ProcessLauncher
 from astraeus.agent.runtime.main import uverbs_nodes
 from astraeus.agent.runtime.users import WorkerUsers
+from astraeus.agent.settings import MachineSettings
 
 MACHINES = "astraeus.coordinator.demo.machines"
 STOP_GRACE_SECONDS = 2.0
@@ -41,9 +42,13 @@ class FakeAgent:
 
     @classmethod
     def create(cls, description: Path, state_dir: Path) -> FakeAgent:
-        machine = load_fake_machine(str(description))
-        root = state_dir / machine.name
-        scanner = Scanner(name=machine.name, backend=machine, data_dir=root / "data")
+        name = load_fake_machine(str(description)).name
+        root = state_dir / name
+        # Built as every agent command builds its scanner (`scanner_for`), from the settings.
+        settings = MachineSettings(
+            name=name, backend=f"fake:{description}", state_dir=root / "data"
+        )
+        scanner = scanner_for(settings)
         config = RunnerConfig(
             stop_grace_seconds=STOP_GRACE_SECONDS,
             uverbs=lambda: uverbs_nodes(scanner.sysfs_root),
@@ -53,7 +58,7 @@ class FakeAgent:
         )
         # Plain child processes: a demo must not leave systemd units behind.
         runner = Runner(StateDir(root), Outbox(root / "outbox.json"), ProcessLauncher(), config)
-        return cls(machine.name, runner, scanner)
+        return cls(name, runner, scanner)
 
     def start(self, session: aiohttp.ClientSession, api: str, token: str) -> None:
         client = CoordinatorClient(session, api, self.name, token)

@@ -20,8 +20,8 @@ from astraeus.coordinator.cli.render import (
     status_lines,
     why_lines,
 )
-from astraeus.coordinator.cli.runs import submitted_line
 from astraeus.coordinator.cli.spec import build_spec
+from astraeus.coordinator.cli.submit import submitted_line
 from astraeus.shared import Run, RunState, TaskState
 from astraeus.shared.machines import MachineDetail, MachineList, MachineView
 from astraeus.shared.views import LogView

@@ -83,18 +83,16 @@ def until(what: str, check: Callable[[], Any], deadline: float = DEADLINE_SECOND
         time.sleep(0.05)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except OSError:
         return False
     return state != "Z"
+
+
+LISTENING = "astraeus-coordinator: listening on "
+"""The line `serve` writes once it listens, with the port it bound."""
 
 
 class Process:
@@ -147,13 +145,18 @@ class Process:
 class Coordinator:
     """`astraeus-coordinator serve` on one file and port, started and stopped at will."""
 
-    def __init__(self, root: Path, db: Path | None = None, port: int | None = None) -> None:
+    def __init__(self, root: Path, db: Path | None = None, port: int = 0) -> None:
         self.root = root
         self.db = db or root / "astraeus.db"
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = port
+        """0 until the first start: the coordinator binds port 0 and says which it got; a restart
+        listens on that same port, which agents and proxies know."""
         self.process: Process | None = None
         self.admin = ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self, env: dict[str, str] | None = None, *, ready: bool = True) -> Process:
         argv = [
@@ -162,10 +165,21 @@ class Coordinator:
         ]  # fmt: skip
         self.process = Process(argv, self.root / "coordinator.log", {**FAST, **(env or {})})
         if ready:
+            self.port = until("the coordinator to listen", self._listening)
             until("the coordinator to answer", self.answers)
             token = self.root / "admin.token"
             self.admin = self.admin or token.read_text().strip()
         return self.process
+
+    def _listening(self) -> int | None:
+        """The port the coordinator says it listens on, once it has said it."""
+        assert self.process is not None
+        if self.process.proc.poll() is not None:
+            pytest.fail(f"the coordinator exited:\n{self.process.output}")
+        for line in list(self.process.lines):
+            if line.startswith(LISTENING):
+                return int(line.strip().rpartition(":")[2])
+        return None
 
     def answers(self) -> bool:
         assert self.process is not None

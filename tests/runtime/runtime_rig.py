@@ -36,6 +36,7 @@ from astraeus.shared import (
     TaskState,
     TaskUpdate,
 )
+from astraeus.shared.fake_gpu import gpu_uuid
 from astraeus.shared.sdnotify import Notifier
 
 TOKEN = "agent-token-gpu-01"  # noqa: S105 - a test token, not a secret
@@ -44,7 +45,8 @@ WAIT_SECONDS = 30.0
 
 
 def uuid(i: int) -> str:
-    return f"GPU-{i:08x}-0000-4000-8000-000000000000"
+    """GPU `i` of the rig's machine `gpu-01`, in the one fake UUID format (`fake_gpu.py`)."""
+    return gpu_uuid("gpu-01", i)
 
 
 def machine_report() -> MachineReport:

@@ -43,6 +43,10 @@ def _ended(coordinator: Coordinator, task: str) -> bool:
     return last is not None and last.state.ended
 
 
+def _written(path: Path) -> bool:
+    return path.exists() and path.read_text().strip().isdigit()
+
+
 def _started(out: Path) -> dict[int, int | None]:
     pids = [int((out / name).read_text()) for name in NAMES]
     return {pid: proc_start_time(pid) for pid in pids}
@@ -64,7 +68,8 @@ async def test_no_process_of_a_worker_outlives_its_task(
     task = assignment("t-0", python(ESCAPE, str(tmp_path)), **extra)
     coordinator.assignments["t-0"] = task.model_copy(update={"cancel": False})
     agent = await harness.start()
-    await until(lambda: all((tmp_path / n).exists() for n in NAMES), "the escapees to start")
+    # A file exists before its pid is written into it: wait for the pid itself.
+    await until(lambda: all(_written(tmp_path / n) for n in NAMES), "the escapees to start")
     started = _started(tmp_path)
     assert all(proc_alive(pid, start) for pid, start in started.items())
     record = agent.runner.records[uid_of("t-0")]

@@ -3,6 +3,7 @@
 from typing import Any
 
 import pytest
+from runtime_rig import uuid
 
 from astraeus.agent.environment import (
     DEFAULT_SHM_BYTES,
@@ -17,14 +18,10 @@ from astraeus.shared import SCHEMA_VERSION, Assignment, MachineReport
 GIB = 1024**3
 
 
-def _uuid(i: int) -> str:
-    return f"GPU-{i:08x}-0000-4000-8000-000000000000"
-
-
 def _gpu(i: int, vendor: str = "nvidia", node: str | None = None) -> dict[str, Any]:
     node = node or (f"/dev/nvidia{i}" if vendor == "nvidia" else f"/dev/dri/renderD{128 + i}")
     return {
-        "index": i, "uuid": _uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB,
+        "index": i, "uuid": uuid(i), "vendor": vendor, "model": "m", "memory_bytes": 80 * GIB,
         "device_node": node,
     }  # fmt: skip
 
@@ -100,11 +97,11 @@ BASE = {
 CASES = [
     pytest.param(
         _machine(),
-        _assignment(assigned_gpu_ids=[_uuid(3), _uuid(1)], network="local"),
+        _assignment(assigned_gpu_ids=[uuid(3), uuid(1)], network="local"),
         {
             "ASTRAEUS_GPU_COUNT": "2",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": f"{_uuid(3)},{_uuid(1)}",
-            "CUDA_VISIBLE_DEVICES": f"{_uuid(3)},{_uuid(1)}",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": f"{uuid(3)},{uuid(1)}",
+            "CUDA_VISIBLE_DEVICES": f"{uuid(3)},{uuid(1)}",
         },
         id="nvidia-local-by-uuid-in-assigned-order",
     ),
@@ -122,64 +119,64 @@ CASES = [
     ),
     pytest.param(
         _machine(8, "amd"),
-        _assignment(assigned_gpu_ids=[_uuid(4), _uuid(5)]),
+        _assignment(assigned_gpu_ids=[uuid(4), uuid(5)]),
         {
             "ASTRAEUS_GPU_COUNT": "2",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": f"{_uuid(4)},{_uuid(5)}",
+            "ASTRAEUS_ASSIGNED_GPU_IDS": f"{uuid(4)},{uuid(5)}",
             "ROCR_VISIBLE_DEVICES": "4,5",
         },
         id="amd-by-index",
     ),
     pytest.param(
         _machine(4, "intel"),
-        _assignment(assigned_gpu_ids=[_uuid(2)]),
+        _assignment(assigned_gpu_ids=[uuid(2)]),
         {
             "ASTRAEUS_GPU_COUNT": "1",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(2),
+            "ASTRAEUS_ASSIGNED_GPU_IDS": uuid(2),
             "ZE_AFFINITY_MASK": "2",
         },
         id="intel-by-index",
     ),
     pytest.param(
         _machine(rdma_ports=IB_PORTS),
-        _assignment(assigned_gpu_ids=[_uuid(0)], network="infiniband", min_gbps=400),
+        _assignment(assigned_gpu_ids=[uuid(0)], network="infiniband", min_gbps=400),
         {
             "ASTRAEUS_GPU_COUNT": "1",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
-            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "ASTRAEUS_ASSIGNED_GPU_IDS": uuid(0),
+            "CUDA_VISIBLE_DEVICES": uuid(0),
             "NCCL_IB_HCA": "=mlx5_0:1,ibp12s0:1",
         },
         id="infiniband-up-ports-at-min-gbps-exact-match",
     ),
     pytest.param(
         _machine(rdma_ports=IB_PORTS),
-        _assignment(assigned_gpu_ids=[_uuid(0)], network="infiniband"),
+        _assignment(assigned_gpu_ids=[uuid(0)], network="infiniband"),
         {
             "ASTRAEUS_GPU_COUNT": "1",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
-            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "ASTRAEUS_ASSIGNED_GPU_IDS": uuid(0),
+            "CUDA_VISIBLE_DEVICES": uuid(0),
             "NCCL_IB_HCA": "=mlx5_0:1,mlx5_10:1,ibp12s0:1",
         },
         id="infiniband-without-min-gbps-takes-every-up-port",
     ),
     pytest.param(
         _machine(rdma_ports=[_port("rocep1s0", 200, layer="Ethernet"), _port("rocep2s0", 100)]),
-        _assignment(assigned_gpu_ids=[_uuid(0)], network="rdma", min_gbps=200),
+        _assignment(assigned_gpu_ids=[uuid(0)], network="rdma", min_gbps=200),
         {
             "ASTRAEUS_GPU_COUNT": "1",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
-            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "ASTRAEUS_ASSIGNED_GPU_IDS": uuid(0),
+            "CUDA_VISIBLE_DEVICES": uuid(0),
             "NCCL_IB_HCA": "=rocep1s0:1",
         },
         id="roce-when-no-infiniband-port-is-fast-enough",
     ),
     pytest.param(
         _machine(rdma_ports=IB_PORTS),
-        _assignment(assigned_gpu_ids=[_uuid(0)], network="ethernet"),
+        _assignment(assigned_gpu_ids=[uuid(0)], network="ethernet"),
         {
             "ASTRAEUS_GPU_COUNT": "1",
-            "ASTRAEUS_ASSIGNED_GPU_IDS": _uuid(0),
-            "CUDA_VISIBLE_DEVICES": _uuid(0),
+            "ASTRAEUS_ASSIGNED_GPU_IDS": uuid(0),
+            "CUDA_VISIBLE_DEVICES": uuid(0),
             "NCCL_IB_DISABLE": "1",
         },
         id="multi-machine-over-ethernet-disables-ib",
@@ -200,7 +197,7 @@ def test_variables(report: MachineReport, assignment: Assignment, expected: dict
 def test_infiniband_run_gets_rdma_devices_ipc_lock_and_memlock() -> None:
     """An RDMA worker gets rdma_cm and the uverbs of its devices, IPC_LOCK and unlimited memlock."""
     report = _machine(rdma_ports=IB_PORTS)
-    assignment = _assignment(assigned_gpu_ids=[_uuid(0)], network="infiniband", min_gbps=400)
+    assignment = _assignment(assigned_gpu_ids=[uuid(0)], network="infiniband", min_gbps=400)
     uverbs = {"mlx5_0": "/dev/infiniband/uverbs0", "ibp12s0": "/dev/infiniband/uverbs3"}
     got = worker_environment(assignment, report, uverbs=uverbs)
     assert got.devices == (
@@ -210,7 +207,7 @@ def test_infiniband_run_gets_rdma_devices_ipc_lock_and_memlock() -> None:
         "/dev/infiniband/uverbs0",
         "/dev/infiniband/uverbs3",
     )
-    assert got.cdi_devices == (f"nvidia.com/gpu={_uuid(0)}",)
+    assert got.cdi_devices == (f"nvidia.com/gpu={uuid(0)}",)
     assert got.capabilities == ("IPC_LOCK",)
     assert got.memlock_unlimited
 
@@ -226,7 +223,7 @@ def test_unmapped_rdma_device_exposes_the_whole_directory() -> None:
 def test_nvlink_domain_gets_imex_channel_zero() -> None:
     """A multi-machine NVLink run gets IMEX channel 0 as a device."""
     report = _machine(4, imex={"available": True})
-    assignment = _assignment(assigned_gpu_ids=[_uuid(0)], network="nvlink", nvlink_domain="c1/0")
+    assignment = _assignment(assigned_gpu_ids=[uuid(0)], network="nvlink", nvlink_domain="c1/0")
     got = worker_environment(assignment, report)
     assert got.devices == ("/dev/nvidia0", *NVIDIA_CONTROL, IMEX_CHANNEL0)
     assert got.capabilities == ()
@@ -234,7 +231,7 @@ def test_nvlink_domain_gets_imex_channel_zero() -> None:
 
 def test_amd_workers_get_their_render_nodes_and_kfd_once() -> None:
     """AMD workers get the render node of each of their GPUs, and /dev/kfd once."""
-    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(1), _uuid(0)]), _machine(2, "amd"))
+    got = worker_environment(_assignment(assigned_gpu_ids=[uuid(1), uuid(0)]), _machine(2, "amd"))
     assert got.devices == ("/dev/dri/renderD129", "/dev/dri/renderD128", "/dev/kfd")
     assert got.cdi_devices == ()
 
@@ -242,7 +239,7 @@ def test_amd_workers_get_their_render_nodes_and_kfd_once() -> None:
 def test_gpu_nodes_come_from_the_reported_minor_numbers_not_the_index() -> None:
     """A GPU's node is the one discovery reported: NVML's index 2 may be /dev/nvidia3."""
     report = _with_gpus(_gpu(2, node="/dev/nvidia3"))
-    got = worker_environment(_assignment(assigned_gpu_ids=[_uuid(2)]), report)
+    got = worker_environment(_assignment(assigned_gpu_ids=[uuid(2)]), report)
     assert got.devices == ("/dev/nvidia3", *NVIDIA_CONTROL)
 
 
@@ -262,7 +259,7 @@ def test_cpu_worker_gets_no_device() -> None:
 )
 def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) -> None:
     """GPU workers get a larger /dev/shm and unlimited locked memory; CPU workers the defaults."""
-    ids = [_uuid(i) for i in range(gpus)]
+    ids = [uuid(i) for i in range(gpus)]
     got = worker_environment(
         _assignment(assigned_gpu_ids=ids, memory_bytes=memory_bytes), _machine()
     )
@@ -274,14 +271,14 @@ def test_shm_and_memlock(memory_bytes: int, gpus: int, shm: int, memlock: bool) 
     [
         pytest.param(
             _machine(2),
-            _assignment(assigned_gpu_ids=[_uuid(7)]),
-            f"assigned_gpu_ids: {_uuid(7)} not on machine gpu-01",
+            _assignment(assigned_gpu_ids=[uuid(7)]),
+            f"assigned_gpu_ids: {uuid(7)} not on machine gpu-01",
             id="unknown-gpu",
         ),
         pytest.param(
             _with_gpus({**_gpu(0), "device_node": None}),
-            _assignment(assigned_gpu_ids=[_uuid(0)]),
-            f"assigned_gpu_ids: the device node of {_uuid(0)} is not known (no NVML minor "
+            _assignment(assigned_gpu_ids=[uuid(0)]),
+            f"assigned_gpu_ids: the device node of {uuid(0)} is not known (no NVML minor "
             "number or DRM render node), so it cannot be given to a worker alone",
             id="no-device-node",
         ),
@@ -333,7 +330,7 @@ def test_each_worker_is_one_torchrun_node() -> None:
         "master_addr": "10.0.0.7", "master_port": 29517, "world_size": 4, "rank": 3,
         "node_rank": 2, "local_world_size": 2, "local_rank": 1,
     }  # fmt: skip
-    ids = [_uuid(i) for i in range(4, 8)]
+    ids = [uuid(i) for i in range(4, 8)]
     env = worker_environment(
         _assignment(rendezvous=rendezvous, assigned_gpu_ids=ids), _machine()
     ).env

@@ -1,0 +1,60 @@
+"""`run`: submit a run, or ask where it would go (`--dry-run`)."""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+
+from astraeus.shared import Run, RunSpec
+from astraeus.shared.views import ClusterView, DryRun
+
+from .client import Api
+from .context import Context
+from .errors import Exit
+from .render import grouped_why_lines, table, why_lines
+from .spec import build_spec
+
+GIB = 1024**3
+
+
+def run(ctx: Context, args: argparse.Namespace) -> int:
+    spec = build_spec(args, ctx.api.target.workspace)
+    body = spec.model_dump(mode="json", exclude_unset=True)
+    if args.dry_run:
+        # Grouped by reason unless JSON is asked: the answer's size does not grow with the cluster.
+        grouping = {} if ctx.json else {"explain": "grouped"}
+        dry = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true", **grouping))
+        ctx.emit(dry, dry_run_lines(spec, dry))
+        return Exit.OK
+    submitted = Run.model_validate(ctx.api.post("/runs", body))
+    ctx.emit(submitted, [submitted_line(ctx.api, submitted.name)])
+    return Exit.OK
+
+
+def submitted_line(api: Api, name: str) -> str:
+    """`<name> submitted to <cluster>: <the run's page in the console>`, as in the guide."""
+    cluster = ClusterView.model_validate(api.get("/cluster"))
+    url = f"{cluster.console_url}#/runs/{urllib.parse.quote(name)}"
+    return f"{name} submitted to {cluster.name}: {url}"
+
+
+def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
+    if not dry.would_start:
+        lines = [f"{spec.name} would wait — {dry.reason}"]
+        if dry.placement_grouped is not None:
+            return lines + grouped_why_lines(dry.placement_grouped, dry.reason_kind)
+        return lines + (
+            why_lines(dry.placement, dry.reason_kind, dry.rejections) if dry.placement else []
+        )
+    why = dry.shape.why if dry.shape else "now"
+    rows = [
+        [
+            f"{spec.name}-{w.index}",
+            w.machine,
+            f"{len(w.assigned_gpu_ids)} GPUs",
+            f"{w.cpu_cores:g} cores",
+            f"{w.memory_bytes / GIB:g} GiB",
+        ]
+        for w in dry.workers
+    ]
+    return [f"{spec.name} would start now — {why}", *table(rows, indent="  ")]
