@@ -1,6 +1,6 @@
 """Astraeus and Slurm asked the same questions about the same cluster, in the same run.
 
-    apt-get install slurmctld slurm-client munge     # Debian's Slurm 22.05, once, as root
+    apt-get update && apt-get install -y slurmctld slurm-client munge   # Debian's Slurm, as root
     .venv/bin/python benchmarks/peer_bench.py --nodes 5000
     .venv/bin/python benchmarks/peer_bench.py --nodes 1000 --repeat 1 --queued 500 --window 40
 

@@ -128,7 +128,8 @@ class SlurmPeer:
     def missing(cls) -> str:
         absent = [tool for tool in cls.TOOLS if shutil.which(tool) is None]
         return (
-            f"{', '.join(absent)} not installed (Debian: apt install slurmctld slurm-client munge)"
+            f"{', '.join(absent)} not installed (Debian, as root: apt-get update &&"
+            " apt-get install -y slurmctld slurm-client munge)"
         )
 
     @contextlib.contextmanager
