@@ -111,6 +111,7 @@ async def serve(settings: Settings, token: str, scan: Scan) -> None:
         uverbs=lambda: uverbs_nodes(settings.sysfs_root),
         users=users,
         work_root=settings.work_root,
+        env_passthrough=settings.worker_env_passthrough,
     )
     runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
     if users.switches:

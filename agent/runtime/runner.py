@@ -43,6 +43,9 @@ class RunnerConfig:
     container_runtime: str | None = None
     uverbs: Callable[[], Mapping[str, str]] = dict
     agent_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env_passthrough: tuple[str, ...] = ()
+    """Variables of the agent's environment that plain workers get too (`worker_env_passthrough`);
+    beyond these a worker sees only `PATH`, `LANG` and `LC_*` of it."""
     users: WorkerUsers = field(default_factory=WorkerUsers.agents_own)
     work_root: Path | None = None
     """Where the tasks' working directories go; None: beside the state directory."""
@@ -220,7 +223,15 @@ class Runner:
         key, cursor = self._work_key(record), self.state.root / UID_CURSOR
         where = self.work.prepare(key, self.config.users, worker.devices, cursor)
         runtime, agent_env = self.config.container_runtime, self.config.agent_env
-        spec = shim_spec(assignment, worker, files, where, agent_env=agent_env, runtime=runtime)
+        spec = shim_spec(
+            assignment,
+            worker,
+            files,
+            where,
+            agent_env=agent_env,
+            runtime=runtime,
+            passthrough=self.config.env_passthrough,
+        )
         write_json(files.spec, spec)
         return self.launcher.start(record, files.spec, files.log, worker.devices)
 

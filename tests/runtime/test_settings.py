@@ -368,3 +368,24 @@ def test_unreadable_ca_file_is_a_settings_error(
     assert capsys.readouterr().err == (
         f"astraeus-agent: ca_file: {tmp_path / 'ca.pem'} does not exist\n"
     )
+
+
+def test_worker_env_passthrough_from_every_source(tmp_path: Path) -> None:
+    """A TOML list, or names split by commas in a flag or variable; a name that is not a
+    variable's, or one of the agent's own `ASTRAEUS_*` settings, is refused naming the source."""
+    base = ["--coordinator", "http://c", "--token-file", "/t"]
+    config = tmp_path / "agent.toml"
+    config.write_text('worker_env_passthrough = ["HTTPS_PROXY", "LD_LIBRARY_PATH"]\n')
+    assert _load([*base, "--config", str(config)]).worker_env_passthrough == (
+        "HTTPS_PROXY",
+        "LD_LIBRARY_PATH",
+    )
+    env = {"ASTRAEUS_WORKER_ENV_PASSTHROUGH": "NO_PROXY, HTTPS_PROXY"}
+    assert _load(base, env).worker_env_passthrough == ("NO_PROXY", "HTTPS_PROXY")
+    assert _load(base).worker_env_passthrough == ()
+    with pytest.raises(SettingsError) as caught:
+        _load([*base, "--worker-env-passthrough", "A=B"])
+    assert str(caught.value) == "--worker-env-passthrough: 'A=B' is not a variable name"
+    with pytest.raises(SettingsError) as caught:
+        _load([*base, "--worker-env-passthrough", "ASTRAEUS_TOKEN_FILE"])
+    assert "is the agent's own setting" in str(caught.value)
