@@ -75,6 +75,8 @@ class Settings(MachineSettings):
     """The IP address other machines reach this one at; empty: the source address of this
     machine's route to the coordinator (as kubelet picks its node IP)."""
     worker_env_passthrough: tuple[str, ...] = ()
+    allow_plain_http: bool = False
+    """Send the token over plain `http://` to a coordinator on another machine."""
     """Variables of the agent's environment that plain workers get too; beyond these a worker
     starts with only `PATH`, `LANG` and `LC_*` of it (docs/security.md)."""
 
@@ -157,6 +159,7 @@ RUN: dict[str, Rule] = MACHINE | {
     "allow_root_workers": FLAG,
     "advertise_address": Rule(lambda raw: _advertise(raw)),
     "worker_env_passthrough": Rule(_variable_names),
+    "allow_plain_http": FLAG,
 }
 SERVE: dict[str, Rule] = MACHINE | {
     "host": TEXT,
@@ -232,6 +235,13 @@ def _run_flags(cli: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="let workers run as root (where worker_user is root or the agent cannot switch)",
+    )
+    cli.add_argument(
+        "--allow-plain-http",
+        action="store_true",
+        default=None,
+        help="send the token over plain http:// to a coordinator on another machine (default: "
+        "refused; use https://)",
     )
     cli.add_argument(
         "--worker-env-passthrough",

@@ -50,6 +50,7 @@ def _call(args: Namespace) -> int:
         workspace=args.workspace,
         ca_file=args.ca_file,
         token_file=args.token_file,
+        allow_plain_http=args.allow_plain_http,
     )
     ctx = Context(api=Api(target), json=args.output == "json")
     return int(args.func(ctx, args))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from astraeus.agent.runtime import main
+from astraeus.agent.runtime.main import check_transport
 from astraeus.agent.settings import (
     Settings,
     SettingsError,
@@ -389,3 +390,23 @@ def test_worker_env_passthrough_from_every_source(tmp_path: Path) -> None:
     with pytest.raises(SettingsError) as caught:
         _load([*base, "--worker-env-passthrough", "ASTRAEUS_TOKEN_FILE"])
     assert "is the agent's own setting" in str(caught.value)
+
+
+def test_the_agent_refuses_plain_http_to_another_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`astraeus-agent` exits 2 before its first report rather than send its token in clear
+    to another machine; `--allow-plain-http` (a trusted network) or https lets it start."""
+    token = tmp_path / "token"
+    token.write_text("astr_x\n")
+    argv = ["--coordinator", "http://coord:8470", "--token-file", str(token), "--backend", "none"]
+    assert main([*argv, "--state-dir", str(tmp_path / "state")]) == 2
+    assert capsys.readouterr().err == (
+        "astraeus-agent: coordinator: http://coord:8470 is plain http to another machine, so the"
+        " token would cross the network unencrypted; use https:// (docs/operator.md), or"
+        " allow_plain_http = true (--allow-plain-http) on a network you trust\n"
+    )
+    allowed = _load([*argv, "--allow-plain-http"])
+    assert allowed.allow_plain_http is True
+    check_transport(allowed)
+    check_transport(_load(["--coordinator", "https://coord:8443", "--token-file", "/t"]))
