@@ -16,6 +16,7 @@ from pathlib import Path
 from aiohttp import web
 
 from astraeus.coordinator.api import create_app
+from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.scheduler import worker_pool
 from astraeus.coordinator.settings import Settings, load
 from astraeus.coordinator.startup import open_store, start
@@ -234,7 +235,9 @@ async def _serve(
     """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
     `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
     app = create_app(settings, store=store, clock=SystemClock(), pass_pool=pool)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, max_line_size=MAX_REQUEST_LINE
+    )
     await runner.setup()
     context = certificate.context if certificate is not None else None
     site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)

@@ -9,6 +9,7 @@ import aiohttp
 from aiohttp import web
 
 from astraeus.coordinator.api import create_app
+from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store, WorkspaceSpec
 from astraeus.shared.clock import SystemClock
@@ -55,7 +56,7 @@ class DemoCluster:
             settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
         )
         app = create_app(settings, store=store, clock=clock)
-        self.runner = web.AppRunner(app, access_log=None)
+        self.runner = web.AppRunner(app, access_log=None, max_line_size=MAX_REQUEST_LINE)
         await self.runner.setup()
         await web.TCPSite(self.runner, settings.host, settings.port).start()
         self.port = int(self.runner.addresses[0][1])
