@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     Pending,
     Placement,
     PlacementSession,
@@ -75,7 +75,7 @@ def cluster(size: int, seed: int = 7) -> ClusterSnapshot:
     return ClusterSnapshot(machines=tuple(_machine(i, rng) for i in range(size)))
 
 
-def _machine(i: int, rng: random.Random) -> MachineView:
+def _machine(i: int, rng: random.Random) -> MachineSnapshot:
     name = f"gpu-{i:05d}"
     fabric, position = divmod(i, FABRIC)
     domain = f"nvl-{fabric}" if position < DOMAIN else None

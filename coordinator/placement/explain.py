@@ -78,7 +78,7 @@ def workspace_machines(current: Decision) -> list[int]:
     pools, facts = current.needs.run.pools, current.cluster.facts
     if not pools:
         return list(range(len(facts)))
-    return [i for i, machine in enumerate(facts) if machine.view.labels.get(labels.POOL) in pools]
+    return [i for i, one in enumerate(facts) if one.snapshot.labels.get(labels.POOL) in pools]
 
 
 def _closest(

@@ -24,7 +24,7 @@ from astraeus.shared import (
 )
 from astraeus.shared.fake_gpu import gpu_uuid
 
-from .model import ClusterSnapshot, MachineView, Reservation, RunRequest
+from .model import ClusterSnapshot, MachineSnapshot, Reservation, RunRequest
 
 GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
@@ -110,7 +110,7 @@ def machine(
     drives: Iterable[DriveInfo] = (),
     data_free_gib: float | None = None,
     workers: Iterable[tuple[str, str]] = (),
-) -> MachineView:
+) -> MachineSnapshot:
     """A machine as the scheduler sees it: its report and what live tasks hold."""
     found = gpu_list if gpu_list is not None else gpus(name, gpu_count, model=model)
     tags = dict(labels_ or {})
@@ -131,7 +131,7 @@ def machine(
         gpus=found,
         rdma_ports=list(ports),
     )
-    return MachineView(
+    return MachineSnapshot(
         name=name,
         state=state,
         report=report if reported else None,
@@ -145,8 +145,8 @@ def machine(
     )
 
 
-def snapshot(*machines: MachineView) -> ClusterSnapshot:
-    return ClusterSnapshot(machines=tuple(sorted(machines, key=lambda view: view.name)))
+def snapshot(*machines: MachineSnapshot) -> ClusterSnapshot:
+    return ClusterSnapshot(machines=tuple(sorted(machines, key=lambda one: one.name)))
 
 
 def run(name: str = "run", *, workspace: str = "vision", **fields: Any) -> RunRequest:

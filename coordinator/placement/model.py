@@ -38,8 +38,10 @@ class Reservation:
 
 
 @dataclass(frozen=True)
-class MachineView:
-    """One machine as the scheduler sees it: the agent's latest report plus what is taken."""
+class MachineSnapshot:
+    """One machine of a `ClusterSnapshot`, as the scheduler sees it for one pass: the agent's
+    latest report plus what is taken. (The API's answer about a machine is `MachineView`, in
+    `shared/machines.py`.)"""
 
     name: str
     state: MachineState
@@ -70,7 +72,7 @@ class MachineView:
 class ClusterSnapshot:
     """Every machine, sorted by name, taken once for a scheduler pass."""
 
-    machines: tuple[MachineView, ...]
+    machines: tuple[MachineSnapshot, ...]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     PlacementSession,
     Reservation,
 )
@@ -51,7 +51,7 @@ class Spec:
     keyed: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
-    def view(self) -> MachineView:
+    def view(self) -> MachineSnapshot:
         labels = dict(self.extra) | ({"pool": self.pool} if self.pool else {})
         view = machine(
             self.name,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from astraeus.coordinator.placement import Pending, PlacementSession
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
 from astraeus.coordinator.placement.filters import DYNAMIC, FREE, Check, first_rejection
-from astraeus.coordinator.placement.model import ClusterSnapshot, MachineView
+from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot
 from astraeus.coordinator.placement.needs import Needs
 from astraeus.shared import GpuInfo, MachineState
 from astraeus.shared.explanation import grouped
@@ -63,7 +63,7 @@ GPUs are free are common."""
 
 
 @st.composite
-def mixed_machine(draw: st.DrawFn, index: int) -> MachineView:
+def mixed_machine(draw: st.DrawFn, index: int) -> MachineSnapshot:
     name = f"m{index:02d}"
     models, health = draw(st.sampled_from(LAYOUTS))
     count = len(models)

@@ -8,14 +8,14 @@ from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import Placement, PlacementSession, gang, single
 from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
-from astraeus.coordinator.placement.model import ClusterSnapshot, MachineView
+from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot
 from astraeus.coordinator.placement.needs import Needs
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 
 
 @st.composite
-def alike_machine(draw: st.DrawFn, index: int) -> MachineView:
+def alike_machine(draw: st.DrawFn, index: int) -> MachineSnapshot:
     """Machines from a few templates, so that many are alike and tie."""
     name = f"m{index:03d}"
     count = draw(st.sampled_from([8, 8, 8, 4]))
