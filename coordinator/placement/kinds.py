@@ -3,10 +3,10 @@
 
 Filters 7 (room) and 8 (GPUs) read a machine's cores and memory in all and free, and its GPUs'
 model, vendor, memory and health, with which of them are free. Two machines in the same state
-get the same verdicts from them for every run and worker, so a decision checks one machine per
-distinct state (`Decision`), not every machine: a large cluster has thousands of machines and a
-few dozen states. Filter 6 (a worker of the run already here) is read per machine, as it is
-about the run, not the machine.
+get the same verdicts from them for every run and worker, so a run's evaluation checks one
+machine per distinct state (`RunEvaluation`), not every machine: a large cluster has thousands
+of machines and a few dozen states. Filter 6 (a worker of the run already here) is read per
+machine, as it is about the run, not the machine.
 """
 
 from __future__ import annotations

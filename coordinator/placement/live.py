@@ -22,10 +22,10 @@ from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
 from .free_index import FreeIndex
 from .kinds import Kind, Kinds
 from .model import ClusterSnapshot, MachineSnapshot
-from .prepared import Verdicts
+from .prepared import StaticVerdicts
 
 if TYPE_CHECKING:
-    from .decision import Decision
+    from .evaluation import RunEvaluation
     from .gang import Choice
 from .scores import Home
 
@@ -52,9 +52,9 @@ class Frame:
         self.labelled = cluster_has_fabric_label([one.report for one in facts])
         self._places: dict[float | None, list[NetworkPlace]] = {}
         self._clusters: dict[float | None, Cluster] = {}
-        self._verdicts: dict[tuple[object, ...], Verdicts] = {}
-        self.idle_views: dict[tuple[object, ...], tuple[Decision, Choice | None]] = {}
-        """Runs against the idle cluster, by ask (see `PlacementSession._idle_view`)."""
+        self._verdicts: dict[tuple[object, ...], StaticVerdicts] = {}
+        self.idle_fits: dict[tuple[object, ...], tuple[RunEvaluation, Choice | None]] = {}
+        """Runs against the idle cluster, by ask (see `PlacementSession._idle_fit`)."""
         self.timed = any(
             r.starts_at or r.ends_at for one in facts for r in one.snapshot.reservations
         )
@@ -73,13 +73,13 @@ class Frame:
                 mine[i] = network_place(self.facts[i].report, min_gbps, self.labelled)
             self._places[min_gbps] = mine
 
-    def verdicts(self, static_key: tuple[object, ...], now: datetime) -> Verdicts:
+    def verdicts(self, static_key: tuple[object, ...], now: datetime) -> StaticVerdicts:
         """The static verdicts of runs with this key, kept for every session of the frame (at
         this moment too, when a reservation starts or ends at a time)."""
         key = (static_key, now if self.timed else None)
         if key not in self._verdicts:
             forget_oldest(self._verdicts)
-            self._verdicts[key] = Verdicts()
+            self._verdicts[key] = StaticVerdicts()
         return self._verdicts[key]
 
     def cluster(self, min_gbps: float | None) -> Cluster:
@@ -187,7 +187,7 @@ class LiveState:
 
 
 KEPT_ASKS = 256
-"""Asks whose static verdicts (and idle views) a frame keeps: the oldest is dropped first, so
+"""Asks whose static verdicts (and idle fits) a frame keeps: the oldest is dropped first, so
 a queue of thousands of distinct asks cannot grow the state without bound."""
 
 

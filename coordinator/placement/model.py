@@ -21,7 +21,7 @@ from astraeus.shared import (
 from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
-from .explained import Explained
+from .verdicts import Verdicts
 
 RunKey = tuple[str, str]
 """A run's identity in the cluster: (workspace, name). Names alone repeat across workspaces."""
@@ -125,7 +125,7 @@ class Pending:
     headline: str
     """The sentence for the run's reason: `No machine fits: 3 of 3 machines ready`, or the one
     non-room reason every machine gives."""
-    explained: Explained
+    explained: Verdicts
     """Why each machine is out, made into the guide's explanation (`explanation`, with
     `rejections`) or the grouped one on demand."""
     kind: ReasonKind = ReasonKind.NO_MACHINE_FITS

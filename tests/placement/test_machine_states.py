@@ -92,25 +92,25 @@ def mixed_clusters(draw: st.DrawFn) -> ClusterSnapshot:
 
 def every_machine_checked(session: PlacementSession, ask: dict[str, Any], *, idle: bool) -> Any:
     """Each machine's first rejection, the dynamic filters run on it alone, and the verdicts
-    and caps the session's decision (by state) gives."""
+    and caps the session's evaluation (by state) gives."""
     needs = Needs(run("run", ask=ask))
     prepared = session._prepare(needs, NOW, frozenset())
-    decision = session._idle_decision(prepared) if idle else session._decision(prepared)
+    evaluation = session._idle_evaluation(prepared) if idle else session._evaluation(prepared)
     alone = []
     for i, facts in enumerate(prepared.cluster.facts):
         check = Check(
             needs=needs,
             facts=facts,
-            free=decision.free[i],
-            worker=decision.smallest,
+            free=evaluation.free[i],
+            worker=evaluation.smallest,
             now=NOW,
             place=prepared.cluster.places[i],
         )
         dynamic = first_rejection(check, FREE if idle else DYNAMIC)
         alone.append(prepared.early(i) or dynamic or prepared.late(i))
     machines = range(len(prepared.cluster.facts))
-    by_state = decision.rejections(machines)
-    one_by_one = [decision.rejection(i) for i in machines]
+    by_state = evaluation.rejections(machines)
+    one_by_one = [evaluation.rejection(i) for i in machines]
     return alone, by_state, one_by_one
 
 

@@ -40,10 +40,10 @@ def alike_clusters(draw: st.DrawFn) -> ClusterSnapshot:
 
 def searched_and_scanned(session: PlacementSession, ask: dict[str, Any]) -> tuple[Any, Any]:
     needs = Needs(run(ask=ask))
-    decision = session._decision(session._prepare(needs, NOW, frozenset()))
+    evaluation = session._evaluation(session._prepare(needs, NOW, frozenset()))
     gpus_each = ask["gpu_requests"]["count"]
     index = session._free_index
-    return single.best(decision, index, gpus_each), gang._scan_single(decision, gpus_each)
+    return single.best(evaluation, index, gpus_each), gang._scan_single(evaluation, gpus_each)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,6 @@
-"""One run against every machine of a session, at one moment, over one view of what is free."""
+"""`RunEvaluation`: one run evaluated against every machine of a session, at one moment, over
+one account of what is free (the session's now, or the idle cluster's). It decides nothing:
+the ladder (`gang.py`) chooses, and `explanation.py` explains, from what it computes."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ from .rejection import Rejection
 from .shape import ShapeOption, options
 
 
-class Decision:
-    """Filters, capacities and scores for one run, computed once per machine and kept."""
+class RunEvaluation:
+    """One run's filters, capacities and scores over a session's machines, each computed on
+    first use and kept for as long as the evaluation lives (one `place` call, or one ask's
+    idle evaluation kept with the live state's frame)."""
 
     def __init__(
         self,
@@ -37,7 +41,7 @@ class Decision:
         filters 7 and 8 in `free` (`kinds.State`; on an idle cluster, each machine's kind):
         machines in one state share their verdicts, GPUs and caps. `worker_gpus` sets the
         worker the filters check (default: the smallest any shape has); an explanation checks
-        the worker the run would really need. An `idle` decision looks at a cluster where no
+        the worker the run would really need. An `idle` evaluation looks at a cluster where no
         run holds anything, so no worker of this run is anywhere yet either."""
         self.idle = idle
         self.prepared, self.free, self.free_gpus = prepared, free, free_gpus
@@ -144,7 +148,7 @@ class Decision:
         return [i for i in range(len(self.free)) if self.passes(i)]
 
     def explained_gpus(self) -> int:
-        """The worker an explanation checks (call on an idle decision): the smallest of any
+        """The worker an explanation checks (call on an idle evaluation): the smallest of any
         shape that enough machines could hold if idle. When none could, and sizes are what
         stops it, that of the fewest-machines shape, so machines tell how short they fall;
         when no machine takes even the smallest worker, the smallest, so they tell why."""
