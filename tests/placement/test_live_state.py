@@ -13,8 +13,8 @@ from astraeus.coordinator.placement import (
     PlacementSession,
     Reservation,
 )
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run
 from astraeus.coordinator.placement.live import KEPT_ASKS, LiveState
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run
 from astraeus.shared import MachineState
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import Pending, PlacementSession
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
 from astraeus.coordinator.placement.filters import DYNAMIC, FREE, Check, first_rejection
 from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot
 from astraeus.coordinator.placement.needs import Needs
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run, snapshot
 from astraeus.shared import GpuInfo, MachineState
 from astraeus.shared.explanation import grouped
 

@@ -13,7 +13,7 @@ from astraeus.coordinator.placement import (
     place,
     score_breakdown,
 )
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import GpuHealthState
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import Placement, PlacementSession, gang, single
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
 from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot
 from astraeus.coordinator.placement.needs import Needs
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run, snapshot
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 

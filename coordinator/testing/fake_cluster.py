@@ -1,4 +1,5 @@
-"""Whole fake machines and runs in a line each, for tests, benchmarks and demos.
+"""Whole fake machines and runs in a line each, for tests and benchmarks (never the demo, whose
+agents scan fake hardware from `agent/fake/`).
 
 GPU UUIDs derive from the machine and the index (`shared/fake_gpu.py`), so runs are reproducible.
 """
@@ -8,6 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from astraeus.coordinator.placement import (
+    ClusterSnapshot,
+    MachineSnapshot,
+    Reservation,
+    RunRequest,
+)
 from astraeus.shared import (
     DriveInfo,
     GpuHealth,
@@ -23,8 +30,6 @@ from astraeus.shared import (
     labels,
 )
 from astraeus.shared.fake_gpu import gpu_uuid
-
-from .model import ClusterSnapshot, MachineSnapshot, Reservation, RunRequest
 
 GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
