@@ -47,7 +47,7 @@ class Frame:
             previous.kinds[i] if previous and _kept(previous, i, one) else self._kinds.of(one)
             for i, one in enumerate(facts)
         ]
-        """Each machine's kind: also its state when idle (all of it free)."""
+        """Each machine's kind: also its free kind when idle (all of it free)."""
         self._kinds.prune(self.kinds)
         self.labelled = cluster_has_fabric_label([one.report for one in facts])
         self._places: dict[float | None, list[NetworkPlace]] = {}

@@ -24,8 +24,8 @@ class PlacementSession:
     with every other session of the same generation; what is free is this session's own copy,
     which `take` shrinks so later `place` calls in the pass see what is left. Each run's
     verdicts that do not depend on free capacity are kept, so runs with the same ask share
-    them. `PlacementSession(snapshot)` builds a state of its own; `live.session()` reads one
-    kept between passes."""
+    them. `PlacementSession(snapshot)` builds a live state of its own;
+    `PlacementSession(live=live)` reads one kept between passes."""
 
     def __init__(self, snapshot: ClusterSnapshot | None = None, *, live: LiveState | None = None):
         if live is None:
@@ -142,10 +142,10 @@ class PlacementSession:
     def _evaluation(self, prepared: Prepared, worker_gpus: int | None = None) -> RunEvaluation:
         """The run against what is free in this session now."""
         index = self._free_index
-        return RunEvaluation(prepared, self._free, index.free_gpus, index.states, worker_gpus)
+        return RunEvaluation(prepared, self._free, index.free_gpus, index.free_kinds, worker_gpus)
 
     def _idle_evaluation(self, prepared: Prepared, worker_gpus: int | None = None) -> RunEvaluation:
-        """The run against the idle cluster, where each machine's state is its kind."""
+        """The run against the idle cluster, where each machine's free kind is its kind."""
         kinds = self._frame.kinds
         return RunEvaluation(prepared, self._idle, self._idle_gpus, kinds, worker_gpus, idle=True)
 

@@ -124,10 +124,10 @@ def fingerprint(session: PlacementSession, now: datetime, held: str) -> list[Any
 
 def index_of(session: PlacementSession) -> tuple[Any, ...]:
     """The session's free capacity and free index, normalised (empty buckets dropped, each
-    machine's state with its kind's description for the kind, interned per state)."""
+    machine's free kind with its kind's description for the kind, interned per free kind)."""
     index = session._free_index
     buckets = {bucket: entries for bucket, entries in index.buckets.items() if entries}
-    states = [(state[0].description, *state[1:]) for state in index.states]
+    states = [(state[0].description, *state[1:]) for state in index.free_kinds]
     return (session._free, index.free_gpus, buckets, index.classes, states)
 
 

@@ -1,5 +1,6 @@
-"""Filters 7 and 8 decided once per machine state, and the explanation grouped without its
-per-machine list, say exactly what checking every machine and grouping the full answer say."""
+"""Filters 7 and 8 decided once per free kind (`kinds.FreeKind`), and the explanation grouped
+without its per-machine list, say exactly what checking every machine and grouping the full
+answer say."""
 
 import pickle
 from datetime import UTC, datetime
@@ -92,7 +93,7 @@ def mixed_clusters(draw: st.DrawFn) -> ClusterSnapshot:
 
 def every_machine_checked(session: PlacementSession, ask: dict[str, Any], *, idle: bool) -> Any:
     """Each machine's first rejection, the dynamic filters run on it alone, and the verdicts
-    and caps the session's evaluation (by state) gives."""
+    and caps the session's evaluation (by free kind) gives."""
     needs = Needs(run("run", ask=ask))
     prepared = session._prepare(needs, NOW, frozenset())
     evaluation = session._idle_evaluation(prepared) if idle else session._evaluation(prepared)
@@ -115,8 +116,8 @@ def every_machine_checked(session: PlacementSession, ask: dict[str, Any], *, idl
 
 
 def test_which_gpus_are_free_tells_machines_apart() -> None:
-    """Two machines of four H100s and four A100s, each with four free, are in different states
-    when different models are free: a run asking H100s fits on one only."""
+    """Two machines of four H100s and four A100s, each with four free, are of different free
+    kinds when different models are free: a run asking H100s fits on one only."""
     layout = [False] * 4 + [True] * 4
     views = [
         machine("m1", gpu_list=mixed_gpus("m1", layout, [0] * 8), used_gpus=[0, 1, 2, 3]),
@@ -138,7 +139,7 @@ def test_verdicts_by_state_equal_each_machine_checked(
     snap: ClusterSnapshot, ask: dict[str, Any], idle: bool
 ) -> None:
     """On clusters of mixed GPU models, health, use, cores and memory, every machine's verdict
-    decided once per state equals the dynamic filters run on that machine alone."""
+    decided once per free kind equals the dynamic filters run on that machine alone."""
     alone, by_state, one_by_one = every_machine_checked(PlacementSession(snap), ask, idle=idle)
     assert by_state == alone
     assert one_by_one == alone
