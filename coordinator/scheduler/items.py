@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from astraeus.coordinator.placement import Placement
-from astraeus.coordinator.placement.explained import Explained
+from astraeus.coordinator.placement.verdicts import Verdicts
 from astraeus.coordinator.store.queue import QueueRow
 from astraeus.coordinator.store.reshape import Unstarted
 from astraeus.shared import PendingExplanation, RequestedResources, RunSpec
@@ -149,7 +149,7 @@ class Waiting(Generic[Item]):
 
     item: Item
     reason: str
-    explained: Explained | None
+    explained: Verdicts | None
     """Why each machine is out (the engine's verdicts); made into `explanation` and
     `rejections` when they are stored or asked for whole."""
     kind: ReasonKind

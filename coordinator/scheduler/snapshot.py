@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Reservation
+from astraeus.coordinator.placement import ClusterSnapshot, MachineSnapshot, Reservation
 from astraeus.coordinator.store import MachineRecord, Store
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import MachineState
@@ -30,7 +30,7 @@ class Views:
     clock has not gone back)."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[MachineRecord, Key, MachineView]] = {}
+        self._kept: dict[str, tuple[MachineRecord, Key, MachineSnapshot]] = {}
         self._last: _Last | None = None
 
     def reuse(
@@ -91,7 +91,7 @@ class Views:
         state: MachineState,
         held: Usage | None,
         reservations: list[Reservation],
-    ) -> MachineView:
+    ) -> MachineSnapshot:
         key: Key = (state, _held(held), tuple(reservations))
         found = self._kept.get(record.name)
         if found is not None and found[0] is record and found[1] == key:
@@ -187,14 +187,14 @@ def _view(
     state: MachineState,
     held: Usage | None,
     reservations: list[Reservation],
-) -> MachineView:
+) -> MachineSnapshot:
     report = record.report
     key = record.fingerprint or None
     if report is not None and record.admin_labels:
         report = report.model_copy(update={"labels": record.labels})
         key = f"{record.fingerprint}|{sorted(record.admin_labels.items())}"
     held = held or Usage()
-    return MachineView(
+    return MachineSnapshot(
         name=record.name,
         state=state,
         report=report,
