@@ -44,9 +44,9 @@ from astraeus.coordinator.placement import (
     PlacementSession,
 )
 from astraeus.coordinator.placement.live import LiveState
-from astraeus.coordinator.scheduler.decide import PassContext, decide, make_explanations
 from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
+from astraeus.coordinator.scheduler.queue_walk import PassContext, decide, make_explanations
 from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.shared import RequestedResources
 

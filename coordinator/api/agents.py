@@ -11,7 +11,7 @@ from datetime import datetime
 from aiohttp import web
 
 from astraeus.coordinator.store import Role
-from astraeus.coordinator.store.ports import refuse_ports
+from astraeus.coordinator.store.port_rows import refuse_ports
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal

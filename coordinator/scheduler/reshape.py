@@ -14,11 +14,11 @@ from datetime import datetime
 
 from astraeus.coordinator.placement import ClusterSnapshot, MachineSnapshot, Placement
 from astraeus.coordinator.placement.ladder import RUNGS
-from astraeus.coordinator.store.reshape import Unstarted
+from astraeus.coordinator.store.unstarted import Unstarted
 from astraeus.shared.admin import Workspace
 
-from .decide import SessionFactory, request_for
 from .items import Reshaped, queue_item
+from .queue_walk import SessionFactory, request_for
 
 RANK = {rung.name: position for position, rung in enumerate(RUNGS)}
 """Rungs by tightness: 0 is one machine."""

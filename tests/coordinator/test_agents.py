@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from astraeus.coordinator.placement import Placement, WorkerPlacement
-from astraeus.coordinator.scheduler.decide import PassOutcome
 from astraeus.coordinator.scheduler.items import Placed, queue_items
-from astraeus.coordinator.scheduler.written import written
+from astraeus.coordinator.scheduler.pass_rows import as_rows
+from astraeus.coordinator.scheduler.queue_walk import PassOutcome
 from astraeus.coordinator.store.commit import commit_pass
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared import Landing, NetworkKind, Shape
@@ -190,7 +190,7 @@ async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
         )
 
     decided = [Placed(queued["b"], on("gpu-01")), Placed(queued["c"], on("gpu-02"))]
-    rows = written(PassOutcome(placed=decided)).placed
+    rows = as_rows(PassOutcome(placed=decided)).placed
     assert commit_pass(c.store.database, rows, [], c.clock.now()) == 1
     _status, run = await c.call("GET", "/api/v1/runs/c", c.tokens["vision"])
     assert (run["state"], run["tasks"][0]["machine"]) == ("Running", "gpu-02")

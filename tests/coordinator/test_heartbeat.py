@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 from astraeus.coordinator.api.keys import SCHEDULER
-from astraeus.coordinator.scheduler.loop import UNFREEZE_EVERY
+from astraeus.coordinator.scheduler.gc_policy import UNFREEZE_EVERY
 
 from .conftest import Cluster
 from .fakes import START
@@ -96,16 +97,28 @@ async def test_frozen_objects_go_back_to_the_collector_every_so_often(
     fake_cluster: Cluster,
 ) -> None:
     """After each pass what lives on is frozen, and every UNFREEZE_EVERY passes it is handed
-    back, so cycles among once-frozen objects are still collected."""
-    scheduler = fake_cluster.client.app[SCHEDULER]
+    back and collected at once, so cycles among once-frozen objects are freed (and what still
+    lives is frozen again)."""
+    policy = fake_cluster.client.app[SCHEDULER]._gc
+    cycle = _Cycle()
+    cycle.me = cycle
+    gone = weakref.ref(cycle)
     try:
-        for _ in range(UNFREEZE_EVERY - 1):
-            scheduler._settle_garbage()
+        for _ in range(UNFREEZE_EVERY - 1 - policy.passes % UNFREEZE_EVERY or UNFREEZE_EVERY):
+            policy.settle()  # the cycle, alive, is frozen
+        del cycle
+        gc.collect()
         assert gc.get_freeze_count() > 0
-        scheduler._settle_garbage()
-        assert gc.get_freeze_count() == 0
+        assert gone() is not None  # frozen: no collection sees it
+        policy.settle()
+        assert gone() is None
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+class _Cycle:
+    me: object = None
 
 
 async def test_a_flush_may_write_the_oldest_heartbeats_first(fake_cluster: Cluster) -> None:

@@ -11,7 +11,7 @@ from astraeus.coordinator.placement import Placement, PlacementSession, WorkerPl
 from astraeus.coordinator.scheduler.reshape import find_reshape, reuses_a_name
 from astraeus.coordinator.scheduler.snapshot import build_snapshot
 from astraeus.coordinator.store.queue import QueueRow
-from astraeus.coordinator.store.reshape import (
+from astraeus.coordinator.store.unstarted import (
     HeldTask,
     Unstarted,
     commit_reshape,
