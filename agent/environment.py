@@ -62,11 +62,14 @@ def worker_environment(
     *,
     imex_channel_path: str = IMEX_CHANNEL0,
     uverbs: Mapping[str, str] | None = None,
+    own_port: int | None = None,
 ) -> WorkerEnvironment:
     """Everything the worker of `assignment` needs on the machine described by `report`.
 
     `uverbs` maps an RDMA device name to its `/dev/infiniband/uverbsN` node where the caller
     knows it; an RDMA run whose devices are not all mapped gets all of `/dev/infiniband`.
+    `own_port` is the free port the caller found for a world of one, whose assignment names
+    none (`MASTER_PORT` all the same, for frameworks that open a store even alone).
     """
     gpus = assigned_gpus(assignment, report)
     ports = nccl_ports(assignment, report)
@@ -74,7 +77,7 @@ def worker_environment(
     env = {
         **_task_variables(assignment),
         **_gpu_variables(gpus, report),
-        **rendezvous_variables(assignment, len(gpus)),
+        **rendezvous_variables(assignment, len(gpus), meeting_port(assignment, own_port)),
         **_network_variables(assignment, ports),
         **socket_interface(report.advertise_address, report.network_interfaces),
         **_drive_variables(assignment, mounts),
@@ -92,6 +95,18 @@ def worker_environment(
         shm_size_bytes=_shm_size(assignment, gpus),
         mounts=tuple(mounts),
     )
+
+
+def meeting_port(assignment: Assignment, own_port: int | None) -> int:
+    """The assignment's `master_port`; for a world of one, which holds none, `own_port`."""
+    port = assignment.rendezvous.master_port
+    if port is None:
+        port = own_port
+    if port is None:
+        raise WorkerEnvironmentError(
+            "rendezvous.master_port: none given, and no free port of its own was found here"
+        )
+    return port
 
 
 def assigned_gpus(assignment: Assignment, report: MachineReport) -> list[GpuInfo]:

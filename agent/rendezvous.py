@@ -33,13 +33,14 @@ RENDEZVOUS_VARIABLES = (
 """What the placement sets for the rendezvous, and a user's `env` may set instead (theirs wins)."""
 
 
-def rendezvous_variables(assignment: Assignment, gpus: int) -> dict[str, str]:
-    """`env://`'s variables and torchrun's `PET_*` for the assignment's worker with `gpus` GPUs."""
+def rendezvous_variables(assignment: Assignment, gpus: int, port: int) -> dict[str, str]:
+    """`env://`'s variables and torchrun's `PET_*` for the assignment's worker with `gpus` GPUs,
+    meeting at `port` (its `master_port`, or for a world of one the free port its agent found)."""
     rdv = assignment.rendezvous
-    addr, port = rdv.master_addr, str(rdv.master_port)
+    addr = rdv.master_addr
     return {
         "MASTER_ADDR": addr,
-        "MASTER_PORT": port,
+        "MASTER_PORT": str(port),
         "WORLD_SIZE": str(rdv.world_size),
         "RANK": str(rdv.rank),
         "NODE_RANK": str(rdv.node_rank),
@@ -49,7 +50,7 @@ def rendezvous_variables(assignment: Assignment, gpus: int) -> dict[str, str]:
         "PET_NODE_RANK": str(rdv.rank),
         "PET_NPROC_PER_NODE": str(max(1, gpus)),
         "PET_MASTER_ADDR": addr,
-        "PET_MASTER_PORT": port,
+        "PET_MASTER_PORT": str(port),
     }
 
 

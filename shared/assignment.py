@@ -48,7 +48,14 @@ class Rendezvous(WireModel):
     """Where a multi-worker framework meets: worker 0's machine and a port there."""
 
     master_addr: str
-    master_port: int = Field(ge=1, le=65535)
+    master_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="the port worker 0's run holds on its machine; null for a world of one (a"
+        " one-worker run, an array element): it holds no port, and its agent gives the worker"
+        " a free port of its own, outside the rendezvous range",
+    )
     world_size: int = Field(ge=1, le=1_000_000, description="workers in the run")
     rank: int = Field(ge=0, le=1_000_000, description="this worker's index")
     node_rank: int = Field(
@@ -63,6 +70,12 @@ class Rendezvous(WireModel):
         le=1_000_000,
         description="this worker's index among the run's workers on this machine",
     )
+
+    @model_validator(mode="after")
+    def _port_for_many(self) -> Self:
+        if self.master_port is None and self.world_size > 1:
+            raise ValueError(f"master_port: a world of {self.world_size} workers needs one")
+        return self
 
 
 class Mount(WireModel):
@@ -139,6 +152,25 @@ MAX_BUSY_PORTS: Final = 1000
 """Busy rendezvous ports in one report."""
 
 
+class PortSpan(WireModel):
+    """Ports `first` to `last`, both included."""
+
+    first: int = Field(ge=1, le=65535)
+    last: int = Field(ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.last < self.first:
+            raise ValueError(f"last must be at least first ({self.first}), got {self.last}")
+        return self
+
+    def ports(self) -> range:
+        return range(self.first, self.last + 1)
+
+    def __contains__(self, port: object) -> bool:
+        return isinstance(port, int) and self.first <= port <= self.last
+
+
 class BusyPort(WireModel):
     """Worker 0 of a task was not started: its rendezvous port is in use on this machine. The
     coordinator gives the task another port; the agent starts it when the port changes."""
@@ -164,6 +196,12 @@ class AgentReport(WireModel):
         max_length=MAX_BUSY_PORTS,
         description="worker 0 tasks not started because their rendezvous port is in use here",
     )
+    ports_in_use: list[PortSpan] = Field(
+        default_factory=list,
+        max_length=MAX_BUSY_PORTS,
+        description="every port of the rendezvous range found in use on this machine when a"
+        " worker 0's port was, so the coordinator skips them all at once, not one per report",
+    )
 
 
 class ReportReply(WireModel):
@@ -174,3 +212,8 @@ class ReportReply(WireModel):
     )
     assignments: list[Assignment] = Field(default_factory=list)
     report_interval_seconds: float = Field(default=5.0, gt=0)
+    rendezvous_ports: PortSpan | None = Field(
+        default=None,
+        description="the coordinator's `rendezvous_ports`: workers started through systemd may"
+        " bind none of them but their run's own; the agent looks there for ports in use",
+    )

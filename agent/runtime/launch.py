@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from astraeus.shared import Assignment
+from astraeus.shared import Assignment, PortSpan
 
 from ..environment import RDMA_CM, RDMA_DIR
 from .state import TaskRecord, worker_name
@@ -44,7 +44,12 @@ class Launcher(Protocol):
     name: str
 
     def start(
-        self, record: TaskRecord, spec: Path, log_path: Path, devices: tuple[str, ...] = ()
+        self,
+        record: TaskRecord,
+        spec: Path,
+        log_path: Path,
+        devices: tuple[str, ...] = (),
+        rendezvous_ports: PortSpan | None = None,
     ) -> Launched: ...
 
     def signal(self, record: TaskRecord, sig: signal.Signals) -> None: ...
@@ -69,7 +74,7 @@ def shim_signal(sig: signal.Signals) -> signal.Signals:
 
 class ProcessLauncher:
     """Shims as child processes in their own session, so they outlive the agent. The devices
-    are not enforced in this mode (docs/security.md)."""
+    and the rendezvous range are not enforced in this mode (docs/security.md)."""
 
     name = "process"
 
@@ -77,7 +82,12 @@ class ProcessLauncher:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
 
     def start(
-        self, record: TaskRecord, spec: Path, log_path: Path, devices: tuple[str, ...] = ()
+        self,
+        record: TaskRecord,
+        spec: Path,
+        log_path: Path,
+        devices: tuple[str, ...] = (),
+        rendezvous_ports: PortSpan | None = None,
     ) -> Launched:
         with open(log_path, "ab") as out:
             child = subprocess.Popen(  # noqa: S603 - our own shim
@@ -115,16 +125,32 @@ class ProcessLauncher:
                 del self._children[pid]
 
 
+PROTECT_PROC_SINCE = 247
+SOCKET_BIND_SINCE = 249
+"""The systemd versions that know `ProtectProc=` and `SocketBindAllow=`/`SocketBindDeny=`: an
+older one refuses the unit, so the agent leaves them out there (and says so at start)."""
+
+
 class SystemdLauncher:
     """Shims in transient units, so the agent's own unit can restart without killing them."""
 
     name = "systemd"
 
+    def __init__(self, version: int | None = None) -> None:
+        self.version = systemd_version() if version is None else version
+
     def start(
-        self, record: TaskRecord, spec: Path, log_path: Path, devices: tuple[str, ...] = ()
+        self,
+        record: TaskRecord,
+        spec: Path,
+        log_path: Path,
+        devices: tuple[str, ...] = (),
+        rendezvous_ports: PortSpan | None = None,
     ) -> Launched:
         unit = worker_name(record.assignment)
-        command = systemd_run_command(unit, record.assignment, shim_command(spec), devices)
+        command = systemd_run_command(
+            unit, record.assignment, shim_command(spec), devices, rendezvous_ports, self.version
+        )
         subprocess.run(command, check=True, capture_output=True, env=_shim_env())  # noqa: S603
         shown = subprocess.run(  # noqa: S603
             ["systemctl", "show", "--property=MainPID", "--value", unit],  # noqa: S607
@@ -157,11 +183,21 @@ def systemctl_kill_command(unit: str, sig: signal.Signals) -> list[str]:
 
 
 def systemd_run_command(
-    unit: str, assignment: Assignment, command: list[str], devices: tuple[str, ...] = ()
+    unit: str,
+    assignment: Assignment,
+    command: list[str],
+    devices: tuple[str, ...] = (),
+    rendezvous_ports: PortSpan | None = None,
+    version: int = SOCKET_BIND_SINCE,
 ) -> list[str]:
     """`systemd-run` for one worker: its own unit and cgroup, unlimited locked memory, the
-    task's limits, a private /tmp, and no device but the pseudo-devices and its own."""
+    task's limits, a private /tmp, no device but the pseudo-devices and its own, no other
+    user's processes in its /proc, and no port of the rendezvous range but its run's own."""
     properties = ["LimitMEMLOCK=infinity", "KillMode=control-group", "PrivateTmp=yes"]
+    if version >= PROTECT_PROC_SINCE:
+        properties.append("ProtectProc=invisible")
+    if version >= SOCKET_BIND_SINCE:
+        properties += socket_bind_fence(assignment, rendezvous_ports)
     if assignment.cpu_cores:
         properties.append(f"CPUQuota={round(assignment.cpu_cores * 100)}%")
     if assignment.memory_bytes:
@@ -180,6 +216,30 @@ def systemd_run_command(
     ]
 
 
+def socket_bind_fence(assignment: Assignment, rendezvous_ports: PortSpan | None) -> list[str]:
+    """`SocketBindDeny=` the rendezvous range, and `SocketBindAllow=` the run's own port in it
+    (worker 0's `MASTER_PORT`, for every worker of the run: torchrun tries to host the store on
+    any worker of worker 0's machine). An allow entry wins over a deny one
+    (systemd.resource-control(5)); both are cgroup/bind4 and bind6 hooks, for TCP and UDP."""
+    if rendezvous_ports is None:
+        return []
+    fence = [f"SocketBindDeny={rendezvous_ports.first}-{rendezvous_ports.last}"]
+    own = assignment.rendezvous.master_port
+    if own is not None and own in rendezvous_ports:
+        fence.insert(0, f"SocketBindAllow={own}")
+    return fence
+
+
+def systemd_version(run: Callable[..., "subprocess.CompletedProcess[str]"] = subprocess.run) -> int:
+    """The number in `systemctl --version`'s first line (`systemd 252 (252.22-1)`); 0 when
+    it cannot be read."""
+    try:
+        shown = run(["systemctl", "--version"], capture_output=True, text=True, check=False)
+        return int(shown.stdout.split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def device_allow(devices: tuple[str, ...]) -> list[str]:
     """`DeviceAllow=` values: each device node read-write; `/dev/infiniband` by its classes."""
     allowed: list[str] = []
@@ -193,7 +253,16 @@ def choose_launcher(*, pid1: str | None = None, which: Which = shutil.which) -> 
     pid1 = _pid1_name() if pid1 is None else pid1
     if pid1 == "systemd" and which("systemd-run"):
         log.info("workers run in transient systemd units (systemd-run); agent restarts keep them")
-        return SystemdLauncher()
+        launcher = SystemdLauncher()
+        if launcher.version < SOCKET_BIND_SINCE:
+            log.warning(
+                "systemd %d is older than %d: workers get no SocketBindDeny= for the rendezvous"
+                " range%s",
+                launcher.version,
+                SOCKET_BIND_SINCE,
+                "" if launcher.version >= PROTECT_PROC_SINCE else " and no ProtectProc=invisible",
+            )
+        return launcher
     reason = "systemd-run not found" if pid1 == "systemd" else f"PID 1 is {pid1}, not systemd"
     log.info("workers run as child processes in their own session (%s); %s", reason, memlock())
     return ProcessLauncher()

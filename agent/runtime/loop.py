@@ -143,6 +143,7 @@ class Agent:
             logs=self.runner.log_chunks(),
             tasks=self.runner.live_tasks(),
             busy_ports=self.runner.ports.reports(),
+            ports_in_use=self.runner.ports.in_use_here,
         )
         reply = await self.client.report(body)
         last = updates[-1].seq if updates else -1
@@ -150,6 +151,7 @@ class Agent:
         self.sent_seq = max(self.sent_seq, self.runner.outbox.next_seq - 1 if whole else last)
         self.runner.outbox.ack(reply.acked_seq)
         self.runner.logs_received()
+        self.runner.ports.span = reply.rendezvous_ports
         self.runner.sync(reply.assignments, report)
         self.runner.forget_finished(a.task_uid for a in reply.assignments)
         if self.config.report_interval_seconds is None:

@@ -17,7 +17,7 @@ from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environm
 from ..rendezvous import users_own
 from .launch import Launched, Launcher
 from .logs import CHUNK_BYTES, next_chunk
-from .ports import PortGate, port_free
+from .ports import PortGate, own_port, port_free
 from .spec import CannotStartError, Files, shim_spec
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
 from .users import WorkerUsers
@@ -239,11 +239,13 @@ class Runner:
 
     def _launch(self, record: TaskRecord, report: MachineReport) -> Launched:
         assignment = record.assignment
+        span = self.ports.span
         worker = worker_environment(
             assignment,
             report,
             imex_channel_path=self.config.imex_channel_path,
             uverbs=self.config.uverbs(),
+            own_port=own_port(span) if assignment.rendezvous.master_port is None else None,
         )
         files = self._files(record)
         note_users_own(files.log, assignment.env, worker.env)
@@ -260,7 +262,7 @@ class Runner:
             passthrough=self.config.env_passthrough,
         )
         write_json(files.spec, spec)
-        return self.launcher.start(record, files.spec, files.log, worker.devices)
+        return self.launcher.start(record, files.spec, files.log, worker.devices, span)
 
     def _work_key(self, record: TaskRecord) -> str:
         """The working directory's name: the task folder's (its uid, or its name from before

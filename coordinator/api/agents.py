@@ -74,6 +74,7 @@ async def _receive(request: web.Request, name: str) -> web.Response:
         acked_seq=record.acked_seq,
         assignments=assignments,
         report_interval_seconds=app[SETTINGS].report_interval_seconds,
+        rendezvous_ports=app[SCHEDULER].ports.span,
     )
     return web.Response(text=reply.model_dump_json(), content_type="application/json")
 
@@ -99,10 +100,12 @@ def _loopback(peer: str | None) -> bool:
 
 async def _busy_ports(app: web.Application, machine: str, body: AgentReport, now: datetime) -> bool:
     """Take back each port the agent found busy for its own worker 0 not yet started, and
-    remember it as busy there; the next pass gives another. True when one was taken back."""
+    remember it and every other port the agent found in use as busy there; the next pass gives
+    another. True when one was taken back."""
     if not body.busy_ports:
         return False
     database, ports = app[STORE].database, app[SCHEDULER].ports
+    ports.found_in_use(machine, body.ports_in_use, now)
     busy = [(item.task_uid, item.port) for item in body.busy_ports]
     given_back = await database.run(refuse_ports, database, machine, busy)
     for port in given_back:

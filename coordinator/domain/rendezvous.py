@@ -1,8 +1,10 @@
 """When a worker may start, and where its run's workers meet (the rendezvous of its assignment).
 
-Worker 0 of a run (an array element: its own world of one) starts once the scheduler gave it a
-port (`scheduler/port_grants.py`); every other worker once worker 0's agent found that port free
-and started it, so no worker ever meets at a port that changes.
+Worker 0 of a run of several workers starts once the scheduler gave it a port
+(`scheduler/port_grants.py`); every other worker once worker 0's agent found that port free and
+started it, so no worker ever meets at a port that changes. A world of one (a one-worker run, an
+array element) holds no port and starts at once: its agent gives it a free port of its own,
+outside the rendezvous range (docs/decisions.md, "A world of one holds no port").
 """
 
 from __future__ import annotations
@@ -36,13 +38,10 @@ def rendezvous(
     """Where `task` (of run `run_seq`) meets its run's `workers` (all of them, by index; None
     for an array element, its own world of one); None while it may not start yet. `address`
     gives the address a machine's workers are reached at."""
-    if workers is None:
-        port = meeting_port(run_seq, task)
-        if port is None:
-            return None
+    if workers is None or len(workers) == 1:
         return Rendezvous(
             master_addr=address(task.machine),
-            master_port=port,
+            master_port=None,
             world_size=1,
             rank=0,
             node_rank=0,

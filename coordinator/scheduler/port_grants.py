@@ -1,6 +1,10 @@
-"""Rendezvous ports, a resource held like GPUs: each run's worker 0 (each array element, its own
-world of one) gets a port from the coordinator's `rendezvous_ports` range that no other live task
-holds on its machine, nor one its agent found busy lately.
+"""Rendezvous ports, a resource held like GPUs: worker 0 of each run of several workers gets a
+port from the coordinator's `rendezvous_ports` range that no other live task holds on its
+machine, nor one its agent found in use lately. A world of one (a one-worker run, an array
+element) holds none: its agent gives it a free port outside the range.
+
+An agent that finds worker 0's port in use reports every port of the range in use there at once
+(`AgentReport.ports_in_use`), so the next port given is a free one, not merely the next one.
 
 The scheduler gives ports after each pass's commit (`give_ports`); the store keeps them (the
 task's `port`, unique per machine among tasks that hold resources) and never chooses one.
@@ -10,13 +14,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from astraeus.coordinator.settings import PortRange
 from astraeus.coordinator.store.db import Database
 from astraeus.coordinator.store.port_rows import held_ports, needing_ports, set_ports
+from astraeus.shared import PortSpan
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +47,32 @@ class Ports:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     """Reports mark ports busy on the event loop while `give` reads them on the writer thread."""
 
+    @cached_property
+    def span(self) -> PortSpan:
+        """The range as the report reply says it to agents."""
+        return PortSpan(first=self.ports.first, last=self.ports.last)
+
     def found_busy(self, machine: str, port: int, now: datetime) -> None:
+        self.found_in_use(machine, [PortSpan(first=port, last=port)], now)
+
+    def found_in_use(self, machine: str, spans: Sequence[PortSpan], now: datetime) -> int:
+        """Remember every port of `spans` within the range as busy on `machine` (what its agent
+        found in use there), the lowest `MAX_BUSY_PER_MACHINE` at most; returns how many."""
+        first, last = self.ports.first, self.ports.last
+        found: set[int] = set()
+        for span in spans:
+            low, high = max(first, span.first), min(last, span.last)
+            if low <= high and len(found) < MAX_BUSY_PER_MACHINE:
+                found.update(range(low, min(high, low + MAX_BUSY_PER_MACHINE) + 1))
+        chosen = sorted(found)[:MAX_BUSY_PER_MACHINE]
+        until = now + BUSY_FOR
         with self._lock:
             marks = self.busy.setdefault(machine, {})
-            if len(marks) >= MAX_BUSY_PER_MACHINE:
-                marks.pop(min(marks, key=marks.__getitem__))
-            marks[port] = now + BUSY_FOR
+            marks.update(dict.fromkeys(chosen, until))
+            if len(marks) > MAX_BUSY_PER_MACHINE:  # the latest marks stay
+                kept = sorted(marks.items(), key=lambda mark: mark[1])[-MAX_BUSY_PER_MACHINE:]
+                self.busy[machine] = dict(kept)
+        return len(chosen)
 
     def busy_on(self, machine: str, now: datetime) -> set[int]:
         with self._lock:
@@ -56,7 +82,8 @@ class Ports:
             return set(marks)
 
     def give(self, database: Database, now: datetime) -> int:
-        """A port for every worker 0 placed without one; returns how many were given."""
+        """A port for every worker 0 of several placed without one; returns how many were
+        given."""
         needs = needing_ports(database)
         if not needs:
             return 0

@@ -20,7 +20,8 @@ HOLDING = "(state IN ('Assigned', 'Starting', 'Running') OR held = 1)"
 
 @dataclass(frozen=True)
 class PortNeed:
-    """A run's worker 0 (or an array element) placed without a port yet."""
+    """Worker 0 of a run of several workers, placed without a port yet. A world of one (a
+    one-worker run, an array element) needs none."""
 
     id: int
     task: str
@@ -32,8 +33,10 @@ def needing_ports(database: Database) -> list[PortNeed]:
         "SELECT tasks.id, tasks.name, tasks.machine FROM tasks"
         " JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state = 'Assigned' AND tasks.port IS NULL AND tasks.machine IS NOT NULL"
-        " AND (tasks.idx = 0"
-        " OR json_extract(runs.spec, '$.requested_resources.array') IS NOT NULL)"
+        " AND tasks.idx = 0"
+        " AND json_extract(runs.spec, '$.requested_resources.array') IS NULL"
+        " AND EXISTS (SELECT 1 FROM tasks AS other"
+        " WHERE other.run_seq = tasks.run_seq AND other.idx > 0)"
         " ORDER BY tasks.id"
     )
     return [PortNeed(row["id"], row["name"], row["machine"]) for row in rows]

@@ -70,6 +70,7 @@ class Cluster:
         logs: list[dict[str, Any]] | None = None,
         tasks: list[str] | None = None,
         busy_ports: list[dict[str, Any]] | None = None,
+        ports_in_use: list[dict[str, Any]] | None = None,
         **kw: Any,
     ) -> dict[str, Any]:
         """Post a machine's report with task updates (numbered here) and, when given, the tasks
@@ -98,6 +99,8 @@ class Cluster:
             body["tasks"] = [self.uid(machine, task) for task in tasks]
         if busy_ports is not None:
             body["busy_ports"] = busy_ports
+        if ports_in_use is not None:
+            body["ports_in_use"] = ports_in_use
         status, data = await self.call(
             "PUT", f"/api/v1/machines/{machine}/report", self.agent_token(machine), body
         )

@@ -107,7 +107,23 @@ def test_a_gang_meets_at_worker_zeros_port_once_it_started() -> None:
 
 
 def test_worker_zero_waits_for_a_port_and_an_old_one_keeps_its_legacy_port() -> None:
-    """An Assigned worker 0 has no rendezvous until given a port; one started before ports
-    were held meets at 29500 + (run number mod 1000)."""
-    assert rendezvous(3, Worker(0, "a", S.ASSIGNED, None), None, _address) is None
+    """An Assigned worker 0 of several has no rendezvous until given a port; one started
+    before ports were held meets at 29500 + (run number mod 1000)."""
+    pair = [Worker(0, "a", S.ASSIGNED, None), Worker(1, "a", S.ASSIGNED, None)]
+    assert rendezvous(3, pair[0], pair, _address) is None
     assert meeting_port(1042, Worker(0, "a", S.RUNNING, None)) == 29542
+
+
+@pytest.mark.parametrize("workers", [None, 1], ids=["array-element", "one-worker-run"])
+def test_a_world_of_one_starts_at_once_without_a_port(workers: int | None) -> None:
+    """A one-worker run or an array element holds no port: its rendezvous names none (its
+    agent finds one of its own) and it may start at once."""
+    alone = Worker(0, "a", S.ASSIGNED, None)
+    assert rendezvous(3, alone, None if workers is None else [alone], _address) == Rendezvous(
+        master_addr="a.example",
+        master_port=None,
+        world_size=1,
+        rank=0,
+        node_rank=0,
+        local_world_size=1,
+    )

@@ -1,6 +1,7 @@
-"""Rendezvous ports held like GPUs: one per run's worker 0 from the configured range, never one
-another live (or Lost and held) task holds on the machine; a port an agent finds busy is taken
-back and another given, without the run failing."""
+"""Rendezvous ports held like GPUs: one per worker 0 of a run of several workers from the
+configured range, never one another live (or Lost and held) task holds on the machine; a port an
+agent finds busy is taken back and another given, skipping every port the agent found in use,
+without the run failing. A world of one (a one-worker run, an array element) holds none."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ from astraeus.coordinator.settings import PortRange, load
 from astraeus.shared.settings import SettingsError
 
 from .conftest import ClientFactory, Cluster, make_cluster
+
+PAIR = {
+    "requested_resources": {
+        "gpu_requests": {"count": 2},
+        "machines": 2,
+        "node_selection": {"mode": "Any", "names": ["gpu-01"]},
+    }
+}
+"""Two workers of one GPU each, which may share a machine: a run that needs a rendezvous port."""
 
 
 def _port(reply: dict[str, Any], task: str) -> int | None:
@@ -47,37 +57,38 @@ def test_a_bad_port_range_is_refused(value: str, message: str) -> None:
     )
 
 
-async def test_runs_on_one_machine_hold_different_ports(fake_cluster: Cluster) -> None:
+async def test_runs_on_one_machine_hold_different_ports(cluster: Cluster) -> None:
     """Two runs' workers 0 on one machine get 29500 and 29501; once the first ends, its port
     is given again."""
-    c = fake_cluster
+    c = cluster
     await c.workspace("vision")
     await c.report("gpu-01")
-    await c.submit("vision", "one", gpus=1)
-    await c.submit("vision", "two", gpus=1)
+    await c.submit("vision", "one", gpus=0, **PAIR)
+    await c.submit("vision", "two", gpus=0, **PAIR)
     await c.run_pass()
     reply = await c.report("gpu-01")
     assert (_port(reply, "one-0"), _port(reply, "two-0")) == (29500, 29501)
     await c.report("gpu-01", [{"task": "one-0", "state": "Succeeded", "exit_code": 0}])
-    await c.submit("vision", "three", gpus=1)
+    await c.submit("vision", "three", gpus=0, **PAIR)
     await c.run_pass()
     assert _port(await c.report("gpu-01"), "three-0") == 29500
 
 
-async def test_a_lost_task_keeps_its_port(fake_cluster: Cluster) -> None:
+async def test_a_lost_task_keeps_its_port(cluster: Cluster) -> None:
     """A Lost task whose worker may still run keeps its port on its machine, as its GPUs."""
-    c = fake_cluster
+    c = cluster
     await c.workspace("vision")
     await c.report("gpu-01")
-    await c.submit("vision", "old", gpus=1)
+    await c.submit("vision", "old", gpus=0, **PAIR)
     await c.run_pass()
-    await c.report("gpu-01", [{"task": "old-0", "state": "Running"}], tasks=["old-0"])
+    running = [{"task": f"old-{i}", "state": "Running"} for i in (0, 1)]
+    await c.report("gpu-01", running, tasks=["old-0", "old-1"])
     c.clock.advance(61)
-    assert (await c.run_pass()).lost == 1
-    await c.submit("vision", "new", gpus=1)
-    await c.report("gpu-01", tasks=["old-0"])
+    assert (await c.run_pass()).lost >= 1
+    await c.submit("vision", "new", gpus=0, **PAIR)
+    await c.report("gpu-01", tasks=["old-0", "old-1"])
     await c.run_pass()
-    assert _port(await c.report("gpu-01", tasks=["old-0"]), "new-0") == 29501
+    assert _port(await c.report("gpu-01", tasks=["old-0", "old-1"]), "new-0") == 29501
 
 
 async def test_the_configured_range_is_used(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
@@ -86,25 +97,25 @@ async def test_the_configured_range_is_used(aiohttp_client: ClientFactory, tmp_p
     try:
         await c.workspace("vision")
         await c.report("gpu-01")
-        await c.submit("vision", "one", gpus=1)
+        await c.submit("vision", "one", gpus=0, **PAIR)
         await c.run_pass()
         assert _port(await c.report("gpu-01"), "one-0") == 31000
     finally:
         c.store.close()
 
 
-async def test_a_busy_port_is_replaced_without_failing_the_run(fake_cluster: Cluster) -> None:
+async def test_a_busy_port_is_replaced_without_failing_the_run(cluster: Cluster) -> None:
     """Worker 0's agent reports 29500 busy: the task gives it back, is left out of the reply
     until the next pass gives 29501, and the run stays Running, its task Assigned."""
-    c = fake_cluster
+    c = cluster
     await c.workspace("vision")
     await c.report("gpu-01")
-    await c.submit("vision", "meet", gpus=1)
+    await c.submit("vision", "meet", gpus=0, **PAIR)
     await c.run_pass()
     uid = c.uid("gpu-01", "meet-0")
     assert _port(await c.report("gpu-01"), "meet-0") == 29500
     reply = await c.report("gpu-01", busy_ports=[{"task_uid": uid, "port": 29500}])
-    assert reply["assignments"] == []
+    assert [a["task"] for a in reply["assignments"]] == []
     await c.run_pass()
     again = await c.report("gpu-01", busy_ports=[{"task_uid": uid, "port": 29500}])
     assert _port(again, "meet-0") == 29501
@@ -112,14 +123,53 @@ async def test_a_busy_port_is_replaced_without_failing_the_run(fake_cluster: Clu
     assert (run["state"], run["tasks"][0]["state"]) == ("Running", "Assigned")
 
 
-async def test_an_agent_cannot_take_back_another_machines_port(fake_cluster: Cluster) -> None:
+async def test_every_port_found_in_use_is_skipped_at_once(cluster: Cluster) -> None:
+    """Another tenant's worker binds 29500-29510 and more: worker 0's agent reports its port
+    busy with every port of the range in use there, and the very next pass gives 29511, not
+    29501; ports in use reported by another machine's agent change nothing here."""
+    c = cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "meet", gpus=0, **PAIR)
+    await c.run_pass()
+    uid = c.uid("gpu-01", "meet-0")
+    assert _port(await c.report("gpu-01"), "meet-0") == 29500
+    in_use = [{"first": 29500, "last": 29510}, {"first": 29700, "last": 29700}]
+    await c.report("gpu-01", busy_ports=[{"task_uid": uid, "port": 29500}], ports_in_use=in_use)
+    await c.run_pass()
+    assert _port(await c.report("gpu-01"), "meet-0") == 29511
+    held = c.store.database.read("SELECT port FROM tasks WHERE uid = ?", (uid,))
+    assert [row["port"] for row in held] == [29511]
+
+
+async def test_a_world_of_one_holds_no_port(cluster: Cluster) -> None:
+    """A one-worker run and an array element are sent at once with no `master_port` and hold
+    none of the range; the reply tells the agent the range."""
+    c = cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "alone", gpus=1)
+    sweep = {"gpu_requests": {"count": 1}, "array": {"size": 2, "concurrency": 2}}
+    await c.submit("vision", "sweep", gpus=0, requested_resources=sweep)
+    await c.run_pass()
+    reply = await c.report("gpu-01")
+    assert reply["rendezvous_ports"] == {"first": 29500, "last": 30499}
+    meets = {a["task"]: a["rendezvous"] for a in reply["assignments"]}
+    assert set(meets) == {"alone-0", "sweep-0", "sweep-1"}
+    assert {meet["master_port"] for meet in meets.values()} == {None}
+    assert {meet["world_size"] for meet in meets.values()} == {1}
+    held = c.store.database.read("SELECT port FROM tasks WHERE port IS NOT NULL")
+    assert held == []
+
+
+async def test_an_agent_cannot_take_back_another_machines_port(cluster: Cluster) -> None:
     """A busy report naming a task of another machine, or a port the task does not hold,
     changes nothing."""
-    c = fake_cluster
+    c = cluster
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.report("gpu-02")
-    await c.submit("vision", "meet", gpus=1)
+    await c.submit("vision", "meet", gpus=0, **PAIR)
     await c.run_pass()
     uid = c.uid("gpu-01", "meet-0")
     await c.report("gpu-02", busy_ports=[{"task_uid": uid, "port": 29500}])
@@ -141,10 +191,10 @@ async def test_an_agent_cannot_take_back_another_machines_port(fake_cluster: Clu
     ],
 )
 async def test_a_busy_report_with_a_bad_port_is_refused(
-    fake_cluster: Cluster, port: object, problem: str
+    cluster: Cluster, port: object, problem: str
 ) -> None:
     """A busy port outside 1-65535, or not a number, is a 400 naming the field."""
-    c = fake_cluster
+    c = cluster
     body = {
         "report": {"schema_version": "1.0", "name": "gpu-01", "cpu_cores": 1, "memory_bytes": 1},
         "busy_ports": [{"task_uid": "0b5c8f1e-7d2a-4c3b-9e6f-1a2b3c4d5e6f", "port": port}],

@@ -23,6 +23,16 @@ from astraeus.agent.runtime.launch import (
 )
 from astraeus.agent.runtime.main import uverbs_nodes
 from astraeus.agent.runtime.state import worker_name
+from astraeus.shared import PortSpan
+
+WORLD_OF_ONE = {
+    "master_addr": "127.0.0.1",
+    "world_size": 1,
+    "rank": 0,
+    "node_rank": 0,
+    "local_world_size": 1,
+}
+"""A one-worker run's rendezvous: no `master_port` (it holds none)."""
 
 
 def _which(*present: str) -> Callable[[str], str | None]:
@@ -67,6 +77,7 @@ def test_systemd_run_command() -> None:
         "--property=LimitMEMLOCK=infinity",
         "--property=KillMode=control-group",
         "--property=PrivateTmp=yes",
+        "--property=ProtectProc=invisible",
         "--property=CPUQuota=1250%",
         "--property=MemoryMax=68719476736",
         "--property=DevicePolicy=closed",
@@ -78,6 +89,40 @@ def test_systemd_run_command() -> None:
         "shim",
         "spec.json",
     ]
+
+
+def test_a_worker_may_bind_no_port_of_the_range_but_its_runs_own() -> None:
+    """Under systemd a worker gets `SocketBindAllow=` its run's port (worker 0's MASTER_PORT)
+    before `SocketBindDeny=` the whole rendezvous range (an allow entry wins, whatever the
+    order), and `ProtectProc=invisible`: another tenant's worker cannot take the range's ports,
+    nor read other users' command lines in /proc. A world of one (no port in the range) is
+    denied the whole range; without the range (an older coordinator) no fence is set."""
+    span = PortSpan(first=29500, last=30499)
+    task = assignment("train-0", ["python"])  # rank 0 of 2, master_port 29500
+    command = systemd_run_command(worker_name(task), task, ["shim"], (), span)
+    fence = [arg for arg in command if "SocketBind" in arg or "ProtectProc" in arg]
+    assert fence == [
+        "--property=ProtectProc=invisible",
+        "--property=SocketBindAllow=29500",
+        "--property=SocketBindDeny=29500-30499",
+    ]
+    alone = assignment("solo-0", ["python"], rendezvous=WORLD_OF_ONE)
+    command = systemd_run_command(worker_name(alone), alone, ["shim"], (), span)
+    assert [arg for arg in command if "SocketBind" in arg] == [
+        "--property=SocketBindDeny=29500-30499"
+    ]
+    assert [arg for arg in systemd_run_command("u", task, ["shim"]) if "SocketBind" in arg] == []
+
+
+def test_an_older_systemd_gets_no_property_it_does_not_know() -> None:
+    """systemd 247-248 knows ProtectProc= but not SocketBind*=; 246 neither: the unit would be
+    refused, so they are left out (the agent says so when it starts)."""
+    span = PortSpan(first=29500, last=30499)
+    task = assignment("train-0", ["python"])
+    for version, wanted in ((248, ["ProtectProc=invisible"]), (246, [])):
+        command = systemd_run_command("u", task, ["shim"], (), span, version)
+        got = [arg.removeprefix("--property=") for arg in command]
+        assert [p for p in got if p.startswith(("SocketBind", "ProtectProc"))] == wanted
 
 
 def test_cpu_worker_unit_allows_no_device() -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from runtime_rig import assignment
 
-from astraeus.agent.runtime.ports import PortGate, port_free
-from astraeus.shared import Assignment, BusyPort
+from astraeus.agent.runtime.ports import PortGate, own_port, port_free
+from astraeus.shared import Assignment, BusyPort, PortSpan
 
 
 @pytest.fixture
@@ -60,3 +60,46 @@ def test_only_worker_0_checks_and_not_a_port_the_run_chose(listening: int) -> No
     assert gate.in_use(task)
     gate.keep([])
     assert gate.reports() == []
+
+
+def test_every_port_of_the_range_in_use_is_reported_at_once() -> None:
+    """Another tenant holds 29500-29510 and 29700: worker 0's port found busy sends one probe of
+    the whole range, and the report carries every port in use as spans, so the coordinator
+    skips them all in one step; once no task waits, nothing more is said."""
+    taken = {*range(29500, 29511), 29700}
+    gate = PortGate(lambda port: port not in taken)
+    gate.span = PortSpan(first=29500, last=30499)
+    task = _worker(29500)
+    assert gate.in_use(task)
+    assert gate.in_use_here == [
+        PortSpan(first=29500, last=29510),
+        PortSpan(first=29700, last=29700),
+    ]
+    gate.keep(set())
+    assert (gate.reports(), gate.in_use_here) == ([], [])
+
+
+def test_a_real_listener_in_the_range_is_found_by_the_probe() -> None:
+    """With real sockets: two listeners in a small range are both reported besides the task's
+    own port."""
+    with socket.create_server(("127.0.0.1", 0)) as one:
+        low = int(one.getsockname()[1])
+        gate = PortGate(port_free)
+        gate.span = PortSpan(first=low, last=low + 3)
+        assert gate.in_use(_worker(low))
+        assert PortSpan(first=low, last=low) in gate.in_use_here
+
+
+def test_a_world_of_one_is_not_checked_and_gets_a_port_outside_the_range() -> None:
+    """A world of one (no `master_port`) holds no port and is never held back; its own port
+    is the kernel's pick, never one of the range (a pick inside it is tried again)."""
+    alone = assignment("solo-0", ["train"])
+    rendezvous = alone.rendezvous.model_copy(update={"master_port": None, "world_size": 1})
+    gate = PortGate(lambda port: False)
+    assert not gate.in_use(alone.model_copy(update={"rendezvous": rendezvous}))
+    span = PortSpan(first=29500, last=30499)
+    picks = iter([29600, 29999, 41000])
+    assert own_port(span, lambda: next(picks)) == 41000
+    with pytest.raises(OSError, match="no free port outside the rendezvous range 29500-30499"):
+        own_port(span, lambda: 29501)
+    assert 1 <= own_port(None) <= 65535
