@@ -27,9 +27,10 @@ from datetime import datetime, timedelta
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import ClusterSnapshot, Placement, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations, mark_lost
+from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations
 from astraeus.coordinator.store.faults import StorageError
 from astraeus.coordinator.store.queue import read_queue
 from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
@@ -40,7 +41,6 @@ from astraeus.shared.reasons import ReasonKind
 from .decide import PassContext, PassOutcome, SessionFactory, make_explanations
 from .items import Candidate, Item, Parsed, Waiting, candidate, queue_items
 from .memo import PassMemo
-from .ports import Ports
 from .snapshot import Views, build_snapshot
 from .worker import compute_pass, pass_context, plan, start_worker
 from .written import Decided, written
@@ -74,6 +74,7 @@ class Scheduler:
         store: Store,
         clock: Clock,
         metrics: Metrics,
+        reports: Reports,
         *,
         session_factory: SessionFactory | None = None,
         pool: ProcessPoolExecutor | None = None,
@@ -92,6 +93,8 @@ class Scheduler:
             self._pool = pool or worker_pool()
         self._settings = settings
         self._store = store
+        self._reports = reports
+        self._records = reports.records
         self._clock = clock
         self._metrics = metrics
         self._wake = asyncio.Event()
@@ -109,7 +112,7 @@ class Scheduler:
         storage fault. Silence before it is the coordinator's, never a machine's."""
         store.database.recovered.append(self._hearing_again)
         self._fault_logged: str | None = None
-        self.ports = Ports(settings.port_range)
+        self.ports = reports.ports
         """Rendezvous ports: given after each commit, taken back when an agent finds one busy."""
 
     @property
@@ -138,14 +141,12 @@ class Scheduler:
             now = self._clock.now()
             await self._flush_seen()  # the worker reads who is Up from the file
             lost = await run(self._mark_lost, now)
-            if lost:
-                self._store.agents.refresh_holding()
             await run(self._store.reservations.expire, now)
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:
                 snapshot = build_snapshot(
-                    self._store, now, self.down_after, self.heard_since, self._views
+                    self._store, self._records, now, self.down_after, self.heard_since, self._views
                 )
                 items = queue_items(read_queue(self._store.database), self._asks)
                 unstarted = read_unstarted(self._store.database)
@@ -179,7 +180,7 @@ class Scheduler:
         """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
         requests in between (5,000 in one transaction would stall them)."""
         while True:
-            flushed = await self._store.database.run(self._store.machines.flush_seen, FLUSH_CHUNK)
+            flushed = await self._store.database.run(self._records.flush_seen, FLUSH_CHUNK)
             if flushed < FLUSH_CHUNK:
                 return
             await asyncio.sleep(0)
@@ -310,17 +311,20 @@ class Scheduler:
                 record.name,
                 f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
             )
-            for record in self._store.machines.all()
+            for record in self._records.all()
             if record.last_seen is not None and record.last_seen < cutoff
         ]
-        return mark_lost(self._store.database, silent, now) if silent else 0
+        return self._reports.mark_silent(silent, now) if silent else 0
 
     async def dry_run(self, spec: RunSpec, workspace: str) -> Placement | Waiting[Candidate]:
         """Where `spec` would go if submitted to `workspace` now, behind the queue ahead of it
         (queue rules included); nothing is stored."""
         item = candidate(spec, workspace)
         now = self._clock.now()
-        snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
+        records, views = self._records, self._views
+        snapshot = build_snapshot(
+            self._store, records, now, self.down_after, self.heard_since, views
+        )
         # The asks parsed before (by a pass or a dry run): 10,000 queued runs take ~0.4 s to parse.
         queue = queue_items(read_queue(self._store.database), self._asks)
         ahead: list[Candidate] = [q for q in queue if q.priority >= item.priority]

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
@@ -41,9 +42,9 @@ from .written import Decided, written
 WORKER_NICENESS = 10
 """Added to the pass worker's niceness."""
 
-_OPEN: dict[str, tuple[Store, dict[int, Parsed], Views, LiveState, PassMemo]] = {}
-"""The worker's store, parsed asks, machine views, live placement state and last pass's inputs,
-kept between passes (one worker serves one file)."""
+_OPEN: dict[str, tuple[Store, MachineRecords, dict[int, Parsed], Views, LiveState, PassMemo]] = {}
+"""The worker's store, machine records, parsed asks, machine views, live placement state and last
+pass's inputs, kept between passes (one worker serves one file)."""
 
 UNFREEZE_EVERY = 100
 """Passes between handing the frozen objects back to the garbage collector."""
@@ -98,12 +99,19 @@ def compute_pass(
     (`last_committed`, the service says) and changed nothing (`memo`). The decisions come back
     as the rows the store writes (`written`)."""
     if db not in _OPEN:
-        store = Store.open(Path(db), access_labels=access_labels)
-        _OPEN[db] = (store, {}, Views(), LiveState(), PassMemo())
-    store, asks, views, live, memo = _OPEN[db]
-    store.machines.reload()
+        store = Store.open(Path(db))
+        _OPEN[db] = (
+            store,
+            MachineRecords(store, access_labels),
+            {},
+            Views(),
+            LiveState(),
+            PassMemo(),
+        )
+    store, records, asks, views, live, memo = _OPEN[db]
+    records.reload()
     down_after = timedelta(seconds=down_after_seconds)
-    snapshot = build_snapshot(store, now, down_after, heard_since, views)
+    snapshot = build_snapshot(store, records, now, down_after, heard_since, views)
     items = queue_items(read_queue(store.database), asks)
     context = pass_context(store, max_pending)
     unstarted = read_unstarted(store.database)
