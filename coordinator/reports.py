@@ -35,13 +35,14 @@ from astraeus.coordinator.domain.rendezvous import Worker, rendezvous
 from astraeus.coordinator.machine_records import MachineRecord, MachineRecords
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.agents import (
+    live_tasks_on,
     updated_task,
     write_end,
     write_forward,
     write_lost,
+    write_lost_held,
     write_release,
 )
-from astraeus.coordinator.store.commit import live_tasks_on, write_lost_held
 from astraeus.coordinator.store.db import Row
 from astraeus.coordinator.store.ports import refuse_ports
 from astraeus.coordinator.store.runs import run_tasks, stop_live_tasks, write_run_state

@@ -181,3 +181,21 @@ def write_release(conn: sqlite3.Connection, task_id: int, note: str = "") -> Non
         (note, task_id),
     )
     conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
+
+
+def live_tasks_on(conn: sqlite3.Connection, machine: str) -> list[tuple[int, int]]:
+    """The id and run of each live task on `machine`, inside the caller's transaction."""
+    rows = conn.execute(
+        "SELECT id, run_seq FROM tasks WHERE machine = ?"
+        " AND state IN ('Assigned', 'Starting', 'Running')",
+        (machine,),
+    ).fetchall()
+    return [(int(task_id), int(run_seq)) for task_id, run_seq in rows]
+
+
+def write_lost_held(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> None:
+    """The task is Lost, its GPUs, cores and memory still held on its machine (`held`)."""
+    conn.execute(
+        "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ?, held = 1 WHERE id = ?",
+        (message, now.isoformat(), task_id),
+    )

@@ -1,4 +1,4 @@
-"""Writing a scheduler pass: placements and explanations in one transaction, and Lost tasks.
+"""Writing a scheduler pass: placements and explanations in one transaction.
 
 Decisions arrive as rows ready to write (`PlacementRow`, `ExplanationRow`: named tuples of
 strings and numbers, JSON already written, made where the pass was decided), so the service's
@@ -247,21 +247,3 @@ def drop_unused_explanations(database: Database) -> None:
             "DELETE FROM explanations WHERE id NOT IN"
             " (SELECT explanation_id FROM tasks WHERE explanation_id IS NOT NULL)"
         )
-
-
-def live_tasks_on(conn: sqlite3.Connection, machine: str) -> list[tuple[int, int]]:
-    """The id and run of each live task on `machine`, inside the caller's transaction."""
-    rows = conn.execute(
-        "SELECT id, run_seq FROM tasks WHERE machine = ?"
-        " AND state IN ('Assigned', 'Starting', 'Running')",
-        (machine,),
-    ).fetchall()
-    return [(int(task_id), int(run_seq)) for task_id, run_seq in rows]
-
-
-def write_lost_held(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> None:
-    """The task is Lost, its GPUs, cores and memory still held on its machine (`held`)."""
-    conn.execute(
-        "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ?, held = 1 WHERE id = ?",
-        (message, now.isoformat(), task_id),
-    )
