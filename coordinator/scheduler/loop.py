@@ -321,9 +321,8 @@ class Scheduler:
         (queue rules included); nothing is stored."""
         item = candidate(spec, workspace)
         now = self._clock.now()
-        records, views = self._records, self._views
         snapshot = build_snapshot(
-            self._store, records, now, self.down_after, self.heard_since, views
+            self._store, self._records, now, self.down_after, self.heard_since, self._views
         )
         # The asks parsed before (by a pass or a dry run): 10,000 queued runs take ~0.4 s to parse.
         queue = queue_items(read_queue(self._store.database), self._asks)
