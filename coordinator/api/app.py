@@ -58,7 +58,7 @@ def create_app(
     app[CLOCK] = clock
     app[METRICS] = Metrics()
     app[REPORTING] = set()
-    app[RECORDS] = records or MachineRecords(store, settings.access_labels)
+    app[RECORDS] = records if records is not None else MachineRecords(store, settings.access_labels)
     app[REPORTS] = Reports(store, app[RECORDS], Ports(settings.port_range))
     app[SCHEDULER] = Scheduler(
         settings,
