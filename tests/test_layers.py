@@ -151,15 +151,25 @@ def test_the_coordinator_does_not_import_the_agent() -> None:
 
 def test_the_store_imports_no_layer_above_it() -> None:
     """The store imports neither the scheduler (whose `QueueItem`, `Placed` and `Waiting` it
-    writes through narrow protocols), the API, the CLI nor the service: it stores."""
+    writes through narrow protocols), the API, the CLI, the service, the report service nor the
+    machines' records: it stores."""
     above = (
         "astraeus.coordinator.scheduler",
         "astraeus.coordinator.api",
         *CLI,
         "astraeus.coordinator.service",
+        "astraeus.coordinator.reports",
+        "astraeus.coordinator.machine_records",
     )
     found = violations(STORE, above)
     assert found == [], "the store must not import the layers above it:\n" + "\n".join(found)
+
+
+def test_the_store_imports_no_domain_rule() -> None:
+    """The store writes what `coordinator/domain/` decides and imports none of it: the rules are
+    applied above it (`coordinator/reports.py`)."""
+    found = violations(STORE, ("astraeus.coordinator.domain",))
+    assert found == [], "the store must not decide what a task may do:\n" + "\n".join(found)
 
 
 def test_the_domain_imports_no_store_no_http_and_no_clock() -> None:

@@ -8,7 +8,8 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel
 
-from astraeus.coordinator.store import MachineRecord, ReservationSpec, Role
+from astraeus.coordinator.machine_records import MachineRecord
+from astraeus.coordinator.store import ReservationSpec, Role
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
@@ -25,7 +26,7 @@ from astraeus.shared.reasons import ANOTHER_WORKSPACE
 
 from .auth import principal, require_admin, visible_pools
 from .errors import not_found, read_model, row_id
-from .keys import CLOCK, SCHEDULER, STORE
+from .keys import CLOCK, RECORDS, SCHEDULER, STORE
 from .routes import Route
 
 
@@ -44,7 +45,7 @@ def _visible(request: web.Request, record: MachineRecord | None) -> bool:
 
 def _record(request: web.Request) -> MachineRecord:
     name = request.match_info["name"]
-    record = request.app[STORE].machines.get(name)
+    record = request.app[RECORDS].get(name)
     if record is None or not _visible(request, record):
         not_found("machine", name)
     return record
@@ -141,7 +142,7 @@ async def list_machines(request: web.Request) -> web.Response:
     usage = read_usage(request.app[STORE].database)
     views = [
         MachineView.model_validate(_view(request, record, usage.get(record.name)))
-        for record in request.app[STORE].machines.all()
+        for record in request.app[RECORDS].all()
         if _visible(request, record)
     ]
     return _json(MachineList(machines=views))
@@ -178,8 +179,8 @@ async def cordon(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     body = await read_model(request, CordonBody)
-    store = request.app[STORE]
-    await store.database.run(store.machines.cordon, record.name, body.reason)
+    records = request.app[RECORDS]
+    await request.app[STORE].database.run(records.cordon, record.name, body.reason)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -187,8 +188,8 @@ async def cordon(request: web.Request) -> web.Response:
 async def uncordon(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
-    store = request.app[STORE]
-    await store.database.run(store.machines.cordon, record.name, None)
+    records = request.app[RECORDS]
+    await request.app[STORE].database.run(records.cordon, record.name, None)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -197,8 +198,8 @@ async def set_labels(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     body = await read_model(request, LabelsBody)
-    store = request.app[STORE]
-    await store.database.run(store.machines.set_labels, record.name, body.labels)
+    records = request.app[RECORDS]
+    await request.app[STORE].database.run(records.set_labels, record.name, body.labels)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 

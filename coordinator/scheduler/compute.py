@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
@@ -65,6 +66,8 @@ class PassState:
     `factory` builds from each snapshot), the last pass's inputs (`PassMemo`)."""
 
     store: Store
+    records: MachineRecords
+    """The machines as this process keeps them (`machine_records.py`)."""
     factory: SessionFactory = PlacementSession
     live: LiveState | None = field(default_factory=LiveState)
     asks: dict[int, Parsed] = field(default_factory=dict)
@@ -147,7 +150,9 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
     """The snapshot (views kept in `state`), the queue (asks parsed once, kept in `state`) and
     the context. The caller holds `state.lock`."""
     store = state.store
-    snapshot = build_snapshot(store, inputs.now, inputs.down_after, inputs.heard_since, state.views)
+    snapshot = build_snapshot(
+        store, state.records, inputs.now, inputs.down_after, inputs.heard_since, state.views
+    )
     queue = queue_items(read_queue(store.database), state.asks)
     context = pass_context(store, inputs.max_pending_evaluations)
     return Reading(snapshot, queue, context)

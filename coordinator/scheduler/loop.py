@@ -26,9 +26,10 @@ from datetime import datetime, timedelta
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import Placement, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations, mark_lost
+from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations
 from astraeus.coordinator.store.faults import StorageError
 from astraeus.coordinator.store.unstarted import commit_reshape
 from astraeus.shared import RunSpec, reasons
@@ -40,7 +41,6 @@ from .gc_policy import GcPolicy
 from .items import Candidate, Waiting, candidate
 from .pass_rows import PassRows, as_rows
 from .pass_worker import start_worker, worker_pass
-from .port_grants import Ports
 from .queue_walk import SessionFactory
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class Scheduler:
         store: Store,
         clock: Clock,
         metrics: Metrics,
+        reports: Reports,
         *,
         session_factory: SessionFactory | None = None,
         pool: ProcessPoolExecutor | None = None,
@@ -77,6 +78,7 @@ class Scheduler:
         self._stopping = threading.Event()
         self._pass_state = PassState(
             store,
+            reports.records,
             factory=session_factory or PlacementSession,
             live=LiveState() if session_factory is None else None,
             stopping=self._stopping.is_set,
@@ -91,6 +93,8 @@ class Scheduler:
             self._pool = pool or worker_pool()
         self._settings = settings
         self._store = store
+        self._reports = reports
+        self._records = reports.records
         self._clock = clock
         self._metrics = metrics
         self._wake = asyncio.Event()
@@ -103,7 +107,7 @@ class Scheduler:
         storage fault. Silence before it is the coordinator's, never a machine's."""
         store.database.recovered.append(self._hearing_again)
         self._fault_logged: str | None = None
-        self.ports = Ports(settings.port_range)
+        self.ports = reports.ports
         """Rendezvous ports: given after each commit, taken back when an agent finds one busy."""
 
     @property
@@ -132,8 +136,6 @@ class Scheduler:
             now = self._clock.now()
             await self._flush_seen()  # the worker reads who is Up from the file
             lost = await run(self._mark_lost, now)
-            if lost:
-                self._store.agents.refresh_holding()
             await run(self._store.reservations.expire, now)
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
@@ -168,7 +170,7 @@ class Scheduler:
         """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
         requests in between (5,000 in one transaction would stall them)."""
         while True:
-            flushed = await self._store.database.run(self._store.machines.flush_seen, FLUSH_CHUNK)
+            flushed = await self._store.database.run(self._records.flush_seen, FLUSH_CHUNK)
             if flushed < FLUSH_CHUNK:
                 return
             await asyncio.sleep(0)
@@ -254,10 +256,10 @@ class Scheduler:
                 record.name,
                 f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
             )
-            for record in self._store.machines.all()
+            for record in self._records.all()
             if record.last_seen is not None and record.last_seen < cutoff
         ]
-        return mark_lost(self._store.database, silent, now) if silent else 0
+        return self._reports.mark_silent(silent, now) if silent else 0
 
     async def dry_run(self, spec: RunSpec, workspace: str) -> Placement | Waiting[Candidate]:
         """Where `spec` would go if submitted to `workspace` now, behind the queue ahead of it

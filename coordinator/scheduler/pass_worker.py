@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Store
 
 from .compute import PassInputs, PassState, compute_pass
@@ -61,9 +62,9 @@ def worker_pass(
     opened once and its machines reloaded from the file each pass. The decisions come back as
     the rows the store writes (`as_rows`)."""
     if db not in _OPEN:
-        _OPEN[db] = PassState(Store.open(Path(db), access_labels=access_labels), gc=_GC)
+        store = Store.open(Path(db))
+        _OPEN[db] = PassState(store, MachineRecords(store, access_labels), gc=_GC)
     state = _OPEN[db]
-    store = state.store
-    store.machines.reload()
+    state.records.reload()
     outcome, cut = compute_pass(state, inputs)
     return as_rows(outcome), cut

@@ -57,6 +57,9 @@ class Database:
         """Writes refused by the storage since the start, by problem."""
         self.recovered: list[Callable[[], None]] = []
         """Called when a fault ends (the scheduler restarts its silence windows)."""
+        self.closing: list[Callable[[], None]] = []
+        """Called as the file closes, after the last queued write (the machines' records write
+        the heartbeats they kept in memory)."""
         self._reopen = False
         self._probed = 0.0
         self._lock = threading.Lock()
@@ -286,8 +289,11 @@ class Database:
         return rows[0] if rows else None
 
     def close(self) -> None:
-        """Drain and stop the writer thread, then close every connection."""
+        """Drain and stop the writer thread, call `closing`, then close every connection."""
         self.stop_writer()
+        if not self._closed:
+            for listener in self.closing:
+                listener()
         self._closed = True
         with self._readers_lock:
             readers, self._readers = self._readers, []

@@ -28,12 +28,12 @@ async def test_a_heartbeat_is_written_at_the_next_flush(fake_cluster: Cluster) -
     c.clock.advance(7)
     await c.report("gpu-01", cpu_cores=96)
     assert _stored(c, "gpu-01") == (first, report)
-    record = c.store.machines.get("gpu-01")
+    record = c.records.get("gpu-01")
     assert record is not None
     assert record.last_seen == c.clock.now()
-    assert c.store.machines.flush_seen() == 1
+    assert c.records.flush_seen() == 1
     assert _stored(c, "gpu-01") == (c.clock.now().isoformat(), report)
-    assert c.store.machines.flush_seen() == 0
+    assert c.records.flush_seen() == 0
 
 
 async def test_a_pass_flushes_heartbeats_first(fake_cluster: Cluster) -> None:
@@ -59,7 +59,7 @@ async def test_a_flush_never_sets_a_newer_report_back(fake_cluster: Cluster) -> 
     assert written[0] == c.clock.now().isoformat()
     assert '"index":3' in written[1]
     assert '"index":4' not in written[1]
-    assert c.store.machines.flush_seen() == 0
+    assert c.records.flush_seen() == 0
     assert _stored(c, "gpu-01") == written
 
 
@@ -68,7 +68,7 @@ async def test_memory_keeps_the_newest_volatile_fields(fake_cluster: Cluster) ->
     are the same objects as before (a heartbeat does not rebuild the report)."""
     c = fake_cluster
     await c.report("gpu-01")
-    before = c.store.machines.get("gpu-01")
+    before = c.records.get("gpu-01")
     assert before is not None
     assert before.report is not None
     beat = {
@@ -84,7 +84,7 @@ async def test_memory_keeps_the_newest_volatile_fields(fake_cluster: Cluster) ->
         {"report": {**before.report.model_dump(mode="json"), **beat}},
     )
     assert status == 200
-    after = c.store.machines.get("gpu-01")
+    after = c.records.get("gpu-01")
     assert after is not None
     assert after.report is not None
     assert after.report.reported_at is not None
@@ -131,9 +131,9 @@ async def test_a_flush_may_write_the_oldest_heartbeats_first(fake_cluster: Clust
     c.clock.advance(4)
     for name in ("gpu-02", "gpu-03", "gpu-01"):
         await c.report(name)
-    assert c.store.machines.flush_seen(2) == 2
+    assert c.records.flush_seen(2) == 2
     now = c.clock.now().isoformat()
     assert [_stored(c, n)[0] for n in ("gpu-02", "gpu-03")] == [now, now]
     assert _stored(c, "gpu-01") == first
-    assert c.store.machines.flush_seen(2) == 1
+    assert c.records.flush_seen(2) == 1
     assert _stored(c, "gpu-01")[0] == now

@@ -40,7 +40,7 @@ async def test_the_worker_process_and_the_service_decide_the_same_file_alike(
     await c.submit("vision", "behind", gpus=2)
     await c.submit("audio", "over-quota", gpus=4)
     await c.submit("audio", "small", gpus=1)
-    c.store.machines.flush_seen()  # the worker reads who is Up from the file, as a pass does
+    c.records.flush_seen()  # the worker reads who is Up from the file, as a pass does
     now = c.clock.now()
     inputs = PassInputs(now, c.client.app[SCHEDULER].down_after, now, 500, 5.0)
     pool = loop.worker_pool()
@@ -49,7 +49,7 @@ async def test_the_worker_process_and_the_service_decide_the_same_file_alike(
         elsewhere, cut = pool.submit(worker_pass, db, inputs).result(timeout=60)
     finally:
         pool.shutdown()
-    here, cut_here = compute_pass(PassState(c.store), inputs)
+    here, cut_here = compute_pass(PassState(c.store, c.records), inputs)
     assert (as_rows(here), cut_here) == (elsewhere, cut)
     assert [r.old.row.run for r in elsewhere.reshaped] == ["pretrain"]
     assert [row.run for row in elsewhere.placed] == ["fits", "behind"]
@@ -73,10 +73,10 @@ async def test_a_pass_with_nothing_changed_decides_nothing_in_either_path(
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.submit("vision", "huge", gpus=16)
-    c.store.machines.flush_seen()
+    c.records.flush_seen()
     now = c.clock.now()
     inputs = PassInputs(now, c.client.app[SCHEDULER].down_after, now, 500, 5.0)
-    state = PassState(c.store)
+    state = PassState(c.store, c.records)
     first, _ = compute_pass(state, inputs)
     assert [w.item.run for w in first.waiting] == ["huge"]
     again, _ = compute_pass(state, replace(inputs, last_committed=True))

@@ -104,7 +104,7 @@ async def test_commit_refuses_when_a_worker_started_meanwhile(cluster: Cluster) 
     await _spread_over_ethernet(c)
     await c.report("a2", [{"task": "blocker-0", "state": "Succeeded", "exit_code": 0}], labels=R1)
     now = c.clock.now()
-    snapshot = build_snapshot(c.store, now, timedelta(seconds=30))
+    snapshot = build_snapshot(c.store, c.records, now, timedelta(seconds=30))
     workspaces = {w.name: w for w in c.store.workspaces.all()}
     unstarted = read_unstarted(c.store.database)
     assert [(u.row.run, u.rung) for u in unstarted] == [("pretrain", "ethernet")]

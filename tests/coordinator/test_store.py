@@ -6,6 +6,7 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Role, Store
 from astraeus.coordinator.store.db import _statements
 from astraeus.coordinator.store.migrations import MIGRATIONS
@@ -121,15 +122,16 @@ async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster
     c = fake_cluster
     await c.report("gpu-01")
     await c.report("gpu-02")
-    reader = Store.open(c.store.database.path)
-    kept = reader.machines.get("gpu-01")
+    opened = Store.open(c.store.database.path)
+    reader = MachineRecords(opened)
+    kept = reader.get("gpu-01")
     assert kept is not None
     c.clock.advance(2)
     await c.report("gpu-01")
     await c.report("gpu-02", gpus=4)
-    c.store.machines.flush_seen()
-    reader.machines.reload()
-    one, two = reader.machines.get("gpu-01"), reader.machines.get("gpu-02")
+    c.records.flush_seen()
+    reader.reload()
+    one, two = reader.get("gpu-01"), reader.get("gpu-02")
     assert one is not None
     assert two is not None
     assert one.report is kept.report
@@ -138,7 +140,7 @@ async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster
     assert len(two.report.gpus) == 4
     versions = c.store.database.read("SELECT name, report_version FROM machines ORDER BY name")
     assert [(v["name"], v["report_version"]) for v in versions] == [("gpu-01", 1), ("gpu-02", 2)]
-    reader.close()
+    opened.close()
 
 
 def test_migration_10_keeps_every_token_and_its_id(tmp_path: Path) -> None:
