@@ -24,8 +24,9 @@ from typing import Any
 
 import aiohttp
 
-from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION, AgentReport, RunSpec
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import SystemClock
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"

@@ -7,7 +7,7 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
-from astraeus.coordinator.store import Role, Store, TokenInfo, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store, TokenInfo
 from astraeus.shared import field_errors
 from astraeus.shared.admin import (
     NewToken,
@@ -17,6 +17,7 @@ from astraeus.shared.admin import (
     Workspace,
     WorkspaceBody,
     WorkspaceList,
+    WorkspaceSpec,
 )
 
 from .auth import require_admin

@@ -8,7 +8,7 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel
 
-from astraeus.coordinator.store import MachineRecord, ReservationSpec, Role
+from astraeus.coordinator.store import MachineRecord, Role
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
@@ -20,6 +20,7 @@ from astraeus.shared.machines import (
     MachineList,
     MachineView,
     ReservationList,
+    ReservationSpec,
 )
 from astraeus.shared.reasons import ANOTHER_WORKSPACE
 

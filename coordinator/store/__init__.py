@@ -12,10 +12,10 @@ from .agents import Agents
 from .db import Database
 from .faults import StorageError
 from .machines import MachineRecord, Machines, network_site
-from .reservations import Reservations, ReservationSpec
+from .reservations import Reservations
 from .runs import NameTakenError, Runs
 from .tokens import Principal, Role, TokenInfo, Tokens
-from .workspaces import Workspaces, WorkspaceSpec
+from .workspaces import Workspaces
 
 log = logging.getLogger(__name__)
 
@@ -63,11 +63,9 @@ __all__ = [
     "MachineRecord",
     "NameTakenError",
     "Principal",
-    "ReservationSpec",
     "Role",
     "StorageError",
     "Store",
     "TokenInfo",
-    "WorkspaceSpec",
     "network_site",
 ]
