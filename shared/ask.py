@@ -7,17 +7,12 @@ from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from .base import INT64_MAX, UserModel
 from .reasons import cannot_distribute
+from .vendor import Vendor
 
 Number = int | float
 """Whole numbers stay whole, so a spec serialises back exactly as it was written."""
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=253)]
-
-
-class Vendor(StrEnum):
-    NVIDIA = "nvidia"
-    AMD = "amd"
-    INTEL = "intel"
 
 
 class GpuPolicy(StrEnum):

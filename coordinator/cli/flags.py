@@ -1,10 +1,12 @@
-"""`astra astraeus run`'s flags and the parsers of their values; no models, so `astra --help`
-loads no pydantic."""
+"""`astra astraeus run`'s flags and the parsers of their values; no models (the vendors come
+from the standard-library `shared/vendor.py`), so `astra --help` loads no pydantic."""
 
 from __future__ import annotations
 
 import argparse
 import re
+
+from astraeus.shared.vendor import Vendor
 
 from .errors import CliError, Exit
 
@@ -64,7 +66,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--pool", help="only machines with pool=POOL")
     add("--gpu-model", action="append", default=[], metavar="MODEL", help="H100,H200: any of")
     add("--gpu-memory", type=number, metavar="GB", help="at least this much memory per GPU")
-    add("--vendor", type=str.lower, choices=["nvidia", "amd", "intel"], help="any case")
+    add("--vendor", type=str.lower, choices=[vendor.value for vendor in Vendor], help="any case")
     add("--healthy-only", action="store_true", help="never take a GPU at risk; wait instead")
     add(
         "--machines",
