@@ -233,6 +233,17 @@ VERBS = tuple(verb.name for verb in COMMANDS)
 """What `astra <verb>` may start with, short for `astra astraeus <verb>`."""
 
 
+def command_modules(verbs: tuple[Verb, ...] = COMMANDS) -> list[str]:
+    """The modules the commands are imported from by name when they run (`...cli.admin`),
+    once each in table order: what a bundler such as PyInstaller cannot find by itself."""
+    found: dict[str, None] = {}
+    for verb in verbs:
+        if verb.where:
+            found[f"{__package__}.{verb.where.split('.')[0]}"] = None
+        found.update(dict.fromkeys(command_modules(verb.actions)))
+    return list(found)
+
+
 def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
     common = _common()
     for verb in COMMANDS:

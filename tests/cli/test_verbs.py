@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from astraeus.coordinator.cli import main
-from astraeus.coordinator.cli.parser import COMMANDS, VERBS, Verb, build
+from astraeus.coordinator.cli.parser import COMMANDS, VERBS, Verb, build, command_modules
 
 
 def _leaves(
@@ -62,3 +62,10 @@ def test_a_verb_alone_is_short_for_astraeus_verb(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err == (
         "astra: unknown command 'frobnicate'\nRun 'astra --help' to see what it takes.\n"
     )
+
+
+def test_the_release_bundles_every_command_module_once() -> None:
+    """The modules the release names to PyInstaller are those the commands run from."""
+    modules = command_modules()
+    assert len(modules) == len(set(modules))
+    assert set(modules) == {f"astraeus.coordinator.cli.{v.where.split('.')[0]}" for _, v in LEAVES}
