@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from astraeus.shared import Assignment, GpuInfo, LinkLayer, MachineReport, NetworkKind, RdmaPort
-from astraeus.shared.vendor import Vendor
+from astraeus.shared.choices import Vendor
 
 from .rendezvous import rendezvous_variables, socket_interface
 

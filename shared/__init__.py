@@ -17,18 +17,12 @@ if TYPE_CHECKING:
     from . import labels as labels
     from . import reasons as reasons
     from .ask import ArraySpec as ArraySpec
-    from .ask import Capability as Capability
     from .ask import DriveMount as DriveMount
-    from .ask import GpuPolicy as GpuPolicy
     from .ask import GpuRequests as GpuRequests
-    from .ask import Interconnect as Interconnect
-    from .ask import KeepWithin as KeepWithin
     from .ask import Network as Network
     from .ask import NodeSelection as NodeSelection
     from .ask import PerGpu as PerGpu
     from .ask import RequestedResources as RequestedResources
-    from .ask import SelectionMode as SelectionMode
-    from .ask import Spread as Spread
     from .ask import Topology as Topology
     from .assignment import AgentReport as AgentReport
     from .assignment import Assignment as Assignment
@@ -39,6 +33,13 @@ if TYPE_CHECKING:
     from .assignment import Rendezvous as Rendezvous
     from .assignment import ReportReply as ReportReply
     from .assignment import TaskUpdate as TaskUpdate
+    from .choices import Capability as Capability
+    from .choices import GpuPolicy as GpuPolicy
+    from .choices import Interconnect as Interconnect
+    from .choices import KeepWithin as KeepWithin
+    from .choices import SelectionMode as SelectionMode
+    from .choices import Spread as Spread
+    from .choices import Vendor as Vendor
     from .explanation import GroupedExplanation as GroupedExplanation
     from .explanation import MachineState as MachineState
     from .explanation import NodeReasons as NodeReasons
@@ -68,23 +69,16 @@ if TYPE_CHECKING:
     from .validation import FieldError as FieldError
     from .validation import describe as describe
     from .validation import field_errors as field_errors
-    from .vendor import Vendor as Vendor
 
 _EXPORTS: Final[dict[str, tuple[str, ...]]] = {
     "ask": (
         "ArraySpec",
-        "Capability",
         "DriveMount",
-        "GpuPolicy",
         "GpuRequests",
-        "Interconnect",
-        "KeepWithin",
         "Network",
         "NodeSelection",
         "PerGpu",
         "RequestedResources",
-        "SelectionMode",
-        "Spread",
         "Topology",
     ),
     "assignment": (
@@ -97,6 +91,15 @@ _EXPORTS: Final[dict[str, tuple[str, ...]]] = {
         "Rendezvous",
         "ReportReply",
         "TaskUpdate",
+    ),
+    "choices": (
+        "Capability",
+        "GpuPolicy",
+        "Interconnect",
+        "KeepWithin",
+        "SelectionMode",
+        "Spread",
+        "Vendor",
     ),
     "explanation": (
         "GroupedExplanation",
@@ -135,7 +138,6 @@ _EXPORTS: Final[dict[str, tuple[str, ...]]] = {
         "describe",
         "field_errors",
     ),
-    "vendor": ("Vendor",),
 }
 """Module → the names it exports through this package."""
 

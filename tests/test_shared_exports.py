@@ -54,6 +54,9 @@ def _literal(tree: ast.Module, name: str) -> object:
         else:
             continue
         if isinstance(target, ast.Name) and target.id == name:
+            if isinstance(value, ast.Dict):  # literal_eval would keep the last of a repeated key
+                keys = [ast.literal_eval(key) for key in value.keys if key is not None]
+                assert len(keys) == len(set(keys)), f"a key repeated in {name}"
             return ast.literal_eval(value)
     raise AssertionError(f"no {name} in {INIT}")
 
@@ -100,4 +103,4 @@ def test_importing_the_package_loads_no_model() -> None:
         "print(before, after, 'pydantic' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[] ['astraeus.shared.vendor'] False"
+    assert done.stdout.strip() == "[] ['astraeus.shared.choices'] False"
