@@ -74,6 +74,11 @@ class Settings(MachineSettings):
     advertise_address: str = ""
     """The IP address other machines reach this one at; empty: the source address of this
     machine's route to the coordinator (as kubelet picks its node IP)."""
+    worker_env_passthrough: tuple[str, ...] = ()
+    allow_plain_http: bool = False
+    """Send the token over plain `http://` to a coordinator on another machine."""
+    """Variables of the agent's environment that plain workers get too; beyond these a worker
+    starts with only `PATH`, `LANG` and `LC_*` of it (docs/security.md)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +102,23 @@ def _url(raw: Any) -> str:
     if not re.match(r"^https?://[^/]+", str(raw)):
         raise ValueError(f"{raw!r} is not an http(s) URL")
     return str(raw)
+
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _variable_names(raw: Any) -> tuple[str, ...]:
+    """A TOML list of names, or a comma-separated string (a flag or a variable)."""
+    names = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(names, list | tuple):
+        raise ValueError(f"{raw!r} is not a list of variable names")
+    found = tuple(str(name).strip() for name in names if str(name).strip())
+    for name in found:
+        if not ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not a variable name")
+        if name.startswith("ASTRAEUS_"):
+            raise ValueError(f"{name!r} is the agent's own setting; it never reaches a worker")
+    return found
 
 
 def _port(raw: Any) -> int:
@@ -136,6 +158,8 @@ RUN: dict[str, Rule] = MACHINE | {
     "work_root": PATH,
     "allow_root_workers": FLAG,
     "advertise_address": Rule(lambda raw: _advertise(raw)),
+    "worker_env_passthrough": Rule(_variable_names),
+    "allow_plain_http": FLAG,
 }
 SERVE: dict[str, Rule] = MACHINE | {
     "host": TEXT,
@@ -211,6 +235,19 @@ def _run_flags(cli: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="let workers run as root (where worker_user is root or the agent cannot switch)",
+    )
+    cli.add_argument(
+        "--allow-plain-http",
+        action="store_true",
+        default=None,
+        help="send the token over plain http:// to a coordinator on another machine (default: "
+        "refused; use https://)",
+    )
+    cli.add_argument(
+        "--worker-env-passthrough",
+        metavar="NAME,NAME",
+        help="variables of the agent's environment that workers get too (default: none; "
+        "workers always get PATH, LANG and LC_*)",
     )
     cli.add_argument(
         "--advertise-address",

@@ -41,7 +41,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 from playwright.async_api import Page, async_playwright
 
-from astraeus.coordinator.api import SCHEDULER, create_app
+from astraeus.coordinator.api import RECORDS, SCHEDULER, create_app
 from astraeus.coordinator.console import setup_console
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
@@ -148,7 +148,7 @@ async def report_all(
 ) -> None:
     for i in range(machines):
         name = f"gpu-{i:04d}"
-        bench.store.machines.ensure(name, clock.now())
+        bench.server.app[RECORDS].ensure(name, clock.now())
         if i % 200 == 11:
             continue  # never reports: Down
         agent = bench.store.tokens.create(Role.AGENT, clock.now(), machine=name)[0]

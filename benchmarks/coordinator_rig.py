@@ -2,8 +2,8 @@
 fresh SQLite file, with its machines (and optionally a queue) stored before it starts, and the
 agents and users that talk to it. Used by `coordinator_bench.py`.
 
-Machines are stored through the store's own report path (`Agents.apply`, what an agent's first
-report does), so the service starts with every machine Up and no registration burst.
+Machines are stored through the coordinator's own report path (`Reports.receive`, what an agent's
+first report does), so the service starts with every machine Up and no registration burst.
 """
 
 from __future__ import annotations
@@ -19,11 +19,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from astraeus.coordinator.machine_records import MachineRecords
+from astraeus.coordinator.reports import Reports
+from astraeus.coordinator.scheduler.port_grants import Ports
+from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION, AgentReport, RunSpec
 from astraeus.shared.admin import WorkspaceSpec
@@ -71,22 +76,33 @@ class Cluster:
     def __init__(self, machines: int, queued: int = 0) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="astraeus-bench-"))
         self.db = self.dir / "template.db"
+        self.admin = self.member = ""
+        self.agents: dict[str, str] = {}
+        # In a thread of its own, with its own event loop: a benchmark makes its cluster from
+        # inside one, and the file is opened, filled and closed by that one thread.
+        with ThreadPoolExecutor(1) as filling:
+            filling.submit(asyncio.run, self._fill(machines, queued)).result()
+
+    async def _fill(self, machines: int, queued: int) -> None:
         store = Store.open(self.db)
         clock = SystemClock()
         store.workspaces.put(WorkspaceSpec(name="bench"), clock.now())
         self.admin = store.tokens.create(Role.ADMIN, clock.now())[0]
         self.member = store.tokens.create(Role.MEMBER, clock.now(), workspace="bench")[0]
-        self.agents: dict[str, str] = {}
+        records = MachineRecords(store)
+        reports = Reports(store, records, Ports(Settings().port_range))
+        agents = {}
         for i in range(machines):
             name = f"gpu-{i:05}"
-            store.machines.ensure(name, clock.now())
-            self.agents[name] = store.tokens.create(Role.AGENT, clock.now(), machine=name)[0]
+            records.ensure(name, clock.now())
+            agents[name] = store.tokens.create(Role.AGENT, clock.now(), machine=name)[0]
             body = AgentReport.model_validate({"report": machine_report(name)})
-            store.agents.apply(body, "127.0.0.1", clock.now())
+            await reports.receive(body, "127.0.0.1", clock.now())
         ask = RunSpec.model_validate(ONE_GPU)
         for i in range(queued):
             store.runs.submit(ask.model_copy(update={"name": f"q{i}"}), "bench", clock.now())
         store.close()
+        self.agents = agents
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

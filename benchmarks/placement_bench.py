@@ -38,16 +38,16 @@ from datetime import UTC, datetime
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     Pending,
     Placement,
     PlacementSession,
 )
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.coordinator.placement.live import LiveState
-from astraeus.coordinator.scheduler.decide import PassContext, decide, make_explanations
 from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
+from astraeus.coordinator.scheduler.queue_walk import PassContext, decide, make_explanations
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.shared import RequestedResources
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -75,7 +75,7 @@ def cluster(size: int, seed: int = 7) -> ClusterSnapshot:
     return ClusterSnapshot(machines=tuple(_machine(i, rng) for i in range(size)))
 
 
-def _machine(i: int, rng: random.Random) -> MachineView:
+def _machine(i: int, rng: random.Random) -> MachineSnapshot:
     name = f"gpu-{i:05d}"
     fabric, position = divmod(i, FABRIC)
     domain = f"nvl-{fabric}" if position < DOMAIN else None

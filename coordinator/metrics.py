@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from astraeus.shared import GpuHealthState, MachineState
 
 if TYPE_CHECKING:
+    from astraeus.coordinator.machine_records import MachineRecords
     from astraeus.coordinator.store import Store
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
@@ -62,7 +63,12 @@ class Metrics:
                 self.placement_latency.observe(max((now - submitted).total_seconds(), 0.0))
 
     def render(
-        self, store: Store, now: datetime, down_after: timedelta, heard_since: datetime
+        self,
+        store: Store,
+        records: MachineRecords,
+        now: datetime,
+        down_after: timedelta,
+        heard_since: datetime,
     ) -> str:
         lines: list[str] = []
         runs = store.runs.counts_by_state()
@@ -75,18 +81,23 @@ class Metrics:
             "Pending runs by kind of reason.",
             [({"reason": kind.value}, n) for kind, n in sorted(pending.items())],
         )
-        lines += self._machines(store, now, down_after, heard_since)
+        lines += self._machines(store, records, now, down_after, heard_since)
         lines += self.pass_seconds.lines() + self.placement_latency.lines()
         lines += _storage(store)
         return "\n".join(lines) + "\n"
 
     def _machines(
-        self, store: Store, now: datetime, down_after: timedelta, heard_since: datetime
+        self,
+        store: Store,
+        records: MachineRecords,
+        now: datetime,
+        down_after: timedelta,
+        heard_since: datetime,
     ) -> list[str]:
         states: Counter[str] = Counter({MachineState.UP.value: 0, MachineState.DOWN.value: 0})
         gpus: Counter[tuple[str, str]] = Counter()
         used = store.runs.held_gpu_ids()
-        for record in store.machines.all():
+        for record in records.all():
             state = record.state(now, down_after, heard_since)
             states[state.value] += 1
             if record.report is None or state == MachineState.DOWN:

@@ -16,6 +16,8 @@ from pathlib import Path
 from aiohttp import web
 
 from astraeus.coordinator.api import create_app
+from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.scheduler import worker_pool
 from astraeus.coordinator.settings import Settings, load
 from astraeus.coordinator.startup import open_store, start
@@ -189,7 +191,7 @@ def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) ->
         print("astraeus-coordinator: --machine is required for an agent token", file=sys.stderr)
         return 2
     if role == Role.AGENT:
-        store.machines.ensure(args.machine, clock.now())
+        store.machines.ensure(args.machine, clock.now())  # no service runs: the row only
     secret, _ = store.tokens.create(
         role,
         clock.now(),
@@ -216,9 +218,9 @@ async def serve(settings: Settings, certificate: ServerCertificate | None = None
             pool.shutdown(cancel_futures=True)
         print(f"astraeus-coordinator: {started}", file=sys.stderr)
         return 1
-    lock, store = started
+    lock, store, records = started
     try:
-        return await _serve(settings, store, notifier, certificate, pool)
+        return await _serve(settings, store, records, notifier, certificate, pool)
     finally:
         store.close()
         lock.release()
@@ -227,14 +229,17 @@ async def serve(settings: Settings, certificate: ServerCertificate | None = None
 async def _serve(
     settings: Settings,
     store: Store,
+    records: MachineRecords,
     notifier: Notifier,
     certificate: ServerCertificate | None,
     pool: ProcessPoolExecutor | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
     `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
-    app = create_app(settings, store=store, clock=SystemClock(), pass_pool=pool)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
+    app = create_app(settings, store=store, clock=SystemClock(), records=records, pass_pool=pool)
+    runner = web.AppRunner(
+        app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, max_line_size=MAX_REQUEST_LINE
+    )
     await runner.setup()
     context = certificate.context if certificate is not None else None
     site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)

@@ -8,6 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
@@ -38,9 +39,7 @@ def private_dir(path: Path) -> None:
 
 def open_store(settings: Settings) -> Store:
     private_dir(settings.db.parent)
-    return Store.open(
-        settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
-    )
+    return Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
 
 
 def first_admin_token(store: Store, state_dir: Path) -> Path | None:
@@ -57,8 +56,9 @@ def first_admin_token(store: Store, state_dir: Path) -> Path | None:
     return path
 
 
-def start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
-    """The database's lock and the open store, or why the coordinator cannot start."""
+def start(settings: Settings) -> tuple[DatabaseLock, Store, MachineRecords] | str:
+    """The database's lock, the open store and the machines read from it, or why the
+    coordinator cannot start."""
     try:
         private_dir(settings.db.parent)
         lock = lock_database(settings.db)
@@ -68,6 +68,7 @@ def start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
         return f"cannot lock {settings.db}: {exc}"
     try:
         store = open_store(settings)
+        records = MachineRecords(store, settings.access_labels)
     except (StorageError, sqlite3.Error, OSError) as exc:
         lock.release()
         return f"cannot open {settings.db}: {exc}"
@@ -83,11 +84,11 @@ def start(settings: Settings) -> tuple[DatabaseLock, Store] | str:
     if fault is not None:
         log.error("%s; serving reads, writes answer 503 until it clears", fault.error)
     settle_loaded()
-    return lock, store
+    return lock, store, records
 
 
 def settle_loaded() -> None:
-    """Move what the store just loaded (every machine's parsed report: millions of objects at
+    """Move what was just loaded (every machine's parsed report: millions of objects at
     5,000 machines) out of the garbage collector's sight before the first request. Otherwise
     each full collection until the first pass ends (when the scheduler freezes what lives on)
     walks all of it, 100-450 ms a time, and agents' first reports wait behind them."""

@@ -3,8 +3,10 @@ a CA file the operator names (a private CA)."""
 
 from __future__ import annotations
 
+import ipaddress
 import ssl
 from pathlib import Path
+from urllib.parse import urlsplit
 
 SYSTEM_BUNDLES = (
     "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu
@@ -43,3 +45,26 @@ def client_context(ca_file: Path | None, setting: str = "ca_file") -> ssl.SSLCon
 def _default_paths_exist() -> bool:
     paths = ssl.get_default_verify_paths()
     return any(p and Path(p).exists() for p in (paths.cafile, paths.capath))
+
+
+def plain_http_to_another_machine(url: str) -> bool:
+    """Whether `url` is plain `http://` to a host that is not this machine (a loopback address
+    or `localhost`): a token sent there crosses the network unencrypted."""
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        return False
+    host = (parts.hostname or "").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True  # a name: it may resolve anywhere
+
+
+def plain_http_refusal(setting: str, url: str, allow: str) -> str:
+    """What a client says when it will not send a token over plain http to another machine."""
+    return (
+        f"{setting}: {url} is plain http to another machine, so the token would cross the network"
+        f" unencrypted; use https:// (docs/operator.md), or {allow} on a network you trust"
+    )

@@ -3,9 +3,9 @@
 `shared/` is the contract both programs build on; the agent and the coordinator never import
 each other (the demo alone, which runs a whole cluster in one process, starts agents); the
 placement engine is pure (no store, no HTTP, no clock); `astra` reads the API through the shared
-models and never loads the server. What crosses a process boundary is a model of `shared/`,
-defined there once: the store keeps no request body, and no program defines a wire model of its
-own."""
+models and never loads the server; test-only code (`coordinator/testing/`) is imported by tests
+and benchmarks alone. What crosses a process boundary is a model of `shared/`, defined there once:
+the store keeps no request body, and no program defines a wire model of its own."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ CLOCK_CALLS = frozenset({"now", "utcnow", "today", "time", "monotonic", "perf_co
 ENGINE = ("astraeus.coordinator.placement",)
 CLI = ("astraeus.coordinator.cli",)
 STORE = ("astraeus.coordinator.store",)
+TESTING = ("astraeus.coordinator.testing",)
+OUTSIDE = ("scripts", "examples")
+"""Folders outside the packages that ship or run beside them: not tests, not benchmarks."""
 PYDANTIC_BASE = frozenset({"pydantic.BaseModel", "pydantic.main.BaseModel"})
 WIRE_BASES = frozenset({"astraeus.shared.base.UserModel", "astraeus.shared.base.WireModel"})
 
@@ -63,10 +66,11 @@ def _targets(node: ast.AST, module: str, is_package: bool) -> Iterator[str]:
 
 
 @functools.cache
-def edges(root: Path = ROOT) -> tuple[Edge, ...]:
-    """Every import in the three packages under `root`, with its line."""
+def edges(root: Path = ROOT, folders: tuple[str, ...] = FOLDERS) -> tuple[Edge, ...]:
+    """Every import in `folders` under `root` (the three packages by default), with its line.
+    A module outside the packages is named as if it were one (`astraeus.scripts.release`)."""
     found = []
-    for folder in FOLDERS:
+    for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
             module = _module_of(path, root)
             where = str(path.relative_to(root))
@@ -150,15 +154,25 @@ def test_the_coordinator_does_not_import_the_agent() -> None:
 
 def test_the_store_imports_no_layer_above_it() -> None:
     """The store imports neither the scheduler (whose `QueueItem`, `Placed` and `Waiting` it
-    writes through narrow protocols), the API, the CLI nor the service: it stores."""
+    writes through narrow protocols), the API, the CLI, the service, the report service nor the
+    machines' records: it stores."""
     above = (
         "astraeus.coordinator.scheduler",
         "astraeus.coordinator.api",
         *CLI,
         "astraeus.coordinator.service",
+        "astraeus.coordinator.reports",
+        "astraeus.coordinator.machine_records",
     )
     found = violations(STORE, above)
     assert found == [], "the store must not import the layers above it:\n" + "\n".join(found)
+
+
+def test_the_store_imports_no_domain_rule() -> None:
+    """The store writes what `coordinator/domain/` decides and imports none of it: the rules are
+    applied above it (`coordinator/reports.py`)."""
+    found = violations(STORE, ("astraeus.coordinator.domain",))
+    assert found == [], "the store must not decide what a task may do:\n" + "\n".join(found)
 
 
 def test_the_domain_imports_no_store_no_http_and_no_clock() -> None:
@@ -205,6 +219,44 @@ def test_the_schedulers_types_live_in_the_scheduler() -> None:
         if isinstance(node, ast.ClassDef) and node.name in names
     )
     assert owners == [(name, "coordinator/scheduler/items.py") for name in names]
+
+
+def test_only_tests_and_benchmarks_import_test_only_code() -> None:
+    """No module of the agent, the coordinator (but the testing package itself) or `shared/`,
+    and no script or example, imports `coordinator/testing/`: the programs never load fakes."""
+    packages = ("astraeus.agent", "astraeus.coordinator", "astraeus.shared")
+    found = violations(packages, TESTING, allowed=TESTING)
+    outside = tuple(f"astraeus.{folder}" for folder in OUTSIDE)
+    found += sorted(
+        {
+            str(edge)
+            for edge in edges(ROOT, OUTSIDE)
+            if _within(edge.module, outside) and _within(edge.target, TESTING)
+        }
+    )
+    assert found == [], "test-only code is for tests and benchmarks:\n" + "\n".join(found)
+
+
+def test_a_planted_import_of_test_only_code_is_named(tmp_path: Path) -> None:
+    """A scheduler module importing the fakes is named with its line; the testing package
+    importing the engine is not a finding."""
+    for folder in FOLDERS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "coordinator" / "scheduler").mkdir()
+    (tmp_path / "coordinator" / "scheduler" / "bad.py").write_text(
+        "import json\nfrom ..testing.fake_cluster import machine\n"
+    )
+    (tmp_path / "coordinator" / "testing").mkdir()
+    (tmp_path / "coordinator" / "testing" / "fake_cluster.py").write_text(
+        "from astraeus.coordinator.placement import ClusterSnapshot\n"
+    )
+    packages = ("astraeus.agent", "astraeus.coordinator", "astraeus.shared")
+    assert violations(packages, TESTING, allowed=TESTING, root=tmp_path) == [
+        "astraeus.coordinator.scheduler.bad (coordinator/scheduler/bad.py:2) imports "
+        "astraeus.coordinator.testing.fake_cluster",
+        "astraeus.coordinator.scheduler.bad (coordinator/scheduler/bad.py:2) imports "
+        "astraeus.coordinator.testing.fake_cluster.machine",
+    ]
 
 
 def test_the_cli_does_not_import_the_server() -> None:

@@ -4,13 +4,12 @@ exposes them, and the PCIe replay counter. What only AMD SMI gives (ECC, bad pag
 XGMI) is reported as unknown, never as healthy-by-default."""
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 from astraeus.shared import Vendor
 
 from .amd import pcie_link
-from .base import BackendUnavailableError, GpuSample, XidEvent
+from .base import BackendUnavailableError, GpuSample, WithoutEvents
 from .drm import DrmCard, drm_cards, read_text, render_node
 
 AMD_VENDOR = "0x1002"
@@ -24,7 +23,7 @@ def amdgpu_cards(sysfs_root: Path) -> list[DrmCard]:
     return [c for c in drm_cards(sysfs_root) if c.vendor == AMD_VENDOR and c.driver == DRIVER]
 
 
-class AmdgpuSysfsBackend:
+class AmdgpuSysfsBackend(WithoutEvents):
     """Samples every amdgpu DRM card. `why` says why AMD SMI is not used."""
 
     def __init__(self, sysfs_root: Path, *, why: str, name: str = "amdgpu") -> None:
@@ -40,15 +39,6 @@ class AmdgpuSysfsBackend:
 
     def sample(self) -> list[GpuSample]:
         return [_sample(index, card) for index, card in enumerate(amdgpu_cards(self._sysfs))]
-
-    def xid_events(self) -> list[XidEvent]:
-        return []
-
-    def start_listening(self, wake: Callable[[], None]) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def _sample(index: int, card: DrmCard) -> GpuSample:

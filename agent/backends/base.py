@@ -94,16 +94,9 @@ class GpuBackend(Protocol):
     def close(self) -> None: ...
 
 
-class NoGpus:
-    """The null backend: no GPUs, and why."""
-
-    name = "none"
-
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
-
-    def sample(self) -> list[GpuSample]:
-        return []
+class WithoutEvents:
+    """What a backend whose driver sends no events (sysfs, the null backend) shares: no Xid
+    events, nothing to listen to in the background, nothing to close."""
 
     def xid_events(self) -> list[XidEvent]:
         return []
@@ -113,3 +106,15 @@ class NoGpus:
 
     def close(self) -> None:
         return None
+
+
+class NoGpus(WithoutEvents):
+    """The null backend: no GPUs, and why."""
+
+    name = "none"
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+
+    def sample(self) -> list[GpuSample]:
+        return []

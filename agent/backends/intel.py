@@ -1,12 +1,11 @@
 """Intel GPUs: identity and count from sysfs DRM devices (PCI vendor 0x8086, i915 or xe), so a
 run asking `vendor: intel` can be matched. Intel GPUs carry no health signals here."""
 
-from collections.abc import Callable
 from pathlib import Path
 
 from astraeus.shared import Vendor
 
-from .base import BackendUnavailableError, GpuSample, XidEvent
+from .base import BackendUnavailableError, GpuSample, WithoutEvents
 from .drm import DrmCard, drm_cards, render_node
 
 INTEL_VENDOR = "0x8086"
@@ -22,7 +21,7 @@ def intel_cards(sysfs_root: Path) -> list[DrmCard]:
     ]
 
 
-class IntelBackend:
+class IntelBackend(WithoutEvents):
     name = "intel"
 
     def __init__(self, sysfs_root: Path, *, name: str = "intel") -> None:
@@ -45,12 +44,3 @@ class IntelBackend:
             )
             for index, card in enumerate(intel_cards(self._sysfs))
         ]
-
-    def xid_events(self) -> list[XidEvent]:
-        return []
-
-    def start_listening(self, wake: Callable[[], None]) -> None:
-        return None
-
-    def close(self) -> None:
-        return None

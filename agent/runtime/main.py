@@ -18,7 +18,12 @@ from astraeus.agent.settings import Settings, load_settings, read_token
 from astraeus.shared import MachineReport
 from astraeus.shared.sdnotify import Notifier
 from astraeus.shared.settings import SettingsError
-from astraeus.shared.tls import CaFileError, client_context
+from astraeus.shared.tls import (
+    CaFileError,
+    client_context,
+    plain_http_refusal,
+    plain_http_to_another_machine,
+)
 
 from ..topology.route import route_source
 from .client import CoordinatorClient
@@ -42,6 +47,7 @@ def main(argv: Sequence[str]) -> int:
         settings = load_settings(argv, os.environ)
         token = read_token(settings.token_file)
         tls_context(settings)  # a bad CA file is a settings error now, not at the first report
+        check_transport(settings)
         settings_users(settings)  # workers as root without the operator's say-so: refused here
         # Before the scanner opens its backend, so the log's first lines say which GPU backend
         # was chosen and why the others were not (a machine joining with 0 GPUs says why).
@@ -111,6 +117,7 @@ async def serve(settings: Settings, token: str, scan: Scan) -> None:
         uverbs=lambda: uverbs_nodes(settings.sysfs_root),
         users=users,
         work_root=settings.work_root,
+        env_passthrough=settings.worker_env_passthrough,
     )
     runner = Runner(state, Outbox(settings.state_dir / "outbox.json"), choose_launcher(), config)
     if users.switches:
@@ -164,6 +171,16 @@ def advertiser(settings: Settings) -> Callable[[], str | None]:
 def tls_context(settings: Settings) -> ssl.SSLContext:
     """The coordinator's certificate is checked against `ca_file`, else the system's store."""
     return client_context(settings.ca_file)
+
+
+def check_transport(settings: Settings) -> None:
+    """The agent's token never crosses the network unencrypted unless the operator says so."""
+    if plain_http_to_another_machine(settings.coordinator) and not settings.allow_plain_http:
+        raise SettingsError(
+            plain_http_refusal(
+                "coordinator", settings.coordinator, "allow_plain_http = true (--allow-plain-http)"
+            )
+        )
 
 
 def _stopper(notifier: Notifier, stop: asyncio.Event) -> Callable[[], None]:

@@ -43,6 +43,9 @@ class RunnerConfig:
     container_runtime: str | None = None
     uverbs: Callable[[], Mapping[str, str]] = dict
     agent_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env_passthrough: tuple[str, ...] = ()
+    """Variables of the agent's environment that plain workers get too (`worker_env_passthrough`);
+    beyond these a worker sees only `PATH`, `LANG` and `LC_*` of it."""
     users: WorkerUsers = field(default_factory=WorkerUsers.agents_own)
     work_root: Path | None = None
     """Where the tasks' working directories go; None: beside the state directory."""
@@ -68,22 +71,49 @@ class Runner:
         self.shipped: dict[str, int] = {}
         self.work = WorkRoot(config.work_root or default_work_root(state.root))
         self.ports = PortGate(config.port_free)
+        self._waiting: set[str] = set()
+        """Tasks whose start waits for another worker to leave their GPUs (logged once)."""
         self._hand_over_old_updates()
 
     def sync(self, assignments: Iterable[Assignment], report: MachineReport) -> None:
-        """Start what is new, stop what is cancelled or no longer assigned."""
+        """Stop what is cancelled or no longer assigned, then start what is new, but never on a
+        GPU that a live worker here still uses: a new task waits (Assigned) until every worker
+        on its GPUs has exited, which a stop's grace period may take. Whatever brought the
+        change (a restored backup, a reassignment, a takeover), no GPU ever has two workers."""
         wanted = {a.task_uid: a for a in assignments}
         self.ports.keep(wanted)
+        new = []
         for uid, assignment in wanted.items():
-            record = self.records.get(uid) or self._adopt(assignment)
-            if record is None:
-                if not self.ports.in_use(assignment):
-                    self._start(assignment, report)
-            elif assignment.cancel:
-                self.stop(record, CANCELLED)
+            if uid not in self.records and self._adopt(assignment) is None:
+                new.append(assignment)
         for uid, record in self.records.items():
             if uid not in wanted:
                 self.stop(record, UNASSIGNED)
+            elif wanted[uid].cancel:
+                self.stop(record, CANCELLED)
+        for assignment in new:
+            if assignment.cancel:
+                self._start(assignment, report)  # ends it Cancelled, unstarted
+            elif not self._gpus_busy(assignment) and not self.ports.in_use(assignment):
+                self._start(assignment, report)
+
+    def _gpus_busy(self, assignment: Assignment) -> bool:
+        """Whether a live worker here (running, or stopping within its grace) uses one of the
+        GPUs `assignment` is given; said in the log once per task."""
+        wanted = set(assignment.assigned_gpu_ids)
+        holders = [
+            record.task
+            for record in self.records.values()
+            if not record.state.ended and wanted & set(record.assignment.assigned_gpu_ids)
+        ]
+        if holders and assignment.task_uid not in self._waiting:
+            self._waiting.add(assignment.task_uid)
+            log.info(
+                "task %s waits for %s to exit: they still use its GPUs",
+                assignment.task,
+                ", ".join(sorted(holders)),
+            )
+        return bool(holders)
 
     def live_tasks(self) -> list[str] | None:
         """The uids of tasks whose worker runs here or is being stopped: what the coordinator
@@ -220,7 +250,15 @@ class Runner:
         key, cursor = self._work_key(record), self.state.root / UID_CURSOR
         where = self.work.prepare(key, self.config.users, worker.devices, cursor)
         runtime, agent_env = self.config.container_runtime, self.config.agent_env
-        spec = shim_spec(assignment, worker, files, where, agent_env=agent_env, runtime=runtime)
+        spec = shim_spec(
+            assignment,
+            worker,
+            files,
+            where,
+            agent_env=agent_env,
+            runtime=runtime,
+            passthrough=self.config.env_passthrough,
+        )
         write_json(files.spec, spec)
         return self.launcher.start(record, files.spec, files.log, worker.devices)
 

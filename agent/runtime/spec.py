@@ -1,7 +1,7 @@
 """What the shim is told to run for one assignment: the command, its environment and its user."""
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +15,6 @@ from .container import container_cleanup, container_command
 from .workdir import Worker
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-AGENT_ONLY = ("USER", "LOGNAME", "MAIL", "HOME", "TMPDIR")
-"""The agent's own identity and places: a worker gets its own HOME and TMPDIR instead."""
 CONTAINER_ENV = "container.env"
 USERS_WIN = frozenset(RENDEZVOUS_VARIABLES)
 
@@ -55,15 +53,36 @@ def placed_env(assignment: Assignment, worker: WorkerEnvironment) -> dict[str, s
     return {**assignment.env, **placed}
 
 
+WORKER_BASE = ("PATH", "LANG")
+"""What every plain worker gets of the agent's environment, with `LC_*`: where programs are and
+how text reads. Nothing else unless the operator lists it (`worker_env_passthrough`): an agent's
+environment may hold secrets (`AWS_*`, `PIP_INDEX_URL` with a password, a proxy's credentials)
+that must never reach a tenant's worker."""
+
+
+def worker_base_env(
+    agent_env: Mapping[str, str], passthrough: Iterable[str] = ()
+) -> dict[str, str]:
+    """What a plain worker starts from: `PATH`, `LANG`, `LC_*` and the variables the operator
+    passes through, never the agent's own settings (`ASTRAEUS_*`) or systemd's."""
+    kept = {*WORKER_BASE, *passthrough}
+    return {
+        key: value
+        for key, value in agent_base_env(agent_env).items()
+        if key in kept or key.startswith("LC_")
+    }
+
+
 def worker_env(
     agent_env: Mapping[str, str],
     assignment: Assignment,
     worker: WorkerEnvironment,
     workdir: Path,
+    passthrough: Iterable[str] = (),
 ) -> dict[str, str]:
-    """A plain worker's environment: the agent's base, HOME and TMPDIR in its working
-    directory, then the user's variables, then the placement's."""
-    base = {k: v for k, v in agent_base_env(agent_env).items() if k not in AGENT_ONLY}
+    """A plain worker's environment, from a clean start: `worker_base_env`, HOME and TMPDIR in
+    its working directory, then the user's variables, then the placement's."""
+    base = worker_base_env(agent_env, passthrough)
     places = {"HOME": str(workdir), "TMPDIR": str(workdir / "tmp")}
     return {**base, **places, **placed_env(assignment, worker)}
 
@@ -76,6 +95,7 @@ def shim_spec(
     *,
     agent_env: Mapping[str, str],
     runtime: str | None,
+    passthrough: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The JSON the shim reads: command, environment, user, and where to write what."""
     check_env(assignment.env, container=assignment.image is not None)
@@ -89,7 +109,7 @@ def shim_spec(
         "cleanup": None,
     }
     if assignment.image is None:
-        env = worker_env(agent_env, assignment, worker, where.workdir)
+        env = worker_env(agent_env, assignment, worker, where.workdir, passthrough)
         user = where.user.as_spec() if where.user else None
         return {**spec, "command": list(assignment.command), "env": env, "user": user}
     if runtime is None:

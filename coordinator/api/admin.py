@@ -7,6 +7,7 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Role, Store, TokenInfo
 from astraeus.shared import field_errors
 from astraeus.shared.admin import (
@@ -22,7 +23,7 @@ from astraeus.shared.admin import (
 
 from .auth import require_admin
 from .errors import ApiError, fail, not_found, read_model, row_id
-from .keys import CLOCK, SCHEDULER, STORE
+from .keys import CLOCK, RECORDS, SCHEDULER, STORE
 from .routes import Route
 
 
@@ -90,23 +91,24 @@ async def create_token(request: web.Request) -> web.Response:
     if body.labels and role != Role.AGENT:
         fail(400, "only an agent token binds labels", "labels", "is for agent tokens only")
     now = request.app[CLOCK].now()
-    secret, info = await store.database.run(_create_token, store, body, role, now)
+    records = request.app[RECORDS]
+    secret, info = await store.database.run(_create_token, store, records, body, role, now)
     if role == Role.AGENT and body.labels:
         request.app[SCHEDULER].poke()
     return _json(NewToken(token=secret, info=_token_view(info)), status=201)
 
 
 def _create_token(
-    store: Store, body: TokenBody, role: Role, now: datetime
+    store: Store, records: MachineRecords, body: TokenBody, role: Role, now: datetime
 ) -> tuple[str, TokenInfo]:
     """On the writer thread: an agent token's machine (and the labels it binds), then the
     token."""
     if role == Role.AGENT and body.machine is not None:
-        record = store.machines.ensure(body.machine, now)
+        record = records.ensure(body.machine, now)
         if body.labels:
             # Bound by the admin who makes the token, like a kubelet's --node-labels that only
             # the admin's provisioning may set.
-            store.machines.set_labels(body.machine, {**record.admin_labels, **body.labels})
+            records.set_labels(body.machine, {**record.admin_labels, **body.labels})
     return store.tokens.create(
         role,
         now,

@@ -4,22 +4,17 @@ tasks its machine should run."""
 from __future__ import annotations
 
 import ipaddress
-import logging
 import math
-from datetime import datetime
 
 from aiohttp import web
 
 from astraeus.coordinator.store import Role
-from astraeus.coordinator.store.ports import refuse_ports
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
 from .errors import ApiError, fail, read_model
-from .keys import CLOCK, REPORTING, SCHEDULER, SETTINGS, STORE
+from .keys import CLOCK, REPORTING, REPORTS, SCHEDULER, SETTINGS
 from .routes import Route
-
-log = logging.getLogger(__name__)
 
 
 async def put_report(request: web.Request) -> web.Response:
@@ -53,26 +48,13 @@ async def _receive(request: web.Request, name: str) -> web.Response:
             f"is {body.report.name!r} but the URL names {name!r}",
         )
     app = request.app
-    store, now = app[STORE], app[CLOCK].now()
-    agents, run = store.agents, store.database.run
-    # A plain heartbeat is kept in memory here; a report that writes goes to the writer thread.
     address = usable_address(body.report.advertise_address, request.remote)
-    beat = agents.beat(body, address, now)
-    if beat is None:
-        record, changed = await run(agents.store_report, body, address, now)
-    else:
-        record, changed = beat, False
-    refused = await _busy_ports(app, name, body, now)
-    rows = agents.live(name)
-    if agents.stale(name, body.tasks, rows) is None:
-        assignments, freed = agents.assignments_of(rows), False
-    else:
-        assignments, freed = await run(agents.settle, name, body.tasks, now)
-    if changed or freed or refused:
+    received = await app[REPORTS].receive(body, address, app[CLOCK].now())
+    if received.poke:
         app[SCHEDULER].poke()
     reply = ReportReply(
-        acked_seq=record.acked_seq,
-        assignments=assignments,
+        acked_seq=received.record.acked_seq,
+        assignments=received.assignments,
         report_interval_seconds=app[SETTINGS].report_interval_seconds,
     )
     return web.Response(text=reply.model_dump_json(), content_type="application/json")
@@ -95,20 +77,6 @@ def _loopback(peer: str | None) -> bool:
         return peer is not None and ipaddress.ip_address(peer).is_loopback
     except ValueError:
         return False
-
-
-async def _busy_ports(app: web.Application, machine: str, body: AgentReport, now: datetime) -> bool:
-    """Take back each port the agent found busy for its own worker 0 not yet started, and
-    remember it as busy there; the next pass gives another. True when one was taken back."""
-    if not body.busy_ports:
-        return False
-    database, ports = app[STORE].database, app[SCHEDULER].ports
-    busy = [(item.task_uid, item.port) for item in body.busy_ports]
-    given_back = await database.run(refuse_ports, database, machine, busy)
-    for port in given_back:
-        ports.found_busy(machine, port, now)
-        log.info("machine %s: rendezvous port %d is in use there; another is given", machine, port)
-    return bool(given_back)
 
 
 ROUTES = (

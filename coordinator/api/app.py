@@ -7,8 +7,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 from aiohttp import web
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.metrics import Metrics
+from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.scheduler import Scheduler, SessionFactory
+from astraeus.coordinator.scheduler.port_grants import Ports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.shared.clock import Clock
@@ -17,7 +20,7 @@ from ..console import setup_console
 from . import admin, agents, cluster, cluster_map, health, machines, runs
 from .auth import bearer_auth
 from .errors import json_errors
-from .keys import CLOCK, METRICS, REPORTING, SCHEDULER, SETTINGS, STORE
+from .keys import CLOCK, METRICS, RECORDS, REPORTING, REPORTS, SCHEDULER, SETTINGS, STORE
 from .routes import Route
 
 
@@ -38,11 +41,13 @@ def create_app(
     *,
     store: Store,
     clock: Clock,
+    records: MachineRecords | None = None,
     session_factory: SessionFactory | None = None,
     pass_pool: ProcessPoolExecutor | None = None,
 ) -> web.Application:
     """The coordinator's app. The scheduler loop runs in the background if `settings.scheduler`;
     it is reachable as `app[SCHEDULER]` either way, so tests can run passes themselves.
+    `records`: the machines loaded before (read from `store` when not given);
     `session_factory` replaces the placement engine (tests of the queue rules pass a fake);
     `pass_pool` is a pass worker started before (`scheduler.worker_pool`)."""
     app = web.Application(
@@ -53,8 +58,16 @@ def create_app(
     app[CLOCK] = clock
     app[METRICS] = Metrics()
     app[REPORTING] = set()
+    app[RECORDS] = records if records is not None else MachineRecords(store, settings.access_labels)
+    app[REPORTS] = Reports(store, app[RECORDS], Ports(settings.port_range))
     app[SCHEDULER] = Scheduler(
-        settings, store, clock, app[METRICS], session_factory=session_factory, pool=pass_pool
+        settings,
+        store,
+        clock,
+        app[METRICS],
+        app[REPORTS],
+        session_factory=session_factory,
+        pool=pass_pool,
     )
     for route in all_routes():
         app.router.add_route(route.method, route.path, route.handler)

@@ -12,14 +12,15 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from astraeus.coordinator.store import MachineRecord, Role, network_site
+from astraeus.coordinator.machine_records import MachineRecord, network_site
+from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.db import Database
 from astraeus.shared import GpuInfo, LinkLayer, MachineReport
 from astraeus.shared.labels import FABRIC, POOL, RACK, SITE
 from astraeus.shared.views import ClusterMap
 
 from .auth import principal, visible_pools
-from .keys import CLOCK, SCHEDULER, STORE
+from .keys import CLOCK, RECORDS, SCHEDULER, STORE
 from .routes import Route
 
 OTHERS = {"name": None, "workspace": None}
@@ -143,7 +144,7 @@ async def cluster_map(request: web.Request) -> web.Response:
     now, down_after = request.app[CLOCK].now(), request.app[SCHEDULER].down_after
     machines = [
         build.machine(record, now, down_after)
-        for record in store.machines.all()
+        for record in request.app[RECORDS].all()
         if _visible(record, pools)
     ]
     body = {"models": build.models.items, "runs": build.runs.items, "machines": machines}

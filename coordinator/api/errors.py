@@ -86,6 +86,14 @@ async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
         raise ApiError(400, invalid_body(model), field_errors(model, exc)) from None
 
 
+MAX_URL_BYTES = 8192
+"""The longest request target (path and query) answered; a longer one gets the JSON 414."""
+
+MAX_REQUEST_LINE = 65536
+"""The server runner's `max_line_size`: aiohttp's own limit on the request line (8 KiB) answers
+in plain text, before any middleware; raised, so that a URL past `MAX_URL_BYTES` reaches
+`json_errors` and is refused in the documented JSON. (Past 64 KiB aiohttp still answers.)"""
+
 RETRY_AFTER = 5
 """Seconds a client is told to wait (`Retry-After`) while the database takes no writes."""
 
@@ -96,6 +104,8 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     (`database is not writable: disk full`: nothing of the request was written) and anything
     unexpected as 500 (logged with its traceback), all as the documented JSON error."""
     try:
+        if len(request.raw_path) > MAX_URL_BYTES:
+            fail(414, f"the URL is {len(request.raw_path)} bytes long; at most {MAX_URL_BYTES}")
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.error, exc.fields, exc.headers)

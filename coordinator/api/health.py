@@ -9,7 +9,7 @@ from aiohttp import web
 
 from .auth import require_admin, require_user
 from .errors import RETRY_AFTER
-from .keys import CLOCK, METRICS, SCHEDULER, STORE
+from .keys import CLOCK, METRICS, RECORDS, SCHEDULER, STORE
 from .openapi import document
 from .routes import Route
 
@@ -49,7 +49,7 @@ async def metrics(request: web.Request) -> web.Response:
     app = request.app
     scheduler = app[SCHEDULER]
     text = app[METRICS].render(
-        app[STORE], app[CLOCK].now(), scheduler.down_after, scheduler.heard_since
+        app[STORE], app[RECORDS], app[CLOCK].now(), scheduler.down_after, scheduler.heard_since
     )
     return web.Response(
         text=text,

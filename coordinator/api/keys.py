@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.metrics import Metrics
+from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.scheduler import Scheduler
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Principal, Store
@@ -14,6 +16,10 @@ SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", Store)
 CLOCK = web.AppKey("clock", Clock)
 SCHEDULER = web.AppKey("scheduler", Scheduler)
+RECORDS = web.AppKey("records", MachineRecords)
+"""The machines as the coordinator keeps them (`machine_records.py`)."""
+REPORTS = web.AppKey("reports", Reports)
+"""Agents' reports received (`reports.py`)."""
 METRICS = web.AppKey("metrics", Metrics)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REPORTING: web.AppKey[set[str]] = web.AppKey("reporting")

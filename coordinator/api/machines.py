@@ -8,7 +8,8 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel
 
-from astraeus.coordinator.store import MachineRecord, Role
+from astraeus.coordinator.machine_records import MachineRecord
+from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
@@ -26,7 +27,7 @@ from astraeus.shared.reasons import ANOTHER_WORKSPACE
 
 from .auth import principal, require_admin, visible_pools
 from .errors import not_found, read_model, row_id
-from .keys import CLOCK, SCHEDULER, STORE
+from .keys import CLOCK, RECORDS, SCHEDULER, STORE
 from .routes import Route
 
 
@@ -45,7 +46,7 @@ def _visible(request: web.Request, record: MachineRecord | None) -> bool:
 
 def _record(request: web.Request) -> MachineRecord:
     name = request.match_info["name"]
-    record = request.app[STORE].machines.get(name)
+    record = request.app[RECORDS].get(name)
     if record is None or not _visible(request, record):
         not_found("machine", name)
     return record
@@ -142,7 +143,7 @@ async def list_machines(request: web.Request) -> web.Response:
     usage = read_usage(request.app[STORE].database)
     views = [
         MachineView.model_validate(_view(request, record, usage.get(record.name)))
-        for record in request.app[STORE].machines.all()
+        for record in request.app[RECORDS].all()
         if _visible(request, record)
     ]
     return _json(MachineList(machines=views))
@@ -179,8 +180,8 @@ async def cordon(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     body = await read_model(request, CordonBody)
-    store = request.app[STORE]
-    await store.database.run(store.machines.cordon, record.name, body.reason)
+    records = request.app[RECORDS]
+    await request.app[STORE].database.run(records.cordon, record.name, body.reason)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -188,8 +189,8 @@ async def cordon(request: web.Request) -> web.Response:
 async def uncordon(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
-    store = request.app[STORE]
-    await store.database.run(store.machines.cordon, record.name, None)
+    records = request.app[RECORDS]
+    await request.app[STORE].database.run(records.cordon, record.name, None)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 
@@ -198,8 +199,8 @@ async def set_labels(request: web.Request) -> web.Response:
     require_admin(request)
     record = _record(request)
     body = await read_model(request, LabelsBody)
-    store = request.app[STORE]
-    await store.database.run(store.machines.set_labels, record.name, body.labels)
+    records = request.app[RECORDS]
+    await request.app[STORE].database.run(records.set_labels, record.name, body.labels)
     request.app[SCHEDULER].poke()
     return await get_machine(request)
 

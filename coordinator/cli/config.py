@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from astraeus.shared.tls import plain_http_refusal, plain_http_to_another_machine
+
 from .errors import CliError, Exit
 
 DEFAULT_API = "http://127.0.0.1:8470"
@@ -77,10 +79,13 @@ def resolve(
     ca_file: str | None = None,
     environ: Mapping[str, str] | None = None,
     token_file: str | None = None,
+    allow_plain_http: bool = False,
 ) -> Target:
     """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`/`ASTRA_CA`, which win over
     the file. The URL may end in `/api/v1` (as the demo prints it) or not. `--token-file` is a
-    flag: it wins over the variable and the file too."""
+    flag: it wins over the variable and the file too. Plain `http://` to another machine is
+    refused (the token would cross the network unencrypted) unless `allow_plain_http` or
+    `ASTRA_ALLOW_PLAIN_HTTP=1`."""
     env = os.environ if environ is None else environ
     if token is None and token_file is not None:
         token = read_token_file(token_file)
@@ -95,6 +100,10 @@ def resolve(
         raise CliError(
             f"api: {url!r} is not an http(s) URL, e.g. http://coordinator:8470", Exit.USAGE
         )
+    allowed = allow_plain_http or env.get("ASTRA_ALLOW_PLAIN_HTTP", "") in ("1", "true", "yes")
+    if plain_http_to_another_machine(url) and not allowed:
+        allow = "--allow-plain-http (ASTRA_ALLOW_PLAIN_HTTP=1)"
+        raise CliError(plain_http_refusal("api", url, allow), Exit.USAGE)
     ca = pick(ca_file, "ca_file", "ASTRA_CA")
     return Target(
         api=url,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -10,6 +11,16 @@ from typing import Any, TextIO
 from pydantic import BaseModel
 
 from .client import Api
+
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character but the newline (C0, DEL, C1) written as its escape
+    (`\\x1b`), so a GPU model, label, name or message from a hostile agent or user cannot move
+    the cursor, clear the screen or retitle the terminal of whoever reads it. (`-o json` escapes
+    them by itself; `astra logs` prints the run's own output as it is, as `kubectl logs` does.)"""
+    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
 @dataclass
@@ -20,7 +31,7 @@ class Context:
 
     def lines(self, lines: list[str]) -> None:
         for line in lines:
-            print(line, file=self.out)
+            print(printable(line), file=self.out)
         self.out.flush()
 
     def emit(self, data: BaseModel | dict[str, Any] | list[Any], lines: list[str]) -> None:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from .client import Api
 from .config import resolve
-from .context import Context
+from .context import Context, printable
 from .errors import CliError, Exit
 
 
@@ -26,7 +26,7 @@ def dispatch(args: Namespace) -> int:
         )
         return Exit.FAILED
     except CliError as exc:
-        print(f"astra: {exc.message}", file=sys.stderr)
+        print(f"astra: {printable(exc.message)}", file=sys.stderr)
         return exc.code
     except KeyboardInterrupt:
         return 130
@@ -50,6 +50,7 @@ def _call(args: Namespace) -> int:
         workspace=args.workspace,
         ca_file=args.ca_file,
         token_file=args.token_file,
+        allow_plain_http=args.allow_plain_http,
     )
     ctx = Context(api=Api(target), json=args.output == "json")
     return int(args.func(ctx, args))

@@ -58,6 +58,11 @@ def _common() -> Parser:
     common.add_argument(
         "--workspace", help="the workspace to act in; admins must name it (ASTRA_WORKSPACE)"
     )
+    common.add_argument(
+        "--allow-plain-http",
+        action="store_true",
+        help="send the token over plain http:// to another machine (ASTRA_ALLOW_PLAIN_HTTP=1)",
+    )
     return common
 
 

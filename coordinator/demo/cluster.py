@@ -8,7 +8,8 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from astraeus.coordinator.api import create_app
+from astraeus.coordinator.api import RECORDS, create_app
+from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared.admin import WorkspaceSpec
@@ -52,11 +53,10 @@ class DemoCluster:
         """The coordinator, the workspace `demo` (pool `demo`), then one agent per machine."""
         settings = demo_settings(self.state_dir, self.port)
         clock = SystemClock()
-        self.store = store = Store.open(
-            settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
-        )
+        self.store = store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
         app = create_app(settings, store=store, clock=clock)
-        self.runner = web.AppRunner(app, access_log=None)
+        records = app[RECORDS]
+        self.runner = web.AppRunner(app, access_log=None, max_line_size=MAX_REQUEST_LINE)
         await self.runner.setup()
         await web.TCPSite(self.runner, settings.host, settings.port).start()
         self.port = int(self.runner.addresses[0][1])
@@ -69,9 +69,9 @@ class DemoCluster:
         self.session = aiohttp.ClientSession()
         for description in machine_files():
             agent = FakeAgent.create(description, self.state_dir / "agents")
-            store.machines.ensure(agent.name, now)
+            records.ensure(agent.name, now)
             # The pool is the admin's to give (agents' own `pool` labels are ignored).
-            store.machines.set_labels(agent.name, {"pool": POOL})
+            records.set_labels(agent.name, {"pool": POOL})
             token, _ = store.tokens.create(Role.AGENT, now, machine=agent.name)
             agent.start(self.session, self.url, token)
             self.agents.append(agent)

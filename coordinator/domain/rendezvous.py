@@ -1,8 +1,8 @@
 """When a worker may start, and where its run's workers meet (the rendezvous of its assignment).
 
 Worker 0 of a run (an array element: its own world of one) starts once the scheduler gave it a
-port (`scheduler/ports.py`); every other worker once worker 0's agent found that port free and
-started it, so no worker ever meets at a port that changes.
+port (`scheduler/port_grants.py`); every other worker once worker 0's agent found that port free
+and started it, so no worker ever meets at a port that changes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from astraeus.shared import Rendezvous, TaskState
 
 LEGACY_BASE_PORT = 29500
 """A task started before ports were held (migration 7) was told 29500 + (run number mod 1000);
-its assignment keeps saying so. Every other port is the scheduler's (`scheduler/ports.py`)."""
+its assignment keeps saying so. Every other port is the scheduler's (`scheduler/port_grants.py`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from .breakdown import score_breakdown
 from .engine import place
 from .model import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     Pending,
     Placement,
     PlacementResult,
@@ -21,7 +21,7 @@ from .session import PlacementSession
 
 __all__ = [
     "ClusterSnapshot",
-    "MachineView",
+    "MachineSnapshot",
     "Pending",
     "Placement",
     "PlacementResult",

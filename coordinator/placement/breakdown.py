@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from . import scores
-from .model import ClusterSnapshot, MachineView, RunRequest
+from .model import ClusterSnapshot, MachineSnapshot, RunRequest
 from .session import PlacementSession
 
 
 def score_breakdown(
     run: RunRequest,
-    machine: MachineView,
+    machine: MachineSnapshot,
     gpus_taken: int,
     *,
     now: datetime,

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from astraeus.shared import GpuInfo, MachineReport, MachineState, labels
 
 from . import fabrics
-from .model import MachineView, RunKey
+from .model import MachineSnapshot, RunKey
 
 
 @dataclass(frozen=True)
 class MachineFacts:
     """What a machine is, independent of any run: read once when a session starts."""
 
-    view: MachineView
+    snapshot: MachineSnapshot
     report: MachineReport | None
     up: bool
     site: str
@@ -32,7 +32,7 @@ class MachineFacts:
 
     @property
     def name(self) -> str:
-        return self.view.name
+        return self.snapshot.name
 
 
 @dataclass
@@ -46,16 +46,16 @@ class Free:
     """The runs with live tasks here at the snapshot (none on an idle machine)."""
 
 
-def machine_facts(view: MachineView) -> MachineFacts:
-    report = view.report
+def machine_facts(machine: MachineSnapshot) -> MachineFacts:
+    report = machine.report
     gpus = tuple(report.gpus) if report else ()
     by_id = {gpu.uuid: gpu for gpu in gpus} | {str(gpu.index): gpu for gpu in gpus}
     drives = report.drives if report else []
-    site = view.site or (report.labels.get(labels.SITE, "") if report else "")
+    site = machine.site or (report.labels.get(labels.SITE, "") if report else "")
     return MachineFacts(
-        view=view,
+        snapshot=machine,
         report=report,
-        up=view.state is MachineState.UP and report is not None,
+        up=machine.state is MachineState.UP and report is not None,
         site=site,
         rack=fabrics.rack(report),
         nvlink_domain=fabrics.nvlink_domain(report),
@@ -67,18 +67,18 @@ def machine_facts(view: MachineView) -> MachineFacts:
     )
 
 
-def free_now(facts: MachineFacts, view: MachineView | None = None) -> Free:
-    """Free capacity from the coordinator's own ledger of what live tasks hold: `view`'s
-    holdings (the facts' own view by default; a newer one when only holdings changed)."""
-    report, view = facts.report, view or facts.view
+def free_now(facts: MachineFacts, machine: MachineSnapshot | None = None) -> Free:
+    """Free capacity from the coordinator's own ledger of what live tasks hold: `machine`'s
+    holdings (the facts' own snapshot by default; a newer one when only holdings changed)."""
+    report, machine = facts.report, machine or facts.snapshot
     if report is None:
-        return Free(set(), 0, 0, view.workers)
-    gpu_ids = {gpu.uuid for gpu in facts.gpus} - view.used_gpu_ids
+        return Free(set(), 0, 0, machine.workers)
+    gpu_ids = {gpu.uuid for gpu in facts.gpus} - machine.used_gpu_ids
     return Free(
         gpu_ids,
-        max(report.cpu_cores - view.used_cpu_cores, 0),
-        max(report.memory_bytes - view.used_memory_bytes, 0),
-        view.workers,
+        max(report.cpu_cores - machine.used_cpu_cores, 0),
+        max(report.memory_bytes - machine.used_memory_bytes, 0),
+        machine.workers,
     )
 
 

@@ -7,7 +7,8 @@ ties go to the lowest name, the class's members are tried in name order only unt
 can no longer beat the best found. Each bucket lists its classes by how much of their cores and
 memory is free. `update` keeps it current; `fork` gives a pass its own copy to change, sharing
 every bucket and class until the copy changes it (copy-on-write). It also keeps each machine's
-state (`kinds.State`), by which decisions check filters 7 and 8 once per state.
+free kind (`kinds.FreeKind`), by which a run's evaluation checks filters 7 and 8 once per free
+kind.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from astraeus.shared import GpuHealthState
 
 from .facts import Free, MachineFacts
-from .kinds import Kind, State, state
+from .kinds import FreeKind, Kind, free_kind
 from .scores import cores_free, memory_free
 
 Bucket = tuple[int, int]
@@ -70,10 +71,10 @@ class FreeIndex:
         """Each class's machines, in name order."""
         self.free_gpus: list[int] = [len(one.gpu_ids) for one in free]
         """Each machine's free GPUs, faulted or not, of any model."""
-        self.states: list[State] = [
-            state(kind, one, now) for kind, one, now in zip(kinds, facts, free, strict=True)
+        self.free_kinds: list[FreeKind] = [
+            free_kind(kind, one, now) for kind, one, now in zip(kinds, facts, free, strict=True)
         ]
-        """Each machine's state: its kind and what is free on it."""
+        """Each machine's free kind: its kind and what is free on it."""
         self._where: list[tuple[ClassKey, Entry]] = []
         self._owned: set[object] = set()
         """Buckets and classes this index may change in place (not shared with another)."""
@@ -100,7 +101,7 @@ class FreeIndex:
         self._owned = set()
         twin.buckets, twin.classes = dict(self.buckets), dict(self.classes)
         twin.free_gpus, twin._where = list(self.free_gpus), list(self._where)
-        twin.states = list(self.states)
+        twin.free_kinds = list(self.free_kinds)
         twin._owned = set()
         return twin
 
@@ -109,7 +110,7 @@ class FreeIndex:
         old_key, old_entry = self._where[i]
         key, entry = _class_of(self._facts[i], self._free[i])
         self.free_gpus[i] = len(self._free[i].gpu_ids)
-        self.states[i] = state(self._kinds[i], self._facts[i], self._free[i])
+        self.free_kinds[i] = free_kind(self._kinds[i], self._facts[i], self._free[i])
         if key == old_key:
             return
         self._where[i] = (key, entry)

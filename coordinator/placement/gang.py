@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from astraeus.shared import Spread
 
 from . import single
-from .decision import Decision
+from .evaluation import RunEvaluation
 from .free_index import FreeIndex
 from .ladder import RUNGS, Key, Member, Rung
 from .shape import ShapeOption
@@ -32,71 +32,73 @@ class Choice:
 
 
 def search(
-    decision: Decision,
+    evaluation: RunEvaluation,
     rungs: Sequence[Rung],
     index: FreeIndex | None = None,
 ) -> Choice | None:
     """The first rung, tightest first, where some group holds one of the shapes. With `index`
     (current free capacity) a single worker is found without checking every machine."""
-    stacks = decision.needs.stacks
+    stacks = evaluation.needs.stacks
     for rung in rungs:
-        for option in decision.options:
+        for option in evaluation.options:
             if rung.single != (option.tasks == 1) and not (rung.single and stacks):
                 continue
-            if option.gpus_each > decision.cluster.most_gpus:
+            if option.gpus_each > evaluation.cluster.most_gpus:
                 continue
             if rung.single and option.tasks > 1:
-                best = _stacked_single(decision, option)
+                best = _stacked_single(evaluation, option)
             elif rung.single:
-                best = _single(decision, option, index)
+                best = _single(evaluation, option, index)
             else:
-                groups = decision.cluster.groups(rung, decision.needs)
-                best = _best_group(decision, rung, groups, option)
+                groups = evaluation.cluster.groups(rung, evaluation.needs)
+                best = _best_group(evaluation, rung, groups, option)
             if best is not None:
                 return best
     return None
 
 
-def _single(decision: Decision, option: ShapeOption, index: FreeIndex | None) -> Choice | None:
+def _single(
+    evaluation: RunEvaluation, option: ShapeOption, index: FreeIndex | None
+) -> Choice | None:
     if index is not None:
-        i = single.best(decision, index, option.gpus_each)
+        i = single.best(evaluation, index, option.gpus_each)
     else:
-        i = _scan_single(decision, option.gpus_each)
+        i = _scan_single(evaluation, option.gpus_each)
     if i is None:
         return None
-    return Choice(RUNGS[0], option, (i,), (decision.cluster.facts[i].name,))
+    return Choice(RUNGS[0], option, (i,), (evaluation.cluster.facts[i].name,))
 
 
-def _stacked_single(decision: Decision, option: ShapeOption) -> Choice | None:
+def _stacked_single(evaluation: RunEvaluation, option: ShapeOption) -> Choice | None:
     """Every worker on one machine: the highest score among machines with room for them all."""
     found: tuple[int, int] | None = None
-    for i in decision.eligible:
-        if decision.slots(i, option) >= option.tasks:
-            rank = (decision.score(i, option.gpus_each, False), -i)
+    for i in evaluation.eligible:
+        if evaluation.slots(i, option) >= option.tasks:
+            rank = (evaluation.score(i, option.gpus_each, False), -i)
             found = rank if found is None or rank > found else found
     if found is None:
         return None
     i = -found[1]
-    return Choice(RUNGS[0], option, (i,) * option.tasks, (decision.cluster.facts[i].name,))
+    return Choice(RUNGS[0], option, (i,) * option.tasks, (evaluation.cluster.facts[i].name,))
 
 
-def _scan_single(decision: Decision, gpus: int) -> int | None:
+def _scan_single(evaluation: RunEvaluation, gpus: int) -> int | None:
     found: tuple[int, int] | None = None
-    for i in decision.eligible:
-        if decision.cap(i) >= gpus:
-            rank = (decision.score(i, gpus, False), -i)
+    for i in evaluation.eligible:
+        if evaluation.cap(i) >= gpus:
+            rank = (evaluation.score(i, gpus, False), -i)
             found = rank if found is None or rank > found else found
     return None if found is None else -found[1]
 
 
 def _best_group(
-    decision: Decision, rung: Rung, groups: dict[Key, list[int]], option: ShapeOption
+    evaluation: RunEvaluation, rung: Rung, groups: dict[Key, list[int]], option: ShapeOption
 ) -> Choice | None:
     """Least room left free first; only the groups tied on that are scored."""
     each, tasks = option.gpus_each, option.tasks
     sized: list[tuple[float, Key, list[int]]] = []
-    free_gpus = decision.free_gpus
-    stacks = decision.needs.stacks
+    free_gpus = evaluation.free_gpus
+    stacks = evaluation.needs.stacks
     for key, members in groups.items():
         if len(members) < tasks and not stacks:
             continue
@@ -104,10 +106,10 @@ def _best_group(
         roomy = [i for i in members if free_gpus[i] >= each]
         if _workers_bound(free_gpus, roomy, option, stacks) < tasks:
             continue
-        fits = [i for i in roomy if decision.passes(i) and decision.cap(i) >= each]
-        held = sum(decision.slots(i, option) for i in fits) if stacks else len(fits)
-        if held >= tasks and _spread_ok(decision, fits, tasks):
-            room = sum(decision.room_free(i) for i in fits) - _used(decision, option)
+        fits = [i for i in roomy if evaluation.passes(i) and evaluation.cap(i) >= each]
+        held = sum(evaluation.slots(i, option) for i in fits) if stacks else len(fits)
+        if held >= tasks and _spread_ok(evaluation, fits, tasks):
+            room = sum(evaluation.room_free(i) for i in fits) - _used(evaluation, option)
             sized.append((room, key, fits))
     if not sized:
         return None
@@ -116,8 +118,8 @@ def _best_group(
     ranked: list[tuple[int, Key, tuple[int, ...]]] = []
     for room, key, fits in sized:
         if room == least:
-            picked = _pick(decision, fits, option, rdma)
-            score = sum(decision.score(i, each, rdma) for i in picked)
+            picked = _pick(evaluation, fits, option, rdma)
+            score = sum(evaluation.score(i, each, rdma) for i in picked)
             ranked.append((-score, key, picked))
     _score, key, picked = min(ranked)
     return Choice(rung, option, picked, key)
@@ -134,32 +136,34 @@ def _workers_bound(
     return sum(free_gpus[i] // option.gpus_each for i in roomy)
 
 
-def _used(decision: Decision, option: ShapeOption) -> float:
-    if decision.needs.gpus:
+def _used(evaluation: RunEvaluation, option: ShapeOption) -> float:
+    if evaluation.needs.gpus:
         return option.tasks * option.gpus_each
-    return option.tasks * decision.needs.worker(0).cpu_cores
+    return option.tasks * evaluation.needs.worker(0).cpu_cores
 
 
-def _spread_ok(decision: Decision, fits: list[int], tasks: int) -> bool:
+def _spread_ok(evaluation: RunEvaluation, fits: list[int], tasks: int) -> bool:
     """Enough distinct racks or fabrics when the run spreads one worker per rack or fabric."""
-    spread = decision.needs.spread
+    spread = evaluation.needs.spread
     if spread not in (Spread.RACK, Spread.FABRIC):
         return True
-    members = decision.cluster.members
+    members = evaluation.cluster.members
     return len({_spread_domain(spread, members[i]) for i in fits}) >= tasks
 
 
-def _pick(decision: Decision, fits: list[int], option: ShapeOption, rdma: bool) -> tuple[int, ...]:
+def _pick(
+    evaluation: RunEvaluation, fits: list[int], option: ShapeOption, rdma: bool
+) -> tuple[int, ...]:
     """The group's best `tasks` machines by score, one per rack or fabric when spread says so;
     when workers stack, each of the best takes as many workers as it has room for."""
-    ranked = sorted(fits, key=lambda i: (-decision.score(i, option.gpus_each, rdma), i))
-    if decision.needs.stacks:
-        return _stack(decision, ranked, option)
-    spread = decision.needs.spread
+    ranked = sorted(fits, key=lambda i: (-evaluation.score(i, option.gpus_each, rdma), i))
+    if evaluation.needs.stacks:
+        return _stack(evaluation, ranked, option)
+    spread = evaluation.needs.spread
     picked: list[int] = []
     seen: set[str | None] = set()
     for i in ranked:
-        domain = _spread_domain(spread, decision.cluster.members[i])
+        domain = _spread_domain(spread, evaluation.cluster.members[i])
         if domain is not None:
             if domain in seen:
                 continue
@@ -170,10 +174,10 @@ def _pick(decision: Decision, fits: list[int], option: ShapeOption, rdma: bool) 
     return tuple(sorted(picked))
 
 
-def _stack(decision: Decision, ranked: list[int], option: ShapeOption) -> tuple[int, ...]:
+def _stack(evaluation: RunEvaluation, ranked: list[int], option: ShapeOption) -> tuple[int, ...]:
     picked: list[int] = []
     for i in ranked:
-        take = min(decision.slots(i, option), option.tasks - len(picked))
+        take = min(evaluation.slots(i, option), option.tasks - len(picked))
         picked.extend([i] * take)
         if len(picked) == option.tasks:
             break

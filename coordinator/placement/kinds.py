@@ -1,12 +1,12 @@
-"""Machines alike for filters 6–8: a machine's kind (what it is, as they read it) and its state
-(its kind and what is free on it).
+"""Machines alike for filters 6–8: a machine's kind (what it is, as they read it) and its free
+kind (its kind and what is free on it).
 
 Filters 7 (room) and 8 (GPUs) read a machine's cores and memory in all and free, and its GPUs'
-model, vendor, memory and health, with which of them are free. Two machines in the same state
-get the same verdicts from them for every run and worker, so a decision checks one machine per
-distinct state (`Decision`), not every machine: a large cluster has thousands of machines and a
-few dozen states. Filter 6 (a worker of the run already here) is read per machine, as it is
-about the run, not the machine.
+model, vendor, memory and health, with which of them are free. Two machines of the same free kind
+get the same verdicts from them for every run and worker, so a run's evaluation checks one
+machine per distinct free kind (`RunEvaluation`), not every machine: a large cluster has thousands
+of machines and a few dozen free kinds. Filter 6 (a worker of the run already here) is read per
+machine, as it is about the run, not the machine.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ Description = tuple[bool, float, int, GpuDescriptions]
 
 class Kind:
     """One distinct description. Compared by identity: alike machines share one object (see
-    `Kinds`), so a state's key hashes and compares without walking the GPUs again; two objects
+    `Kinds`), so a free kind hashes and compares without walking the GPUs again; two objects
     for the same description are only a lost chance to share, never a wrong verdict."""
 
     __slots__ = ("description", "uniform")
@@ -37,7 +37,7 @@ class Kind:
         """Every GPU alike: which of them are free does not matter, only how many."""
 
 
-State = tuple[Kind, int | GpuDescriptions, float, int]
+FreeKind = tuple[Kind, int | GpuDescriptions, float, int]
 """(kind, free GPUs, free cores, free memory). Free GPUs are their count where every GPU of the
 kind is alike, else their descriptions, sorted."""
 
@@ -75,9 +75,9 @@ class Kinds:
             self._known = {kind.description: kind for kind in in_use}
 
 
-def state(kind: Kind, facts: MachineFacts, free: Free) -> State:
-    """The machine's state: which of its GPUs are free (how many, if all are alike), its free
-    cores and memory."""
+def free_kind(kind: Kind, facts: MachineFacts, free: Free) -> FreeKind:
+    """The machine's free kind: its kind and which of its GPUs are free (how many, if all are
+    alike), its free cores and memory."""
     ids = free.gpu_ids
     if kind.uniform:
         return (kind, len(ids), free.cpu_cores, free.memory_bytes)

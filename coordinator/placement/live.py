@@ -5,7 +5,7 @@ what changed: a machine whose description changed (its report as placement reads
 site, cordon or reservations) gets new facts; one whose holdings changed (a placement, a task's
 end) gets a new free capacity and moves in the free index. Nothing is rebuilt for the others.
 Each session (a pass, or a dry run) gets a `Frame` (what the machines are, shared, never
-changed) and its own copy-on-write view of free capacity, so it may `take` freely and the state
+changed) and its own copy-on-write list of free capacity, so it may `take` freely and the state
 stays as the snapshot said.
 """
 
@@ -21,11 +21,11 @@ from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
 from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
 from .free_index import FreeIndex
 from .kinds import Kind, Kinds
-from .model import ClusterSnapshot, MachineView
-from .prepared import Verdicts
+from .model import ClusterSnapshot, MachineSnapshot
+from .prepared import StaticVerdicts
 
 if TYPE_CHECKING:
-    from .decision import Decision
+    from .evaluation import RunEvaluation
     from .gang import Choice
 from .scores import Home
 
@@ -47,15 +47,17 @@ class Frame:
             previous.kinds[i] if previous and _kept(previous, i, one) else self._kinds.of(one)
             for i, one in enumerate(facts)
         ]
-        """Each machine's kind: also its state when idle (all of it free)."""
+        """Each machine's kind: also its free kind when idle (all of it free)."""
         self._kinds.prune(self.kinds)
         self.labelled = cluster_has_fabric_label([one.report for one in facts])
         self._places: dict[float | None, list[NetworkPlace]] = {}
         self._clusters: dict[float | None, Cluster] = {}
-        self._verdicts: dict[tuple[object, ...], Verdicts] = {}
-        self.idle_views: dict[tuple[object, ...], tuple[Decision, Choice | None]] = {}
-        """Runs against the idle cluster, by ask (see `PlacementSession._idle_view`)."""
-        self.timed = any(r.starts_at or r.ends_at for one in facts for r in one.view.reservations)
+        self._verdicts: dict[tuple[object, ...], StaticVerdicts] = {}
+        self.idle_fits: dict[tuple[object, ...], tuple[RunEvaluation, Choice | None]] = {}
+        """Runs against the idle cluster, by ask (see `PlacementSession._idle_fit`)."""
+        self.timed = any(
+            r.starts_at or r.ends_at for one in facts for r in one.snapshot.reservations
+        )
         """Some reservation starts or ends at a time: static verdicts depend on the moment."""
         if previous is not None and previous.labelled == self.labelled:
             self._reuse(previous)
@@ -71,13 +73,13 @@ class Frame:
                 mine[i] = network_place(self.facts[i].report, min_gbps, self.labelled)
             self._places[min_gbps] = mine
 
-    def verdicts(self, static_key: tuple[object, ...], now: datetime) -> Verdicts:
+    def verdicts(self, static_key: tuple[object, ...], now: datetime) -> StaticVerdicts:
         """The static verdicts of runs with this key, kept for every session of the frame (at
         this moment too, when a reservation starts or ends at a time)."""
         key = (static_key, now if self.timed else None)
         if key not in self._verdicts:
             forget_oldest(self._verdicts)
-            self._verdicts[key] = Verdicts()
+            self._verdicts[key] = StaticVerdicts()
         return self._verdicts[key]
 
     def cluster(self, min_gbps: float | None) -> Cluster:
@@ -100,7 +102,7 @@ class Frame:
             for f, p in zip(facts, places, strict=True)
         ]
         known = frozenset().union(*(one.reported_drives for one in facts))
-        reserved = any(r.labels for one in facts for r in one.view.reservations)
+        reserved = any(r.labels for one in facts for r in one.snapshot.reservations)
         most = max((len(one.gpus) for one in facts), default=0)
         capacity = [
             (f.report.cpu_cores, f.report.memory_bytes) if f.report else (0.0, 0) for f in facts
@@ -123,7 +125,7 @@ class LiveState:
         self.frame = Frame(())
         self.free: list[Free] = []
         self.free_index = FreeIndex((), [], [])
-        self._views: list[MachineView] = []
+        self._machines: list[MachineSnapshot] = []
         self.generation = 0
         """Counts the updates that changed anything; equal generations, equal state."""
         self.rebuilt = 0
@@ -132,21 +134,21 @@ class LiveState:
 
     def update(self, snapshot: ClusterSnapshot) -> None:
         """Bring the state to `snapshot`, reading again only the machines that changed."""
-        views = sorted(snapshot.machines, key=lambda view: view.name)
-        if [view.name for view in views] != [view.name for view in self._views]:
-            self._rebuild(views)
+        machines = sorted(snapshot.machines, key=lambda machine: machine.name)
+        if [one.name for one in machines] != [one.name for one in self._machines]:
+            self._rebuild(machines)
             return
         described: list[int] = []
         used: list[int] = []
-        for i, view in enumerate(views):
-            old = self._views[i]
-            if view is old:
+        for i, machine in enumerate(machines):
+            old = self._machines[i]
+            if machine is old:
                 continue
-            if not same_description(view, old):
+            if not same_description(machine, old):
                 described.append(i)
-            elif not same_use(view, old):
+            elif not same_use(machine, old):
                 used.append(i)
-        self._views = views
+        self._machines = machines
         self.rebuilt = len(described)
         if not described and not used:
             return
@@ -154,30 +156,30 @@ class LiveState:
         if described:
             facts = list(self.frame.facts)
             for i in described:
-                facts[i] = machine_facts(views[i])
+                facts[i] = machine_facts(machines[i])
             self.frame = Frame(tuple(facts), self.frame)
         self._refree([*described, *used], rebuild=bool(described))
 
-    def _rebuild(self, views: list[MachineView]) -> None:
+    def _rebuild(self, machines: list[MachineSnapshot]) -> None:
         self.generation += 1
-        self.rebuilt = len(views)
-        self._views = views
-        self.frame = Frame(tuple(machine_facts(view) for view in views))
-        self._refree(range(len(views)), rebuild=True)
+        self.rebuilt = len(machines)
+        self._machines = machines
+        self.frame = Frame(tuple(machine_facts(machine) for machine in machines))
+        self._refree(range(len(machines)), rebuild=True)
 
     def _refree(self, changed: Sequence[int], *, rebuild: bool) -> None:
-        facts, views = self.frame.facts, self._views
+        facts, machines = self.frame.facts, self._machines
         # Sessions hold copies of the list: changing this one changes none of theirs.
         free = (
             list(self.free)
             if not rebuild
-            else [free_now(one, views[i]) for i, one in enumerate(facts)]
+            else [free_now(one, machines[i]) for i, one in enumerate(facts)]
         )
         if rebuild:
             self.free, self.free_index = free, FreeIndex(facts, free, self.frame.kinds)
             return
         for i in changed:
-            free[i] = free_now(facts[i], views[i])
+            free[i] = free_now(facts[i], machines[i])
         index = self.free_index.fork(facts, free, self.frame.kinds)
         for i in changed:
             index.update(i)
@@ -185,7 +187,7 @@ class LiveState:
 
 
 KEPT_ASKS = 256
-"""Asks whose static verdicts (and idle views) a frame keeps: the oldest is dropped first, so
+"""Asks whose static verdicts (and idle fits) a frame keeps: the oldest is dropped first, so
 a queue of thousands of distinct asks cannot grow the state without bound."""
 
 
@@ -199,30 +201,30 @@ def _kept(previous: Frame | None, i: int, facts: MachineFacts) -> bool:
     return previous is not None and i < len(previous.facts) and previous.facts[i] is facts
 
 
-def same_description(view: MachineView, old: MachineView) -> bool:
+def same_description(machine: MachineSnapshot, old: MachineSnapshot) -> bool:
     """Whether everything a machine's facts read is the same: reports compare by their
     `report_key` when the snapshot gives one (the store's fingerprint), else whole."""
-    if view.report_key is not None and old.report_key is not None:
-        same_report = view.report_key == old.report_key
+    if machine.report_key is not None and old.report_key is not None:
+        same_report = machine.report_key == old.report_key
     else:
-        same_report = view.report == old.report
+        same_report = machine.report == old.report
     return (
         same_report
-        and (view.report is None) == (old.report is None)
-        and view.state is old.state
-        and view.site == old.site
-        and view.cordon_reason == old.cordon_reason
-        and view.reservations == old.reservations
+        and (machine.report is None) == (old.report is None)
+        and machine.state is old.state
+        and machine.site == old.site
+        and machine.cordon_reason == old.cordon_reason
+        and machine.reservations == old.reservations
     )
 
 
-def same_use(view: MachineView, old: MachineView) -> bool:
+def same_use(machine: MachineSnapshot, old: MachineSnapshot) -> bool:
     """Whether what live tasks hold on the machine is the same."""
     return (
-        view.used_gpu_ids == old.used_gpu_ids
-        and view.used_cpu_cores == old.used_cpu_cores
-        and view.used_memory_bytes == old.used_memory_bytes
-        and view.workers == old.workers
+        machine.used_gpu_ids == old.used_gpu_ids
+        and machine.used_cpu_cores == old.used_cpu_cores
+        and machine.used_memory_bytes == old.used_memory_bytes
+        and machine.workers == old.workers
     )
 
 

@@ -21,7 +21,7 @@ from astraeus.shared import (
 from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
 
-from .explained import Explained
+from .verdicts import Verdicts
 
 RunKey = tuple[str, str]
 """A run's identity in the cluster: (workspace, name). Names alone repeat across workspaces."""
@@ -38,8 +38,10 @@ class Reservation:
 
 
 @dataclass(frozen=True)
-class MachineView:
-    """One machine as the scheduler sees it: the agent's latest report plus what is taken."""
+class MachineSnapshot:
+    """One machine of a `ClusterSnapshot`, as the scheduler sees it for one pass: the agent's
+    latest report plus what is taken. (The API's answer about a machine is `MachineView`, in
+    `shared/machines.py`.)"""
 
     name: str
     state: MachineState
@@ -70,7 +72,7 @@ class MachineView:
 class ClusterSnapshot:
     """Every machine, sorted by name, taken once for a scheduler pass."""
 
-    machines: tuple[MachineView, ...]
+    machines: tuple[MachineSnapshot, ...]
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ class Pending:
     headline: str
     """The sentence for the run's reason: `No machine fits: 3 of 3 machines ready`, or the one
     non-room reason every machine gives."""
-    explained: Explained
+    explained: Verdicts
     """Why each machine is out, made into the guide's explanation (`explanation`, with
     `rejections`) or the grouped one on demand."""
     kind: ReasonKind = ReasonKind.NO_MACHINE_FITS

@@ -15,7 +15,7 @@ from .rejection import Rejection
 
 
 @dataclass
-class Verdicts:
+class StaticVerdicts:
     """Static verdicts of one ask per machine, shared by every session of a live state's
     generation (what a machine is does not change within it)."""
 
@@ -37,10 +37,10 @@ class Prepared:
         needs: Needs,
         now: datetime,
         held: frozenset[str],
-        shared: Verdicts | None = None,
+        shared: StaticVerdicts | None = None,
     ) -> None:
         self.cluster, self._free, self.needs, self.now, self.held = cluster, free, needs, now, held
-        self.shared = shared or Verdicts()
+        self.shared = shared or StaticVerdicts()
 
     def for_needs(self, needs: Needs) -> Prepared:
         """The same verdicts for another run with the same `static_key`."""

@@ -6,9 +6,9 @@ from datetime import datetime
 
 from astraeus.shared.reasons import RejectionCode
 
-from . import explain, gang, ladder, patience, result, survivors
+from . import assemble, explanation, gang, ladder, patience, survivors
 from .cluster import Cluster
-from .decision import Decision
+from .evaluation import RunEvaluation
 from .facts import Free, MachineFacts
 from .filters import topology
 from .live import LiveState, forget_oldest
@@ -24,8 +24,8 @@ class PlacementSession:
     with every other session of the same generation; what is free is this session's own copy,
     which `take` shrinks so later `place` calls in the pass see what is left. Each run's
     verdicts that do not depend on free capacity are kept, so runs with the same ask share
-    them. `PlacementSession(snapshot)` builds a state of its own; `live.session()` reads one
-    kept between passes."""
+    them. `PlacementSession(snapshot)` builds a live state of its own;
+    `PlacementSession(live=live)` reads one kept between passes."""
 
     def __init__(self, snapshot: ClusterSnapshot | None = None, *, live: LiveState | None = None):
         if live is None:
@@ -41,7 +41,7 @@ class PlacementSession:
         self._idle, self._idle_gpus = frame.idle, frame.idle_gpus
         self._free_index = live.free_index.fork(self._facts, self._free, frame.kinds)
         self._prepared: dict[tuple[object, ...], Prepared] = {}
-        self._idle_views = frame.idle_views
+        self._idle_fits = frame.idle_fits
 
     def place(
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
@@ -50,28 +50,30 @@ class PlacementSession:
         ahead in the queue: they are unavailable to this one."""
         needs = Needs(run)
         prepared = self._prepare(needs, now, exclude)
-        current = self._decision(prepared)
+        current = self._evaluation(prepared)
         if not current.options:
             text = topology.no_even_split(needs.gpus)
             never = Rejection(
                 filter=topology.NAME, reason=text, code=RejectionCode.CANNOT_PLAN_WORKERS
             )
-            return explain.pending(current, current, survivors.waiting(""), now, unplannable=never)
+            return explanation.pending(
+                current, current, survivors.waiting(""), now, unplannable=never
+            )
         rungs = ladder.allowed_rungs(needs)
         choice = gang.search(current, rungs, self._free_index)
         if choice is not None:
             waiting = self._patient(current, choice, rungs, now)
-            return waiting or result.placement(current, choice)
+            return waiting or assemble.build_placement(current, choice)
         # Held machines come free for this run once the run ahead has started: like room.
-        idle, could = self._idle_view(self._prepare(needs, now, frozenset()), rungs)
+        idle, could = self._idle_fit(self._prepare(needs, now, frozenset()), rungs)
         if idle.smallest.gpus != current.smallest.gpus:
-            current = self._decision(prepared, idle.smallest.gpus)
+            current = self._evaluation(prepared, idle.smallest.gpus)
         survivor = survivors.gang_rejection(current, could_fit=could is not None)
-        return explain.pending(current, idle, survivor, now, _names(prepared.cluster, could))
+        return explanation.pending(current, idle, survivor, now, _names(prepared.cluster, could))
 
-    def _idle_view(
+    def _idle_fit(
         self, prepared: Prepared, rungs: tuple[ladder.Rung, ...]
-    ) -> tuple[Decision, gang.Choice | None]:
+    ) -> tuple[RunEvaluation, gang.Choice | None]:
         """The run against an idle cluster, where no machine is held for a run ahead: where it
         could go, checked at the worker its explanation uses. Idle capacity never changes in a
         pass, so runs with the same ask share it, and it is kept with the live state's frame for
@@ -79,15 +81,15 @@ class PlacementSession:
         needs = prepared.needs
         moment = prepared.now if self._frame.timed else None
         key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, moment)
-        if key not in self._idle_views:
-            idle = self._idle_decision(prepared)
+        if key not in self._idle_fits:
+            idle = self._idle_evaluation(prepared)
             could = gang.search(idle, rungs)
             worker = idle.explained_gpus()
             if worker != idle.smallest.gpus:
-                idle = self._idle_decision(prepared, worker)
-            forget_oldest(self._idle_views)
-            self._idle_views[key] = (idle, could)
-        return self._idle_views[key]
+                idle = self._idle_evaluation(prepared, worker)
+            forget_oldest(self._idle_fits)
+            self._idle_fits[key] = (idle, could)
+        return self._idle_fits[key]
 
     def take(self, placement: Placement) -> None:
         """Record the placement's GPUs, cores and memory as used for the rest of this pass."""
@@ -113,35 +115,39 @@ class PlacementSession:
         """What the score terms see for one worker of `run` with `gpus` GPUs on `machine`."""
         needs = Needs(run)
         prepared = self._prepare(needs, now, frozenset())
-        decision = self._decision(prepared)
-        return decision.score_input(self._index[machine], gpus, rdma_work)
+        evaluation = self._evaluation(prepared)
+        return evaluation.score_input(self._index[machine], gpus, rdma_work)
 
     def _patient(
-        self, current: Decision, choice: gang.Choice, rungs: tuple[ladder.Rung, ...], now: datetime
+        self,
+        current: RunEvaluation,
+        choice: gang.Choice,
+        rungs: tuple[ladder.Rung, ...],
+        now: datetime,
     ) -> Pending | None:
         """A run with patience left waits while a tighter rung could hold it once idle."""
         left = patience.remaining(current.needs, now)
         tighter = rungs[: rungs.index(choice.rung)]
         if left is None or not tighter:
             return None
-        idle = self._idle_decision(current.prepared)
+        idle = self._idle_evaluation(current.prepared)
         better = gang.search(idle, tighter)
         if better is None:
             return None
         text = patience.waits_for(left, better.rung.title)
         wanted = _names(current.cluster, better)
         survivor = survivors.waiting(text)
-        return explain.pending(current, idle, survivor, now, wanted, left, text)
+        return explanation.pending(current, idle, survivor, now, wanted, left, text)
 
-    def _decision(self, prepared: Prepared, worker_gpus: int | None = None) -> Decision:
+    def _evaluation(self, prepared: Prepared, worker_gpus: int | None = None) -> RunEvaluation:
         """The run against what is free in this session now."""
         index = self._free_index
-        return Decision(prepared, self._free, index.free_gpus, index.states, worker_gpus)
+        return RunEvaluation(prepared, self._free, index.free_gpus, index.free_kinds, worker_gpus)
 
-    def _idle_decision(self, prepared: Prepared, worker_gpus: int | None = None) -> Decision:
-        """The run against the idle cluster, where each machine's state is its kind."""
+    def _idle_evaluation(self, prepared: Prepared, worker_gpus: int | None = None) -> RunEvaluation:
+        """The run against the idle cluster, where each machine's free kind is its kind."""
         kinds = self._frame.kinds
-        return Decision(prepared, self._idle, self._idle_gpus, kinds, worker_gpus, idle=True)
+        return RunEvaluation(prepared, self._idle, self._idle_gpus, kinds, worker_gpus, idle=True)
 
     def _prepare(self, needs: Needs, now: datetime, exclude: frozenset[str]) -> Prepared:
         key = (needs.static_key, now, exclude)
@@ -150,7 +156,7 @@ class PlacementSession:
             shared = self._frame.verdicts(needs.static_key, now)
             self._prepared[key] = Prepared(cluster, self._free, needs, now, exclude, shared)
         prepared = self._prepared[key]
-        # Verdicts are shared, but each run keeps its own name, shape and sizes.
+        # Static verdicts are shared, but each run keeps its own name, shape and sizes.
         return prepared if prepared.needs is needs else prepared.for_needs(needs)
 
     def _cluster(self, min_gbps: float | None) -> Cluster:

@@ -9,22 +9,22 @@ import heapq
 import math
 from collections.abc import Iterator
 
-from .decision import Decision
+from .evaluation import RunEvaluation
 from .free_index import Bucket, Capacity, Entry, FreeIndex
 from .needs import WorkerAsk
 from .scores import at_risk, cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
 
 
-def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
+def best(evaluation: RunEvaluation, index: FreeIndex, gpus: int) -> int | None:
     """The machine a single worker with `gpus` GPUs goes to, or None when none can take it."""
-    bonus = _bonus_bound(decision)
+    bonus = _bonus_bound(evaluation)
     streams = [
         _bounds(bucket, entries, packing.of(*bucket, gpus) + cpu_only.of(bucket[0], gpus))
         for bucket, entries in index.buckets.items()
         if bucket[1] >= gpus
     ]
-    worker = decision.needs.worker(gpus)
-    slack = _least_use(decision, worker)
+    worker = evaluation.needs.worker(gpus)
+    slack = _least_use(evaluation, worker)
     found: tuple[int, int] | None = None
     for negative, capacity, bucket in heapq.merge(*streams):
         # Scores are whole: a bound's fraction can never be reached.
@@ -34,13 +34,13 @@ def best(decision: Decision, index: FreeIndex, gpus: int) -> int | None:
             continue
         members = index.classes[(bucket, capacity)]
         # Alike for the exact bound: one check per class, not per machine.
-        most = _exact_bound(decision, members[0], worker) + bonus + _risk(capacity, bucket, gpus)
+        most = _exact_bound(evaluation, members[0], worker) + bonus + _risk(capacity, bucket, gpus)
         for i in members:
             if found is not None and (most, -i) < found:
                 break  # the rest of the class has later names: none can win a tie
-            if not decision.passes(i) or decision.cap(i) < gpus:
+            if not evaluation.passes(i) or evaluation.cap(i) < gpus:
                 continue
-            rank = (decision.score(i, gpus, False), -i)
+            rank = (evaluation.score(i, gpus, False), -i)
             if found is None or rank > found:
                 found = rank
     return None if found is None else -found[1]
@@ -62,17 +62,17 @@ def _risk(capacity: Capacity, bucket: Bucket, gpus: int) -> int:
     return at_risk.PER_GPU * max(gpus - healthy, 0)
 
 
-def _least_use(decision: Decision, worker: WorkerAsk) -> float:
+def _least_use(evaluation: RunEvaluation, worker: WorkerAsk) -> float:
     """What the worker's cores and memory take off the cores- and memory-free terms on any
     machine at least: on the largest machine."""
-    cores, memory = decision.cluster.most_capacity
+    cores, memory = evaluation.cluster.most_capacity
     used = cores_free.MOST * worker.cpu_cores / cores if cores else 0.0
     return used + (memory_free.MOST * worker.memory_bytes / memory if memory else 0.0)
 
 
-def _exact_bound(decision: Decision, i: int, worker: WorkerAsk) -> int:
+def _exact_bound(evaluation: RunEvaluation, i: int, worker: WorkerAsk) -> int:
     """The packing, CPU-only, cores and memory terms exactly: cheap, and no filter run."""
-    facts, free = decision.cluster.facts[i], decision.free[i]
+    facts, free = evaluation.cluster.facts[i], evaluation.free[i]
     report = facts.report
     if report is None:
         return 0
@@ -92,9 +92,9 @@ def _bounds(
     return ((negative_room - base, capacity, bucket) for negative_room, capacity in entries)
 
 
-def _bonus_bound(decision: Decision) -> int:
+def _bonus_bound(evaluation: RunEvaluation) -> int:
     """The most the other positive terms (label reservations, drives) could add anywhere."""
-    bonus = drive_here.PER_DRIVE * len(decision.needs.ask.drives)
-    if decision.cluster.label_reservations:
+    bonus = drive_here.PER_DRIVE * len(evaluation.needs.ask.drives)
+    if evaluation.cluster.label_reservations:
         bonus += reserved_labels.POINTS
     return bonus

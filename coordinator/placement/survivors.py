@@ -8,20 +8,20 @@ from collections import defaultdict
 from astraeus.shared import Interconnect, Spread, reasons
 from astraeus.shared.reasons import RejectionCode
 
-from .decision import Decision
-from .explain import Survivor
+from .evaluation import RunEvaluation
+from .explanation import Survivor
 from .filters import topology
 from .rejection import Rejection
 from .shape import ShapeOption
 
 
-def gang_rejection(decision: Decision, could_fit: bool) -> Survivor:
+def gang_rejection(evaluation: RunEvaluation, could_fit: bool) -> Survivor:
     """The same text for every survivor; `could_fit` (the run fits an idle cluster) makes it a
     room reason, with each machine's own free room as its share of the need."""
-    text, code, need = _text(decision)
+    text, code, need = _text(evaluation)
 
     def survivor(i: int) -> Rejection:
-        have = decision.room_free(i) if decision.needs.gpus else 1
+        have = evaluation.room_free(i) if evaluation.needs.gpus else 1
         return Rejection(
             filter=topology.NAME, reason=text, room=could_fit, need=need, have=have, code=code
         )
@@ -29,9 +29,9 @@ def gang_rejection(decision: Decision, could_fit: bool) -> Survivor:
     return survivor
 
 
-def _text(decision: Decision) -> tuple[str, RejectionCode, float]:
-    needs = decision.needs
-    need = needs.gpus or max((option.tasks for option in decision.options), default=1)
+def _text(evaluation: RunEvaluation) -> tuple[str, RejectionCode, float]:
+    needs = evaluation.needs
+    need = needs.gpus or max((option.tasks for option in evaluation.options), default=1)
     if needs.keep_within is not None:
         return topology.NO_ROOM_WITHIN[needs.keep_within], RejectionCode.NO_ROOM_WITHIN, need
     network = needs.interconnect if needs.interconnect in topology.NO_ROOM_ON else None
@@ -44,43 +44,43 @@ def _text(decision: Decision) -> tuple[str, RejectionCode, float]:
             else RejectionCode.NO_ROOM_ON_NETWORK
         )
         return topology.NO_ROOM_ON[network], code, need
-    text, code = _room_text(decision, need)
+    text, code = _room_text(evaluation, need)
     return text, code, need
 
 
-def _room_text(decision: Decision, need: int) -> tuple[str, RejectionCode]:
+def _room_text(evaluation: RunEvaluation, need: int) -> tuple[str, RejectionCode]:
     """What the machines that pass every filter lack together: GPUs, then machines (workers
     when they may share one), each first checked against one site."""
-    option = _explained(decision)
+    option = _explained(evaluation)
     gpus: dict[str, int] = defaultdict(int)
     workers: dict[str, int] = defaultdict(int)
-    for i in decision.eligible:
-        site = decision.cluster.facts[i].site
-        gpus[site] += decision.cap(i) if decision.needs.gpus else 0
-        workers[site] += decision.slots(i, option)
-    if decision.needs.gpus:
+    for i in evaluation.eligible:
+        site = evaluation.cluster.facts[i].site
+        gpus[site] += evaluation.cap(i) if evaluation.needs.gpus else 0
+        workers[site] += evaluation.slots(i, option)
+    if evaluation.needs.gpus:
         text = _short_of(gpus, need, "GPUs")
         if text is not None:
             return text, RejectionCode.SPANS_SITES
         if sum(gpus.values()) < need:
-            text = topology.no_room(need, sum(gpus.values()), len(decision.eligible))
+            text = topology.no_room(need, sum(gpus.values()), len(evaluation.eligible))
             return text, RejectionCode.WHOLE_RUN_DOES_NOT_FIT
-    unit = "workers" if decision.needs.stacks else "machines"
+    unit = "workers" if evaluation.needs.stacks else "machines"
     text = _short_of(workers, option.tasks, unit)
     if text is not None:
         return text, RejectionCode.SPANS_SITES
     if sum(workers.values()) < option.tasks:
-        text = _few_workers(decision, option, sum(workers.values()))
+        text = _few_workers(evaluation, option, sum(workers.values()))
     else:
-        text = _few_domains(decision, option)
+        text = _few_domains(evaluation, option)
     return text, RejectionCode.WHOLE_RUN_DOES_NOT_FIT
 
 
-def _explained(decision: Decision) -> ShapeOption:
+def _explained(evaluation: RunEvaluation) -> ShapeOption:
     """The shape the explanation's worker belongs to: the fewest workers of that size."""
-    each = decision.smallest.gpus
-    sized = [option for option in decision.options if option.gpus_each == each]
-    return (sized or list(decision.options) or [ShapeOption(1, each)])[0]
+    each = evaluation.smallest.gpus
+    sized = [option for option in evaluation.options if option.gpus_each == each]
+    return (sized or list(evaluation.options) or [ShapeOption(1, each)])[0]
 
 
 def _short_of(by_site: dict[str, int], need: int, unit: str) -> str | None:
@@ -94,22 +94,22 @@ def _short_of(by_site: dict[str, int], need: int, unit: str) -> str | None:
     return None
 
 
-def _few_workers(decision: Decision, option: ShapeOption, held: int) -> str:
-    machines = len([i for i in decision.eligible if decision.slots(i, option)])
-    if decision.needs.stacks:
+def _few_workers(evaluation: RunEvaluation, option: ShapeOption, held: int) -> str:
+    machines = len([i for i in evaluation.eligible if evaluation.slots(i, option)])
+    if evaluation.needs.stacks:
         return topology.too_few_workers(option.tasks, option.gpus_each, held, machines)
     return topology.too_few_machines(option.tasks, option.gpus_each, machines)
 
 
-def _few_domains(decision: Decision, option: ShapeOption) -> str:
+def _few_domains(evaluation: RunEvaluation, option: ShapeOption) -> str:
     """Enough machines, but `topology.spread` wants one worker per rack or fabric and too few
     of them have a machine with room."""
-    spread = decision.needs.spread or Spread.NODE
-    members = decision.cluster.members
+    spread = evaluation.needs.spread or Spread.NODE
+    members = evaluation.cluster.members
     domains = {
         members[i].rack if spread is Spread.RACK else members[i].fabric
-        for i in decision.eligible
-        if decision.slots(i, option)
+        for i in evaluation.eligible
+        if evaluation.slots(i, option)
     }
     return topology.too_few_domains(spread, option.tasks, option.gpus_each, len(domains))
 

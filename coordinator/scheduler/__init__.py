@@ -1,15 +1,19 @@
 """The scheduler loop: queue order, queue reasons, and the only writer of assignments."""
 
-from .decide import EngineSession, PassContext, PassOutcome, SessionFactory, decide
+from .compute import PassInputs, PassState, compute_pass
 from .loop import PassResult, Scheduler, worker_pool
+from .queue_walk import EngineSession, PassContext, PassOutcome, SessionFactory, decide
 
 __all__ = [
     "EngineSession",
     "PassContext",
+    "PassInputs",
     "PassOutcome",
     "PassResult",
+    "PassState",
     "Scheduler",
     "SessionFactory",
+    "compute_pass",
     "decide",
     "worker_pool",
 ]

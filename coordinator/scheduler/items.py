@@ -2,7 +2,7 @@
 `QueueRow`; a dry run's `Candidate`, which is not stored) and what a pass decided for it
 (`Placed`, `Waiting`, `Reshaped`).
 
-The store never imports them: it reads rows, and writes decisions as the rows `written.py`
+The store never imports them: it reads rows, and writes decisions as the rows `pass_rows.py`
 makes of them (`store/commit.py`'s `PlacementRow` and `WaitingRow`).
 """
 
@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from astraeus.coordinator.placement import Placement
-from astraeus.coordinator.placement.explained import Explained
+from astraeus.coordinator.placement.verdicts import Verdicts
 from astraeus.coordinator.store.queue import QueueRow
-from astraeus.coordinator.store.reshape import Unstarted
+from astraeus.coordinator.store.unstarted import Unstarted
 from astraeus.shared import PendingExplanation, RequestedResources, RunSpec
 from astraeus.shared.explanation import RejectionGroup
 from astraeus.shared.reasons import ReasonKind
@@ -149,7 +149,7 @@ class Waiting(Generic[Item]):
 
     item: Item
     reason: str
-    explained: Explained | None
+    explained: Verdicts | None
     """Why each machine is out (the engine's verdicts); made into `explanation` and
     `rejections` when they are stored or asked for whole."""
     kind: ReasonKind

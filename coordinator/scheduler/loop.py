@@ -3,8 +3,9 @@
 A pass runs when something changed (debounced; a submission skips the debounce, so on an idle
 scheduler a run that fits is placed as soon as a pass can run) and at least every
 `pass_interval_seconds`. Each pass marks tasks on long-silent machines Lost, takes one snapshot,
-decides in a worker process (`worker.py`: the engine holds the GIL; in a process of its own,
-reports keep being answered), and commits in transactions of whole placements.
+decides in a worker process (`pass_worker.py`: the engine holds the GIL; in a process of its own,
+reports keep being answered) or, without one, in a thread of the service (the same
+`compute.compute_pass`), and commits in transactions of whole placements.
 """
 
 from __future__ import annotations
@@ -12,38 +13,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from astraeus.coordinator.metrics import Metrics
-from astraeus.coordinator.placement import ClusterSnapshot, Placement, PlacementSession
+from astraeus.coordinator.placement import Placement, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations, mark_lost
+from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations
 from astraeus.coordinator.store.faults import StorageError
-from astraeus.coordinator.store.queue import read_queue
-from astraeus.coordinator.store.reshape import Unstarted, commit_reshape, read_unstarted
+from astraeus.coordinator.store.unstarted import commit_reshape
 from astraeus.shared import RunSpec, reasons
 from astraeus.shared.clock import Clock
 from astraeus.shared.reasons import ReasonKind
 
-from .decide import PassContext, PassOutcome, SessionFactory, make_explanations
-from .items import Candidate, Item, Parsed, Waiting, candidate, queue_items
-from .memo import PassMemo
-from .ports import Ports
-from .snapshot import Views, build_snapshot
-from .worker import compute_pass, pass_context, plan, start_worker
-from .written import Decided, written
+from .compute import PassInputs, PassState, compute_pass, dry_pass
+from .gc_policy import GcPolicy
+from .items import Candidate, Waiting, candidate
+from .pass_rows import PassRows, as_rows
+from .pass_worker import start_worker, worker_pass
+from .queue_walk import SessionFactory
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +53,6 @@ FLUSH_CHUNK = 500
 
 STOP_WAIT_SECONDS = 5.0
 """How long a stop waits for the pass worker to end after SIGTERM."""
-
-UNFREEZE_EVERY = 100
-"""Passes between handing frozen objects back to the garbage collector (`_settle_garbage`)."""
 
 
 @dataclass(frozen=True)
@@ -74,16 +69,22 @@ class Scheduler:
         store: Store,
         clock: Clock,
         metrics: Metrics,
+        reports: Reports,
         *,
         session_factory: SessionFactory | None = None,
         pool: ProcessPoolExecutor | None = None,
     ) -> None:
         """`pool`: the pass worker, when one was started before (`worker_pool`)."""
-        self._session_factory = session_factory or PlacementSession
-        self._live = LiveState() if session_factory is None else None
-        """The placement state kept between passes and dry runs of this process."""
-        self._live_lock = threading.Lock()
-        self._memo = PassMemo()
+        self._stopping = threading.Event()
+        self._pass_state = PassState(
+            store,
+            reports.records,
+            factory=session_factory or PlacementSession,
+            live=LiveState() if session_factory is None else None,
+            stopping=self._stopping.is_set,
+        )
+        """What this process keeps between its passes (without a worker) and dry runs."""
+        self._gc = GcPolicy()
         self._last_committed = False
         """The last pass's decisions were all committed: a pass with no change since may
         decide nothing (`memo`)."""
@@ -92,6 +93,8 @@ class Scheduler:
             self._pool = pool or worker_pool()
         self._settings = settings
         self._store = store
+        self._reports = reports
+        self._records = reports.records
         self._clock = clock
         self._metrics = metrics
         self._wake = asyncio.Event()
@@ -99,17 +102,12 @@ class Scheduler:
         """A submission asked for the next pass without the debounce (it cuts one short)."""
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
-        self._asks: dict[int, Parsed] = {}
-        self._views = Views()
-        """Machine views kept between snapshots (`snapshot.Views`)."""
-        self._stopping = threading.Event()
-        self._passes = 0
         self.heard_since = clock.now()
         """Since when this coordinator could hear reports: its start, or the end of the last
         storage fault. Silence before it is the coordinator's, never a machine's."""
         store.database.recovered.append(self._hearing_again)
         self._fault_logged: str | None = None
-        self.ports = Ports(settings.port_range)
+        self.ports = reports.ports
         """Rendezvous ports: given after each commit, taken back when an agent finds one busy."""
 
     @property
@@ -138,22 +136,15 @@ class Scheduler:
             now = self._clock.now()
             await self._flush_seen()  # the worker reads who is Up from the file
             lost = await run(self._mark_lost, now)
-            if lost:
-                self._store.agents.refresh_holding()
             await run(self._store.reservations.expire, now)
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:
-                snapshot = build_snapshot(
-                    self._store, now, self.down_after, self.heard_since, self._views
-                )
-                items = queue_items(read_queue(self._store.database), self._asks)
-                unstarted = read_unstarted(self._store.database)
-                context = self._context()
-                outcome, cut = await self._decide(
-                    items, snapshot, now, context, unstarted, remember=True
-                )
-                decisions = written(outcome)
+                # In a thread: reports handled meanwhile cannot change who holds a GPU (only
+                # the commit does, and it skips a run cancelled meanwhile).
+                inputs = self._inputs(now)
+                outcome, cut = await asyncio.to_thread(compute_pass, self._pass_state, inputs)
+                decisions = as_rows(outcome)
             if cut:
                 self.poke()  # the next pass, on a fresh snapshot, goes on down the queue
             self._last_committed = False
@@ -179,12 +170,23 @@ class Scheduler:
         """Heartbeats to the file in transactions of `FLUSH_CHUNK` machines, answering
         requests in between (5,000 in one transaction would stall them)."""
         while True:
-            flushed = await self._store.database.run(self._store.machines.flush_seen, FLUSH_CHUNK)
+            flushed = await self._store.database.run(self._records.flush_seen, FLUSH_CHUNK)
             if flushed < FLUSH_CHUNK:
                 return
             await asyncio.sleep(0)
 
-    async def _decide_elsewhere(self, now: datetime) -> tuple[Decided, bool]:
+    def _inputs(self, now: datetime) -> PassInputs:
+        settings = self._settings
+        return PassInputs(
+            now=now,
+            down_after=self.down_after,
+            heard_since=self.heard_since,
+            max_pending_evaluations=settings.max_pending_evaluations,
+            max_seconds=settings.max_pass_seconds,
+            last_committed=self._last_committed,
+        )
+
+    async def _decide_elsewhere(self, now: datetime) -> tuple[PassRows, bool]:
         """The pass in the worker process; a worker that ended (killed, out of memory) is
         replaced and the pass asked of the new one, which reads the cluster from the file
         (nothing the service holds is lost with it: the file has every hold)."""
@@ -202,23 +204,17 @@ class Scheduler:
             self._pool = worker_pool()
             return await self._in_worker(now)
 
-    async def _in_worker(self, now: datetime) -> tuple[Decided, bool]:
+    async def _in_worker(self, now: datetime) -> tuple[PassRows, bool]:
         assert self._pool is not None  # noqa: S101 - only called with a pool
-        settings = self._settings
         return await asyncio.get_running_loop().run_in_executor(
             self._pool,
-            compute_pass,
+            worker_pass,
             str(self._store.database.path),
-            now,
-            settings.down_after_seconds,
-            self.heard_since,
-            settings.max_pending_evaluations,
-            settings.max_pass_seconds,
-            settings.access_labels,
-            self._last_committed,
+            self._inputs(now),
+            self._settings.access_labels,
         )
 
-    async def _commit(self, decisions: Decided, now: datetime) -> int:
+    async def _commit(self, decisions: PassRows, now: datetime) -> int:
         """Commit in chunks, each its own transaction, queued by the writer thread one after
         another, so a report's write waits for one chunk at most.
 
@@ -248,56 +244,6 @@ class Scheduler:
         await database.run(drop_unused_explanations, database)
         return committed
 
-    async def _decide(
-        self,
-        items: list[Item],
-        snapshot: ClusterSnapshot,
-        now: datetime,
-        context: PassContext,
-        unstarted: Sequence[Unstarted] = (),
-        *,
-        remember: bool = False,
-    ) -> tuple[PassOutcome[Item], bool]:
-        """Decide in a worker thread (with a fake engine, or for a dry run); a pass
-        (`remember`) with no change since the last decides nothing (`memo`).
-
-        Reports handled meanwhile cannot change who holds a GPU (only the commit does, and it
-        skips a run cancelled meanwhile)."""
-        seconds = self._settings.max_pass_seconds
-        return await asyncio.to_thread(
-            self._plan, items, unstarted, snapshot, now, context, seconds, remember
-        )
-
-    def _plan(
-        self,
-        items: list[Item],
-        unstarted: Sequence[Unstarted],
-        snapshot: ClusterSnapshot,
-        now: datetime,
-        context: PassContext,
-        seconds: float,
-        remember: bool,
-    ) -> tuple[PassOutcome[Item], bool]:
-        """`plan` over this process's live state, brought up to `snapshot` first (one thread at
-        a time: a pass and dry runs may call it together)."""
-        session, key = None, None
-        if self._live is not None:
-            with self._live_lock:
-                self._live.update(snapshot)
-                session = PlacementSession(live=self._live)
-                key = self._memo.key(self._live, items, unstarted, context) if remember else None
-            if self._last_committed and self._memo.unchanged(key):
-                return PassOutcome(), False
-        factory, stopping = self._session_factory, self._stopping.is_set
-        found = plan(items, unstarted, snapshot, now, context, factory, seconds, stopping, session)
-        if remember:
-            make_explanations(found[0])
-            self._memo.remember(key, *found)
-        return found
-
-    def _context(self) -> PassContext:
-        return pass_context(self._store, self._settings.max_pending_evaluations)
-
     def _mark_lost(self, now: datetime) -> int:
         """Tasks on machines silent past the grace period become Lost. Silence counts from
         the machine's last report or `heard_since`, whichever is later (so while `heard_since`
@@ -310,21 +256,19 @@ class Scheduler:
                 record.name,
                 f"machine {record.name} stopped reporting at {record.last_seen.isoformat()}",
             )
-            for record in self._store.machines.all()
+            for record in self._records.all()
             if record.last_seen is not None and record.last_seen < cutoff
         ]
-        return mark_lost(self._store.database, silent, now) if silent else 0
+        return self._reports.mark_silent(silent, now) if silent else 0
 
     async def dry_run(self, spec: RunSpec, workspace: str) -> Placement | Waiting[Candidate]:
         """Where `spec` would go if submitted to `workspace` now, behind the queue ahead of it
         (queue rules included); nothing is stored."""
         item = candidate(spec, workspace)
-        now = self._clock.now()
-        snapshot = build_snapshot(self._store, now, self.down_after, self.heard_since, self._views)
-        # The asks parsed before (by a pass or a dry run): 10,000 queued runs take ~0.4 s to parse.
-        queue = queue_items(read_queue(self._store.database), self._asks)
-        ahead: list[Candidate] = [q for q in queue if q.priority >= item.priority]
-        decisions, _ = await self._decide([*ahead, item], snapshot, now, self._context())
+        # The asks parsed before (by a pass or a dry run) are reused: 10,000 queued runs take
+        # ~0.4 s to parse.
+        inputs = self._inputs(self._clock.now())
+        decisions = await asyncio.to_thread(dry_pass, self._pass_state, inputs, item)
         for placed in decisions.placed:
             if placed.item is item:
                 return placed.placement
@@ -355,7 +299,7 @@ class Scheduler:
                 log.exception("scheduler pass failed; retrying on the next change")
                 continue
             finally:
-                self._settle_garbage()
+                self._gc.settle()  # after each pass, failed or not (`gc_policy.py`)
             if result.placed or result.lost:
                 log.info("pass placed %d, lost %d", result.placed, result.lost)
 
@@ -364,18 +308,6 @@ class Scheduler:
         if self._fault_logged != error.problem:
             self._fault_logged = error.problem
             log.warning("scheduler passes wait: %s", error)
-
-    def _settle_garbage(self) -> None:
-        """After a pass, move what lives on (5,000 machines' reports and records, mostly) out
-        of the collector's sight: its full passes otherwise walk all of it every few seconds
-        under load and stall every request for hundreds of milliseconds. Every
-        `UNFREEZE_EVERY` passes it is all handed back, so cycles among objects frozen while
-        alive are still collected eventually."""
-        self._passes += 1
-        if self._passes % UNFREEZE_EVERY == 0:
-            gc.unfreeze()
-        else:
-            gc.freeze()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from astraeus.coordinator.placement.live import LiveState
-from astraeus.coordinator.store.reshape import Unstarted
+from astraeus.coordinator.store.unstarted import Unstarted
 
-from .decide import PassContext, PassOutcome
 from .items import Candidate, QueueItem
+from .queue_walk import PassContext, PassOutcome
 
 
 @dataclass

@@ -12,13 +12,13 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Placement
+from astraeus.coordinator.placement import ClusterSnapshot, MachineSnapshot, Placement
 from astraeus.coordinator.placement.ladder import RUNGS
-from astraeus.coordinator.store.reshape import Unstarted
+from astraeus.coordinator.store.unstarted import Unstarted
 from astraeus.shared.admin import Workspace
 
-from .decide import SessionFactory, request_for
 from .items import Reshaped, queue_item
+from .queue_walk import SessionFactory, request_for
 
 RANK = {rung.name: position for position, rung in enumerate(RUNGS)}
 """Rungs by tightness: 0 is one machine."""
@@ -60,7 +60,7 @@ def released(snapshot: ClusterSnapshot, run: Unstarted) -> ClusterSnapshot:
     by_machine: dict[str, list[int]] = {}
     for position, task in enumerate(run.tasks):
         by_machine.setdefault(task.machine, []).append(position)
-    views: list[MachineView] = []
+    views: list[MachineSnapshot] = []
     for view in snapshot.machines:
         mine = by_machine.get(view.name)
         if mine is None:

@@ -6,8 +6,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from astraeus.coordinator.placement import ClusterSnapshot, MachineView, Reservation
-from astraeus.coordinator.store import MachineRecord, Store
+from astraeus.coordinator.machine_records import MachineRecord, MachineRecords
+from astraeus.coordinator.placement import ClusterSnapshot, MachineSnapshot, Reservation
+from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import MachineState
 from astraeus.shared.machines import StoredReservation
@@ -24,18 +25,18 @@ class Views:
     view object tells the placement state that the machine did not change.
 
     The last snapshot itself is kept too, and brought up to date by machine: only machines
-    whose record changed since (`Machines.changed_since`) or whose holdings changed get a new
+    whose record changed since (`MachineRecords.changed_since`) or whose holdings changed get a new
     view, while the machines are the same ones, the reservations too, and no machine's state
     can have changed with time alone (no Up machine's silence has passed `down_after`, and the
     clock has not gone back)."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[MachineRecord, Key, MachineView]] = {}
+        self._kept: dict[str, tuple[MachineRecord, Key, MachineSnapshot]] = {}
         self._last: _Last | None = None
 
     def reuse(
         self,
-        store: Store,
+        records: MachineRecords,
         now: datetime,
         key: Window,
         usage: dict[str, Usage],
@@ -48,8 +49,8 @@ class Views:
             return None
         if last.valid_until is not None and now > last.valid_until:
             return None
-        changes = store.machines.changes  # first: a change made meanwhile is named again
-        names = store.machines.changed_since(last.changes)
+        changes = records.changes  # first: a change made meanwhile is named again
+        names = records.changed_since(last.changes)
         if names is None:
             return None
         changed = set(names)
@@ -61,7 +62,7 @@ class Views:
         down_after, heard_since = key
         valid_until = last.valid_until
         for name in changed:
-            record, at = store.machines.get(name), last.index.get(name)
+            record, at = records.get(name), last.index.get(name)
             if record is None or at is None:
                 return None  # a new machine: built afresh, in name order
             state = record.state(now, down_after, heard_since)
@@ -91,7 +92,7 @@ class Views:
         state: MachineState,
         held: Usage | None,
         reservations: list[Reservation],
-    ) -> MachineView:
+    ) -> MachineSnapshot:
         key: Key = (state, _held(held), tuple(reservations))
         found = self._kept.get(record.name)
         if found is not None and found[0] is record and found[1] == key:
@@ -116,7 +117,7 @@ class _Last:
     machine would turn Down."""
     snapshot: ClusterSnapshot
     changes: int
-    """`Machines.changes` when it was built."""
+    """`MachineRecords.changes` when it was built."""
     usage: dict[str, Usage]
     stored: tuple[StoredReservation, ...]
     reservations: dict[str, list[Reservation]]
@@ -126,6 +127,7 @@ class _Last:
 
 def build_snapshot(
     store: Store,
+    records: MachineRecords,
     now: datetime,
     down_after: timedelta,
     heard_since: datetime | None = None,
@@ -138,23 +140,23 @@ def build_snapshot(
     stored = tuple(store.reservations.of())
     views = views or Views()
     key: Window = (down_after, heard_since)
-    changes = store.machines.changes
-    reused = views.reuse(store, now, key, usage, stored)
+    changes = records.changes
+    reused = views.reuse(records, now, key, usage, stored)
     if reused is not None:
         return reused
     reservations: dict[str, list[Reservation]] = defaultdict(list)
     for one in stored:
         reservations[one.machine].append(_reservation(one))
-    records = store.machines.all()
+    every = records.all()
     built = []
     valid_until: datetime | None = None
-    for record in records:
+    for record in every:
         state = record.state(now, down_after, heard_since)
         valid_until = _until(valid_until, record, state, down_after, heard_since)
         built.append(views.view(record, state, usage.get(record.name), reservations[record.name]))
-    views.keep_only({record.name for record in records})
+    views.keep_only({record.name for record in every})
     snapshot = ClusterSnapshot(machines=tuple(built))
-    index = {record.name: i for i, record in enumerate(records)}
+    index = {record.name: i for i, record in enumerate(every)}
     last = _Last(key, now, valid_until, snapshot, changes, usage, stored, dict(reservations), index)
     views.keep_last(last)
     return snapshot
@@ -187,14 +189,14 @@ def _view(
     state: MachineState,
     held: Usage | None,
     reservations: list[Reservation],
-) -> MachineView:
+) -> MachineSnapshot:
     report = record.report
     key = record.fingerprint or None
     if report is not None and record.admin_labels:
         report = report.model_copy(update={"labels": record.labels})
         key = f"{record.fingerprint}|{sorted(record.admin_labels.items())}"
     held = held or Usage()
-    return MachineView(
+    return MachineSnapshot(
         name=record.name,
         state=state,
         report=report,

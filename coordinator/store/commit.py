@@ -1,4 +1,4 @@
-"""Writing a scheduler pass: placements and explanations in one transaction, and Lost tasks.
+"""Writing a scheduler pass: placements and explanations in one transaction.
 
 Decisions arrive as rows ready to write (`PlacementRow`, `ExplanationRow`: named tuples of
 strings and numbers, JSON already written, made where the pass was decided), so the service's
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -20,7 +20,6 @@ from astraeus.shared.explanation import RejectionGroup
 
 from .db import Database
 from .rows import new_task_uid
-from .runs import settle_run
 
 
 class WorkerRow(NamedTuple):
@@ -248,28 +247,3 @@ def drop_unused_explanations(database: Database) -> None:
             "DELETE FROM explanations WHERE id NOT IN"
             " (SELECT explanation_id FROM tasks WHERE explanation_id IS NOT NULL)"
         )
-
-
-def mark_lost(database: Database, machines: Iterable[tuple[str, str]], now: datetime) -> int:
-    """Live tasks on each (machine, message) become Lost; returns the count.
-
-    Their GPUs, cores and memory stay held on that machine (`held`): a silent machine may be cut
-    off, not dead, with its workers still running. They return once its agent reports the
-    worker gone, or reports back without it (`Agents.reply`)."""
-    lost = 0
-    with database.write() as conn:
-        for machine, message in machines:
-            rows = conn.execute(
-                "SELECT id, run_seq FROM tasks WHERE machine = ?"
-                " AND state IN ('Assigned', 'Starting', 'Running')",
-                (machine,),
-            ).fetchall()
-            for task_id, run_seq in rows:
-                conn.execute(
-                    "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ?, held = 1"
-                    " WHERE id = ?",
-                    (message, now.isoformat(), task_id),
-                )
-                settle_run(conn, run_seq, now)
-                lost += 1
-    return lost

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import sqlite_utils
 
-from .faults import REOPEN, Fault, StorageError, storage_problem
+from .faults import REOPEN, SQLITE_READONLY, Fault, StorageError, storage_problem
 from .migrations import MIGRATIONS
 from .writer import Writer
 
@@ -57,6 +57,9 @@ class Database:
         """Writes refused by the storage since the start, by problem."""
         self.recovered: list[Callable[[], None]] = []
         """Called when a fault ends (the scheduler restarts its silence windows)."""
+        self.closing: list[Callable[[], None]] = []
+        """Called as the file closes, after the last queued write (the machines' records write
+        the heartbeats they kept in memory)."""
         self._reopen = False
         self._probed = 0.0
         self._lock = threading.Lock()
@@ -64,6 +67,12 @@ class Database:
         """The thread that runs the service's writes (started by the app)."""
         self.writes_elsewhere: Counter[str] = Counter()
         """Writes made on another thread while the writer ran, by thread name."""
+        self.read_only = False
+        """Opened read-only: the file system (or the file) takes no writes (`_connect`)."""
+        self._generation = 0
+        self._checked = 0.0
+        """Bumped when the file is opened writable again after a read-only start: each thread
+        then opens its read connection again (an immutable one would never see a write)."""
         self._writer = self._connect(path)
         self._migrate()
         self._local = threading.local()
@@ -71,19 +80,49 @@ class Database:
         self._readers_lock = threading.Lock()
         self._closed = False
 
-    @staticmethod
-    def _connect(path: Path) -> sqlite3.Connection:
-        # isolation_level=None: transactions are opened explicitly, never implicitly.
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL survives a killed process (not a power loss of the last commits) and is fast.
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=5000")
-        return conn
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        """A connection in WAL mode; on a file or file system that takes no writes, a read-only
+        one instead, with the fault recorded (writes answer 503, reads work, and the first
+        write that succeeds later ends it), as a coordinator started on a read-only file
+        system should (docs/operator.md)."""
+        try:
+            return _writable_connection(path)
+        except sqlite3.Error as error:
+            found = storage_problem(error)
+            if found is None or found[1] not in REOPEN or not path.exists():
+                raise
+            if self.fault is None:
+                log.error("database %s is opened read-only: %s (%s)", path, found[0], error)
+                self.fault = Fault(found[0], found[1], datetime.now(UTC), failures=0)
+        self.read_only = True
+        self._reopen = True  # each write first tries the file again (`_writable`)
+        self._checked = time.monotonic()
+        return _read_only_connection(path)
+
+    def _writable_again(self) -> None:
+        """While opened read-only, at most every `PROBE_EVERY_SECONDS`, whether the file can be
+        opened for writing now (a remount): then every connection is opened again, so reads see
+        what is written from now on, in this process and in one that only reads (the pass
+        worker). Whether writes succeed is still for a write to say (`probe`)."""
+        if time.monotonic() - self._checked < PROBE_EVERY_SECONDS:
+            return
+        self._checked = time.monotonic()
+        try:
+            _writable_connection(self.path).close()
+        except sqlite3.Error:
+            return
+        self.read_only = False
+        self._reopen = True
+        self._generation += 1
 
     def _migrate(self) -> None:
         version = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
+        if self.read_only and version < len(MIGRATIONS):
+            raise StorageError(
+                f"the file is read-only, and this version must first bring its schema from"
+                f" {version} to {len(MIGRATIONS)}: make it writable",
+                SQLITE_READONLY,
+            )
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
             with self.write() as conn:
                 for statement in _statements(script):
@@ -93,12 +132,19 @@ class Database:
     @property
     def _reader(self) -> sqlite3.Connection:
         """This thread's read connection, opened on its first read."""
+        if self.read_only:
+            self._writable_again()
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and self._local.generation != self._generation:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+            conn = None
         if conn is None:
             if self._closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
             conn = self._connect(self.path)
             self._local.conn = conn
+            self._local.generation = self._generation
             self._local.db = sqlite_utils.Database(conn)
             with self._readers_lock:
                 self._readers.append(conn)
@@ -175,8 +221,11 @@ class Database:
         if self._reopen:
             with contextlib.suppress(sqlite3.Error):
                 self._writer.close()
-            self._writer = self._connect(self.path)
+            was_read_only, self.read_only = self.read_only, False
             self._reopen = False
+            self._writer = self._connect(self.path)
+            if was_read_only and not self.read_only:
+                self._generation += 1  # readers opened read-only see writes only when reopened
         return self._writer
 
     def _failed(self, error: sqlite3.Error) -> StorageError | None:
@@ -240,8 +289,11 @@ class Database:
         return rows[0] if rows else None
 
     def close(self) -> None:
-        """Drain and stop the writer thread, then close every connection."""
+        """Drain and stop the writer thread, call `closing`, then close every connection."""
         self.stop_writer()
+        if not self._closed:
+            for listener in self.closing:
+                listener()
         self._closed = True
         with self._readers_lock:
             readers, self._readers = self._readers, []
@@ -282,3 +334,37 @@ def _statements(script: str) -> list[str]:
     if buffer.strip():
         statements.append(buffer.strip())
     return statements
+
+
+def _writable_connection(path: Path) -> sqlite3.Connection:
+    # isolation_level=None: transactions are opened explicitly, never implicitly.
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        # NORMAL survives a killed process (not a power loss of the last commits) and is fast.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA user_version").fetchone()  # opens the file: a fault shows here
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+def _read_only_connection(path: Path) -> sqlite3.Connection:
+    """Reads of a file no process can write now: SQLite's read-only mode, which still reads a
+    WAL left beside the file; where it cannot (a WAL database whose shared-memory file cannot
+    be made on this file system) and no WAL is left, as immutable, which is exact then."""
+    uri = f"file:{path.resolve()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA user_version").fetchone()
+    except sqlite3.Error:
+        if Path(f"{path}-wal").exists() and Path(f"{path}-wal").stat().st_size > 0:
+            raise
+        conn = sqlite3.connect(
+            uri + "&immutable=1", uri=True, isolation_level=None, check_same_thread=False
+        )
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn

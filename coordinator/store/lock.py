@@ -1,8 +1,16 @@
-"""One coordinator per database: an OS lock on a file beside it, held for the process's life.
+"""One coordinator per database: an OS lock on the database file itself, held for the process's
+life.
 
-`flock` on `<db>.lock`: the kernel releases it when the process ends in any way, SIGKILL
-included, so a crashed coordinator never leaves a stale lock behind. The file says who holds it
-(pid, host, start time), for the refusal message; its content is never trusted for the lock.
+`flock` on the file's own inode, whatever path leads to it: a symbolic link, a hard link, a bind
+mount or a relative path all meet the same lock, so no second coordinator opens a second WAL
+beside another name for the same database. The kernel releases the lock when the process ends in
+any way, SIGKILL included, so a crashed coordinator never leaves a stale lock behind. SQLite's own
+locks are POSIX record locks (`fcntl`), which on Linux never conflict with `flock` on a local file
+system, so the pass worker and a backup read the file as before. (On NFS the kernel turns `flock`
+into a record lock over the whole file, and SQLite is not safe there anyway: docs/operator.md.)
+
+Who holds the lock is read from the kernel for the refusal message: `/proc/locks` names the pid
+behind the lock on this inode, `/proc/<pid>/stat` when it started. No lock file is written.
 """
 
 from __future__ import annotations
@@ -32,30 +40,72 @@ class DatabaseLock:
             self._fd = None
 
 
-def lock_path(db: Path) -> Path:
-    return db.with_name(db.name + ".lock")
-
-
 def lock_database(db: Path) -> DatabaseLock:
-    """Take the database's lock, or raise `DatabaseInUseError` naming the holder."""
-    path = lock_path(db)
+    """Take the database's lock, or raise `DatabaseInUseError` naming the holder. A database
+    that does not exist yet is created empty (SQLite takes an empty file as a new database)."""
     # O_CLOEXEC: no child (the pass worker, a shell) inherits it and outlives us holding it.
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(db, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     except OSError:
-        # A read-only directory or file: an existing lock file still locks when opened to read.
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # A read-only file or file system: a file opened to read still takes a flock.
+        fd = os.open(db, os.O_RDONLY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "a process"
+        holder = _holder(os.fstat(fd))
         os.close(fd)
         raise DatabaseInUseError(
             f"{db} is in use by another coordinator ({holder}); one coordinator per database:"
             " stop that one first, or give this one another --db"
         ) from None
-    with contextlib.suppress(OSError):  # who holds it is only for the message
-        os.ftruncate(fd, 0)
-        started = datetime.now(UTC).isoformat(timespec="seconds")
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}, since {started}\n".encode(), 0)
-    return DatabaseLock(path, fd)
+    return DatabaseLock(db, fd)
+
+
+def _holder(stat: os.stat_result) -> str:
+    """The process holding the flock on this inode, and since when, as the kernel says."""
+    pid = lock_holder(stat)
+    if pid is None:
+        return "a process"
+    since = started_at(pid)
+    return f"pid {pid} on {socket.gethostname()}" + (f", since {since}" if since else "")
+
+
+def started_at(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """When process `pid` started (UTC, to the second): its start in clock ticks after boot
+    (`/proc/<pid>/stat`, field 22) plus the boot time (`btime` in `/proc/stat`)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+        boot = next(
+            int(line.split()[1])
+            for line in (proc / "stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, StopIteration, ValueError):
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: count after its end.
+    fields = stat.rpartition(")")[2].split()
+    ticks = int(fields[19])  # field 22 of the whole line
+    at = datetime.fromtimestamp(boot + ticks / os.sysconf("SC_CLK_TCK"), UTC)
+    return at.isoformat(timespec="seconds")
+
+
+def lock_holder(stat: os.stat_result, locks: Path = Path("/proc/locks")) -> int | None:
+    """The pid of the `flock` held on the file `stat` describes, from the kernel's lock table
+    (`/proc/locks` lines such as `1: FLOCK  ADVISORY  WRITE 4242 08:02:131 0 EOF`: pid, then
+    the device as hexadecimal major:minor and the inode); None where the table does not say."""
+    wanted = (os.major(stat.st_dev), os.minor(stat.st_dev), stat.st_ino)
+    try:
+        lines = locks.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue  # a record lock, or a waiter ("1: -> FLOCK ...")
+        pid, inode = fields[4], fields[5]
+        major, _, rest = inode.partition(":")
+        minor, _, number = rest.partition(":")
+        with contextlib.suppress(ValueError):
+            if (int(major, 16), int(minor, 16), int(number)) == wanted:
+                return int(pid)
+    return None

@@ -172,4 +172,22 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         UPDATE machines SET stamp = (SELECT max(stamp) FROM machines) + 1 WHERE name = NEW.name;
     END;
     """,
+    # 10: token ids are never used again: a revoke from an old listing must not reach a newer
+    # token that took a revoked one's id (`INTEGER PRIMARY KEY` reuses the highest id once its
+    # row is gone; AUTOINCREMENT never does). The table is rebuilt as it was, ids kept.
+    """
+    CREATE TABLE tokens_kept (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        hash TEXT NOT NULL UNIQUE,
+        role TEXT NOT NULL CHECK (role IN ('admin', 'member', 'agent')),
+        workspace TEXT REFERENCES workspaces(name),
+        machine TEXT,
+        description TEXT NOT NULL DEFAULT '',
+        created_at TEXT NOT NULL
+    );
+    INSERT INTO tokens_kept (id, hash, role, workspace, machine, description, created_at)
+        SELECT id, hash, role, workspace, machine, description, created_at FROM tokens;
+    DROP TABLE tokens;
+    ALTER TABLE tokens_kept RENAME TO tokens;
+    """,
 )

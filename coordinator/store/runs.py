@@ -1,12 +1,13 @@
-"""Runs and their tasks: submission, queries, cancellation, and settling a run's state."""
+"""Runs and their tasks: submission, queries, cancellation, and the rows a run's state is settled
+by (the rules: `domain/lifecycle.py`, applied by `coordinator/reports.py`)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 from datetime import datetime
+from typing import NamedTuple
 
-from astraeus.coordinator.domain.lifecycle import failed, run_state, stops_the_rest
 from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
 from astraeus.shared.reasons import ReasonKind
 
@@ -170,31 +171,51 @@ def _filters(workspace: str | None, state: RunState | None) -> tuple[str, tuple[
     return ("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params)
 
 
-def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
-    """Set a run's state from its tasks, and tell the rest of a gang to stop when one of it
-    failed (the rules: `domain/lifecycle.py`)."""
+class RunTasks(NamedTuple):
+    """A run not ended yet, with its tasks' states (in index order), to settle its state by."""
+
+    is_array: bool
+    tasks: list[tuple[str, str, int | None, str | None]]
+    """Each task's name, state, exit code and message."""
+
+    @property
+    def states(self) -> list[TaskState]:
+        return [TaskState(task[1]) for task in self.tasks]
+
+
+def run_tasks(conn: sqlite3.Connection, seq: int) -> RunTasks | None:
+    """The run's tasks, inside the caller's transaction; None when the run ended (or is gone)."""
     run = conn.execute("SELECT state, spec FROM runs WHERE seq = ?", (seq,)).fetchone()
     if run is None or RunState(run[0]).ended:
-        return
+        return None
     tasks = conn.execute(
         "SELECT name, state, exit_code, message FROM tasks WHERE run_seq = ? ORDER BY idx", (seq,)
     ).fetchall()
-    states = [TaskState(t[1]) for t in tasks]
     is_array = json.loads(run[1])["requested_resources"].get("array") is not None
-    failures = [t for t in tasks if failed(TaskState(t[1]))]
-    if stops_the_rest(states, is_array=is_array):
-        conn.execute(
-            "UPDATE tasks SET cancel = 1 WHERE run_seq = ?"
-            " AND state IN ('Assigned', 'Starting', 'Running')",
-            (seq,),
-        )
-    new = run_state(states)
-    if new is None:
-        return
-    reason = _failure(failures[0]) if new == RunState.FAILED and failures else None
+    return RunTasks(is_array, tasks)
+
+
+def stop_live_tasks(conn: sqlite3.Connection, seq: int) -> None:
+    """Tell the run's live tasks to stop (their agents see `cancel` in the next reply)."""
+    conn.execute(
+        "UPDATE tasks SET cancel = 1 WHERE run_seq = ?"
+        " AND state IN ('Assigned', 'Starting', 'Running')",
+        (seq,),
+    )
+
+
+def write_run_state(
+    conn: sqlite3.Connection,
+    seq: int,
+    state: RunState,
+    failure: tuple[str, str, int | None, str | None] | None,
+    now: datetime,
+) -> None:
+    """The run's new state; `failure`, the task whose end is the reason a run Failed."""
+    reason = _failure(failure) if failure is not None else None
     conn.execute(
         "UPDATE runs SET state = ?, reason = ?, reason_kind = NULL, ended_at = ? WHERE seq = ?",
-        (new.value, reason, now.isoformat() if new.ended else None, seq),
+        (state.value, reason, now.isoformat() if state.ended else None, seq),
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from astraeus.coordinator.cli.config import resolve
-from astraeus.coordinator.cli.errors import CliError
+from astraeus.coordinator.cli.errors import CliError, Exit
 
 from .conftest import Astra
 from .rig import Coordinator
@@ -130,12 +130,12 @@ def test_bad_run_flags_name_the_field_and_exit_2(
 def test_config_file_gives_api_and_token(tmp_path: Path) -> None:
     """The TOML file is read last: flags, then ASTRA_* variables, then the file."""
     path = tmp_path / "config.toml"
-    path.write_text('api = "http://file:1"\ntoken = "from-file"\nworkspace = "vision"\n')
+    path.write_text('api = "https://file:1"\ntoken = "from-file"\nworkspace = "vision"\n')
     env = {"ASTRA_CONFIG": str(path), "ASTRA_TOKEN": "from-env"}
     target = resolve(api=None, token=None, workspace=None, environ=env)
-    assert (target.api, target.token, target.workspace) == ("http://file:1", "from-env", "vision")
-    flagged = resolve(api="http://flag:2/", token="t", workspace=None, environ=env)  # noqa: S106
-    assert (flagged.api, flagged.token) == ("http://flag:2", "t")
+    assert (target.api, target.token, target.workspace) == ("https://file:1", "from-env", "vision")
+    flagged = resolve(api="https://flag:2/", token="t", workspace=None, environ=env)  # noqa: S106
+    assert (flagged.api, flagged.token) == ("https://flag:2", "t")
 
 
 def test_config_file_with_an_unknown_key_is_refused(tmp_path: Path) -> None:
@@ -201,3 +201,26 @@ def test_token_file_keeps_the_token_out_of_ps(
         resolve(api=None, token=None, workspace=None, token_file=str(empty))
     with pytest.raises(CliError, match=r"^cannot read the token file .*none: No such file"):
         resolve(api=None, token=None, workspace=None, token_file=str(tmp_path / "none"))
+
+
+@pytest.mark.parametrize(
+    "api", ["http://coord:8470", "http://10.0.0.5:8470", "http://[2001:db8::1]:8470"]
+)
+def test_plain_http_to_another_machine_is_refused(api: str) -> None:
+    """The token would cross the network unencrypted: refused (exit 2) saying why and what to
+    do, unless the user says the network is trusted; loopback and https need nothing."""
+    with pytest.raises(CliError) as refused:
+        resolve(api=api, token=None, workspace=None, environ={})
+    assert refused.value.code == Exit.USAGE
+    assert refused.value.message == (
+        f"api: {api} is plain http to another machine, so the token would cross the network"
+        " unencrypted; use https:// (docs/operator.md), or --allow-plain-http"
+        " (ASTRA_ALLOW_PLAIN_HTTP=1) on a network you trust"
+    )
+    assert (
+        resolve(api=api, token=None, workspace=None, environ={}, allow_plain_http=True).api == api
+    )
+    allowed = {"ASTRA_ALLOW_PLAIN_HTTP": "1"}
+    assert resolve(api=api, token=None, workspace=None, environ=allowed).api == api
+    for fine in ("http://127.0.0.1:8470", "http://localhost:8470", "https://coord:8443"):
+        assert resolve(api=fine, token=None, workspace=None, environ={}).api == fine

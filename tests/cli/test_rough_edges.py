@@ -162,3 +162,23 @@ def test_why_counts_one_machine_in_the_singular() -> None:
     assert why_lines(two) == [
         "Why it is not running yet: 2 machines checked, 1 ready, 0 down; closest: gpu-01"
     ]
+
+
+def test_a_hostile_agents_escapes_are_printed_escaped(
+    coordinator: Coordinator, astra: Astra
+) -> None:
+    """A GPU model and a label with terminal escapes (retitle the window, clear the screen), as a
+    hostile agent reports them: `astra` shows each as its escape, never the control character
+    itself; `-o json` escapes them as JSON does."""
+    title, clear = "\x1b]0;pwned\x07", "\x1b[2J"
+    coordinator.report(gpu_report("gpu-01", 1, f"H100{title}", 80, {"rack": f"r1{clear}"}))
+    shown = astra("astraeus", "machine", "gpu-01")
+    assert shown.code == 0, shown.err
+    assert "H100\\x1b]0;pwned\\x07" in shown.out
+    assert "r1\\x1b[2J" in shown.out
+    assert not any(char in shown.out for char in "\x1b\x07")
+    listed = astra("astraeus", "machines")
+    assert "\x1b" not in listed.out
+    as_json = astra("astraeus", "machine", "gpu-01", "-o", "json")
+    assert "\x1b" not in as_json.out
+    assert json.loads(as_json.out)["gpus"][0]["model"] == f"H100{title}"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from astraeus.coordinator.api import SCHEDULER, create_app
+from astraeus.coordinator.api import RECORDS, SCHEDULER, create_app
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.scheduler import PassResult, SessionFactory
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
@@ -32,6 +33,11 @@ class Cluster:
     admin: str
     tokens: dict[str, str] = field(default_factory=dict)
     seq: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def records(self) -> MachineRecords:
+        """The machines as the coordinator under test keeps them."""
+        return self.client.app[RECORDS]
 
     def auth(self, token: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token or self.admin}"}
@@ -58,7 +64,7 @@ class Cluster:
 
     def agent_token(self, machine: str) -> str:
         if machine not in self.tokens:
-            self.store.machines.ensure(machine, self.clock.now())
+            self.records.ensure(machine, self.clock.now())
             secret, _ = self.store.tokens.create(Role.AGENT, self.clock.now(), machine=machine)
             self.tokens[machine] = secret
         return self.tokens[machine]
@@ -157,9 +163,7 @@ async def make_cluster(
     **changes: Any,
 ) -> Cluster:
     settings = settings_for(tmp_path, **changes)
-    store = Store.open(
-        settings.db, log_cap_bytes=settings.log_cap_bytes, access_labels=settings.access_labels
-    )
+    store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
     clock = clock or FakeClock(START)
     app = create_app(
         settings, store=store, clock=clock, session_factory=session_factory, pass_pool=pass_pool

@@ -13,10 +13,10 @@ from astraeus.coordinator.placement import (
     RunRequest,
     WorkerPlacement,
 )
-from astraeus.coordinator.placement.explained import Explained
 from astraeus.coordinator.placement.filters import accepting, up
 from astraeus.coordinator.placement.filters import gpus as gpu_filter
 from astraeus.coordinator.placement.rejection import Rejection
+from astraeus.coordinator.placement.verdicts import Verdicts
 from astraeus.shared import (
     SCHEMA_VERSION,
     Landing,
@@ -123,7 +123,7 @@ class FirstFitSession:
         closest = could[0] if could else None
         views = self.snapshot.machines
         is_up = [view.state == MachineState.UP for view in views]
-        explained = Explained([view.name for view in views], is_up, rejections, closest, now)
+        explained = Verdicts([view.name for view in views], is_up, rejections, closest, now)
         return Pending(
             headline=reasons.no_machine_fits(len(ready), len(self.snapshot.machines)),
             explained=explained,

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Store
 
 from .conftest import ClientFactory, Cluster, make_cluster
@@ -68,7 +69,7 @@ async def test_a_pool_stored_from_an_agent_before_is_dropped_at_start(tmp_path: 
         )
     store.close()
     again = Store.open(tmp_path / "astraeus.db")
-    record = again.machines.get("gpu-01")
+    record = MachineRecords(again).get("gpu-01")
     assert record is not None
     assert record.labels == {"zone": "a"}
     again.close()

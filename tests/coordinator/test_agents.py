@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from astraeus.coordinator.api import REPORTS
 from astraeus.coordinator.placement import Placement, WorkerPlacement
-from astraeus.coordinator.scheduler.decide import PassOutcome
 from astraeus.coordinator.scheduler.items import Placed, queue_items
-from astraeus.coordinator.scheduler.written import written
+from astraeus.coordinator.scheduler.pass_rows import as_rows
+from astraeus.coordinator.scheduler.queue_walk import PassOutcome
 from astraeus.coordinator.store.commit import commit_pass
 from astraeus.coordinator.store.queue import read_queue
-from astraeus.shared import Landing, NetworkKind, Shape
+from astraeus.shared import AgentReport, Landing, NetworkKind, Shape
 from astraeus.shared.fake_gpu import gpu_uuid
 
 from .conftest import Cluster, make_cluster
@@ -190,9 +191,31 @@ async def test_a_gpu_cannot_be_held_twice(fake_cluster: Cluster) -> None:
         )
 
     decided = [Placed(queued["b"], on("gpu-01")), Placed(queued["c"], on("gpu-02"))]
-    rows = written(PassOutcome(placed=decided)).placed
+    rows = as_rows(PassOutcome(placed=decided)).placed
     assert commit_pass(c.store.database, rows, [], c.clock.now()) == 1
     _status, run = await c.call("GET", "/api/v1/runs/c", c.tokens["vision"])
     assert (run["state"], run["tasks"][0]["machine"]) == ("Running", "gpu-02")
     _status, run = await c.call("GET", "/api/v1/runs/b", c.tokens["vision"])
     assert (run["state"], run["tasks"][0]["state"]) == ("Pending", "Pending")
+
+
+async def test_the_report_service_says_when_a_pass_should_run(fake_cluster: Cluster) -> None:
+    """`Reports.receive`, the one report path (the handler's and the benchmark rig's): a new
+    machine, or one whose hardware changed, asks for a pass; a plain heartbeat does not, moves
+    the record's `last_seen`, and writes nothing until the next flush."""
+    c = fake_cluster
+    reports = c.client.app[REPORTS]
+    c.agent_token("gpu-01")
+    body = AgentReport.model_validate({"report": report("gpu-01")})
+    first = await reports.receive(body, "10.0.0.1", c.clock.now())
+    assert (first.poke, first.record.address, first.assignments) == (True, "10.0.0.1", [])
+    written_at = c.clock.now().isoformat()
+    c.clock.advance(5)
+    beat = await reports.receive(body, "10.0.0.1", c.clock.now())
+    assert (beat.poke, beat.record.last_seen) == (False, c.clock.now())
+    row = c.store.database.read_one("SELECT last_seen FROM machines WHERE name = 'gpu-01'")
+    assert row is not None
+    assert row["last_seen"] == written_at
+    assert c.records.flush_seen() == 1
+    smaller = AgentReport.model_validate({"report": report("gpu-01", gpus=4)})
+    assert (await reports.receive(smaller, "10.0.0.1", c.clock.now())).poke is True

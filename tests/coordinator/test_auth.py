@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
 
 from .conftest import Cluster
@@ -173,3 +176,34 @@ async def test_admin_names_the_workspace(fake_cluster: Cluster) -> None:
     assert status == 404
     status, _ = await c.call("GET", "/api/v1/runs?workspace=vision")
     assert status == 200
+
+
+async def test_an_undecodable_token_is_no_token(fake_cluster: Cluster) -> None:
+    """Bytes that are not ASCII in the Authorization header (sent raw, as an attacker would):
+    the same JSON 401 as any unknown token, never a 500 with a traceback."""
+    server = fake_cluster.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(
+        b"GET /api/v1/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\r\n"
+        b"Connection: close\r\n\r\n"
+    )
+    answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 401 "), head
+    assert b"application/json" in head
+    assert json.loads(body)["error"].startswith("missing or unknown bearer token")
+
+
+async def test_token_ids_are_never_used_again(fake_cluster: Cluster) -> None:
+    """A revoked token's id is never given to a newer one, even the highest id: a revoke read
+    from an old listing cannot reach a token made since."""
+    c = fake_cluster
+    body = {"role": "agent", "machine": "gpu-01"}
+    _, first = await c.call("POST", "/api/v1/tokens", body=body)
+    status, _ = await c.call("DELETE", f"/api/v1/tokens/{first['info']['id']}")
+    assert status == 204
+    _, second = await c.call("POST", "/api/v1/tokens", body=body)
+    assert second["info"]["id"] > first["info"]["id"]
+    status, _ = await c.call("DELETE", f"/api/v1/tokens/{first['info']['id']}")
+    assert status == 404

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.scheduler.snapshot import Views, build_snapshot
 from astraeus.coordinator.store import Store
 
@@ -37,7 +38,7 @@ async def test_every_write_stamps_the_machine_past_every_other(fake_cluster: Clu
         assert max(found, key=found.__getitem__) == name
     c.clock.advance(1)
     await c.report("gpu-02")  # a heartbeat: kept in memory until flushed
-    c.store.machines.flush_seen()
+    c.records.flush_seen()
     found = stamps(c.store)
     assert max(found, key=found.__getitem__) == "gpu-02"
     assert len(set(found.values())) == 3
@@ -49,22 +50,23 @@ async def test_a_reader_rereads_only_machines_changed_since(fake_cluster: Cluste
     c = fake_cluster
     for name in ("gpu-01", "gpu-02", "gpu-03"):
         await c.report(name)
-    reader = Store.open(c.store.database.path)
-    before = reader.machines.changes
-    reader.machines.reload()
-    assert reader.machines.changes == before
-    assert reader.machines.changed_since(before) == []
+    opened = Store.open(c.store.database.path)
+    reader = MachineRecords(opened)
+    before = reader.changes
+    reader.reload()
+    assert reader.changes == before
+    assert reader.changed_since(before) == []
     await c.report("gpu-01", gpus=4)
     await c.call("POST", "/api/v1/machines/gpu-03/cordon", body={"reason": "fan"})
-    reader.machines.reload()
-    assert sorted(reader.machines.changed_since(before) or []) == ["gpu-01", "gpu-03"]
-    one, three = reader.machines.get("gpu-01"), reader.machines.get("gpu-03")
+    reader.reload()
+    assert sorted(reader.changed_since(before) or []) == ["gpu-01", "gpu-03"]
+    one, three = reader.get("gpu-01"), reader.get("gpu-03")
     assert one is not None
     assert one.report is not None
     assert len(one.report.gpus) == 4
     assert three is not None
     assert three.cordon_reason == "fan"
-    reader.close()
+    opened.close()
 
 
 async def test_a_machine_gone_from_the_file_is_dropped_by_a_reload(fake_cluster: Cluster) -> None:
@@ -73,15 +75,16 @@ async def test_a_machine_gone_from_the_file_is_dropped_by_a_reload(fake_cluster:
     c = fake_cluster
     for name in ("gpu-01", "gpu-02"):
         await c.report(name)
-    reader = Store.open(c.store.database.path)
-    before = reader.machines.changes
+    opened = Store.open(c.store.database.path)
+    reader = MachineRecords(opened)
+    before = reader.changes
     with c.store.database.write() as conn:
         conn.execute("DELETE FROM tokens WHERE machine = 'gpu-02'")
         conn.execute("DELETE FROM machines WHERE name = 'gpu-02'")
-    reader.machines.reload()
-    assert [record.name for record in reader.machines.all()] == ["gpu-01"]
-    assert reader.machines.changed_since(before) is None
-    reader.close()
+    reader.reload()
+    assert [record.name for record in reader.all()] == ["gpu-01"]
+    assert reader.changed_since(before) is None
+    opened.close()
 
 
 async def test_snapshots_kept_up_to_date_equal_fresh_ones(fake_cluster: Cluster) -> None:
@@ -93,7 +96,8 @@ async def test_snapshots_kept_up_to_date_equal_fresh_ones(fake_cluster: Cluster)
     names = [f"gpu-0{i}" for i in range(1, 7)]
     for name in names:
         await c.report(name)
-    reader = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.path)
+    reader = MachineRecords(opened)
     kept, read = Views(), Views()
     rng = random.Random(17)  # noqa: S311 - a test's fixed sequence
     heard = c.clock.now()
@@ -117,20 +121,24 @@ async def test_snapshots_kept_up_to_date_equal_fresh_ones(fake_cluster: Cluster)
         else:
             c.clock.advance(rng.choice([1, 10, 25]))
         now = c.clock.now()
-        c.store.machines.flush_seen()
-        reader.machines.reload()
-        for store, views in ((c.store, kept), (reader, read)):
-            fresh = build_snapshot(store, now, DOWN_AFTER, heard)
-            assert (step, action, build_snapshot(store, now, DOWN_AFTER, heard, views)) == (
+        c.records.flush_seen()
+        reader.reload()
+        for store, records, views in ((c.store, c.records, kept), (opened, reader, read)):
+            fresh = build_snapshot(store, records, now, DOWN_AFTER, heard)
+            assert (
+                step,
+                action,
+                build_snapshot(store, records, now, DOWN_AFTER, heard, views),
+            ) == (
                 step,
                 action,
                 fresh,
             )
-    reader.close()
+    opened.close()
 
 
 def _gpus(c: Cluster, name: str) -> int:
-    record = c.store.machines.get(name)
+    record = c.records.get(name)
     return len(record.report.gpus) if record is not None and record.report is not None else 8
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from astraeus.coordinator.api import SCHEDULER, all_routes, create_app
 from astraeus.coordinator.api.openapi import document
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared.admin import WorkspaceSpec
@@ -318,7 +319,7 @@ def test_after_hostile_reports_runs_are_still_placed(server: Server, tmp_path: P
     assert (status, json.loads(data)["reason"], json.loads(data)["state"]) == (200, None, "Running")
     again = Store.open(server.settings.db)
     try:
-        read = {r.name: r.report is not None for r in again.machines.all()}
+        read = {r.name: r.report is not None for r in MachineRecords(again).all()}
         assert read == {"gpu-01": True, "evil": True}
     finally:
         again.close()

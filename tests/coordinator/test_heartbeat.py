@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 from astraeus.coordinator.api.keys import SCHEDULER
-from astraeus.coordinator.scheduler.loop import UNFREEZE_EVERY
+from astraeus.coordinator.scheduler.gc_policy import UNFREEZE_EVERY
 
 from .conftest import Cluster
 from .fakes import START
@@ -27,12 +28,12 @@ async def test_a_heartbeat_is_written_at_the_next_flush(fake_cluster: Cluster) -
     c.clock.advance(7)
     await c.report("gpu-01", cpu_cores=96)
     assert _stored(c, "gpu-01") == (first, report)
-    record = c.store.machines.get("gpu-01")
+    record = c.records.get("gpu-01")
     assert record is not None
     assert record.last_seen == c.clock.now()
-    assert c.store.machines.flush_seen() == 1
+    assert c.records.flush_seen() == 1
     assert _stored(c, "gpu-01") == (c.clock.now().isoformat(), report)
-    assert c.store.machines.flush_seen() == 0
+    assert c.records.flush_seen() == 0
 
 
 async def test_a_pass_flushes_heartbeats_first(fake_cluster: Cluster) -> None:
@@ -58,7 +59,7 @@ async def test_a_flush_never_sets_a_newer_report_back(fake_cluster: Cluster) -> 
     assert written[0] == c.clock.now().isoformat()
     assert '"index":3' in written[1]
     assert '"index":4' not in written[1]
-    assert c.store.machines.flush_seen() == 0
+    assert c.records.flush_seen() == 0
     assert _stored(c, "gpu-01") == written
 
 
@@ -67,7 +68,7 @@ async def test_memory_keeps_the_newest_volatile_fields(fake_cluster: Cluster) ->
     are the same objects as before (a heartbeat does not rebuild the report)."""
     c = fake_cluster
     await c.report("gpu-01")
-    before = c.store.machines.get("gpu-01")
+    before = c.records.get("gpu-01")
     assert before is not None
     assert before.report is not None
     beat = {
@@ -83,7 +84,7 @@ async def test_memory_keeps_the_newest_volatile_fields(fake_cluster: Cluster) ->
         {"report": {**before.report.model_dump(mode="json"), **beat}},
     )
     assert status == 200
-    after = c.store.machines.get("gpu-01")
+    after = c.records.get("gpu-01")
     assert after is not None
     assert after.report is not None
     assert after.report.reported_at is not None
@@ -96,16 +97,28 @@ async def test_frozen_objects_go_back_to_the_collector_every_so_often(
     fake_cluster: Cluster,
 ) -> None:
     """After each pass what lives on is frozen, and every UNFREEZE_EVERY passes it is handed
-    back, so cycles among once-frozen objects are still collected."""
-    scheduler = fake_cluster.client.app[SCHEDULER]
+    back and collected at once, so cycles among once-frozen objects are freed (and what still
+    lives is frozen again)."""
+    policy = fake_cluster.client.app[SCHEDULER]._gc
+    cycle = _Cycle()
+    cycle.me = cycle
+    gone = weakref.ref(cycle)
     try:
-        for _ in range(UNFREEZE_EVERY - 1):
-            scheduler._settle_garbage()
+        for _ in range(UNFREEZE_EVERY - 1 - policy.passes % UNFREEZE_EVERY or UNFREEZE_EVERY):
+            policy.settle()  # the cycle, alive, is frozen
+        del cycle
+        gc.collect()
         assert gc.get_freeze_count() > 0
-        scheduler._settle_garbage()
-        assert gc.get_freeze_count() == 0
+        assert gone() is not None  # frozen: no collection sees it
+        policy.settle()
+        assert gone() is None
+        assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+class _Cycle:
+    me: object = None
 
 
 async def test_a_flush_may_write_the_oldest_heartbeats_first(fake_cluster: Cluster) -> None:
@@ -118,9 +131,9 @@ async def test_a_flush_may_write_the_oldest_heartbeats_first(fake_cluster: Clust
     c.clock.advance(4)
     for name in ("gpu-02", "gpu-03", "gpu-01"):
         await c.report(name)
-    assert c.store.machines.flush_seen(2) == 2
+    assert c.records.flush_seen(2) == 2
     now = c.clock.now().isoformat()
     assert [_stored(c, n)[0] for n in ("gpu-02", "gpu-03")] == [now, now]
     assert _stored(c, "gpu-01") == first
-    assert c.store.machines.flush_seen(2) == 1
+    assert c.records.flush_seen(2) == 1
     assert _stored(c, "gpu-01")[0] == now

@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from astraeus.coordinator.domain.lifecycle import NO_WORKER
-from astraeus.coordinator.scheduler.worker import compute_pass
+from astraeus.coordinator.scheduler.compute import PassInputs
+from astraeus.coordinator.scheduler.pass_worker import worker_pass
 from astraeus.shared.clock import FakeClock
 
 from .conftest import ClientFactory, Cluster, make_cluster
 from .fakes import START, FirstFitSession
+
+DOWN_AFTER = timedelta(seconds=30)
 
 STOPPED = "cancelled: no longer assigned by the coordinator; stopped with SIGTERM"
 
@@ -171,9 +174,9 @@ async def test_the_pass_worker_counts_silence_from_heard_since(cluster: Cluster)
     db = str(c.store.database.path)
     later = START + timedelta(seconds=600)
     restarted = START + timedelta(seconds=590)
-    decisions, _ = compute_pass(db, later, 30.0, restarted, 500, 2.0)
+    decisions, _ = worker_pass(db, PassInputs(later, DOWN_AFTER, restarted, 500, 2.0))
     assert [p.run for p in decisions.placed] == ["finetune"]
-    decisions, _ = compute_pass(db, later, 30.0, START, 500, 2.0)
+    decisions, _ = worker_pass(db, PassInputs(later, DOWN_AFTER, START, 500, 2.0))
     assert (decisions.placed, [w.reason for w in decisions.waiting]) == (
         [],
         ["No machine fits: 0 of 1 machines ready"],

@@ -48,8 +48,8 @@ async def test_infinity_and_nan_are_refused_naming_the_field(
         status, data = await _put(c, "gpu-01", raw.replace(replace, key + b": " + bad))
         problem = "must be a finite number, not NaN or infinity"
         assert (status, data["fields"]) == (400, [{"field": field, "problem": problem}])
-    assert c.store.machines.get("gpu-01") is not None
-    assert c.store.machines.get("gpu-01").report is None  # type: ignore[union-attr]
+    assert c.records.get("gpu-01") is not None
+    assert c.records.get("gpu-01").report is None  # type: ignore[union-attr]
 
 
 async def test_an_unreadable_stored_report_sets_its_machine_aside(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from astraeus.coordinator.scheduler.ports import choose_port
+from astraeus.coordinator.scheduler.port_grants import choose_port
 from astraeus.coordinator.settings import PortRange, load
 from astraeus.shared.settings import SettingsError
 

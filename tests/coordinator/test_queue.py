@@ -183,10 +183,10 @@ async def test_a_dry_run_parses_each_queued_ask_once(fake_cluster: Cluster) -> N
     ask = {"gpu_requests": {"count": 1}}
     spec = {"name": "probe", "command": ["x"], "requested_resources": ask}
     await c.call("POST", "/api/v1/runs?dry_run=true", member, spec)
-    [(seq, (ask, _spec))] = scheduler._asks.items()
+    [(seq, (ask, _spec))] = scheduler._pass_state.asks.items()
     assert ask.gpu_count == big["requested_resources"]["gpu_requests"]["count"]
     await c.call("POST", "/api/v1/runs?dry_run=true", member, spec)
-    assert scheduler._asks[seq][0] is ask
+    assert scheduler._pass_state.asks[seq][0] is ask
 
 
 async def test_a_dry_run_asks_about_a_candidate_that_is_no_queue_row(fake_cluster: Cluster) -> None:

@@ -11,7 +11,7 @@ from astraeus.coordinator.placement import Placement, PlacementSession, WorkerPl
 from astraeus.coordinator.scheduler.reshape import find_reshape, reuses_a_name
 from astraeus.coordinator.scheduler.snapshot import build_snapshot
 from astraeus.coordinator.store.queue import QueueRow
-from astraeus.coordinator.store.reshape import (
+from astraeus.coordinator.store.unstarted import (
     HeldTask,
     Unstarted,
     commit_reshape,
@@ -104,7 +104,7 @@ async def test_commit_refuses_when_a_worker_started_meanwhile(cluster: Cluster) 
     await _spread_over_ethernet(c)
     await c.report("a2", [{"task": "blocker-0", "state": "Succeeded", "exit_code": 0}], labels=R1)
     now = c.clock.now()
-    snapshot = build_snapshot(c.store, now, timedelta(seconds=30))
+    snapshot = build_snapshot(c.store, c.records, now, timedelta(seconds=30))
     workspaces = {w.name: w for w in c.store.workspaces.all()}
     unstarted = read_unstarted(c.store.database)
     assert [(u.row.run, u.rung) for u in unstarted] == [("pretrain", "ethernet")]

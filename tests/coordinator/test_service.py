@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.service import main
 from astraeus.coordinator.settings import SCHEMA, load
 from astraeus.coordinator.startup import first_admin_token, start
@@ -115,7 +116,7 @@ def test_start_hides_the_loaded_store_from_the_collector(tmp_path: Path) -> None
     started = start(settings)
     try:
         assert not isinstance(started, str), started
-        lock, store = started
+        lock, store, _ = started
         assert gc.get_freeze_count() > 0
         store.close()
         lock.release()
@@ -137,7 +138,7 @@ def test_token_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["token", "revoke", "--db", db, token_id]) == 1
     store = Store.open(Path(db))
     assert store.tokens.authenticate(secret) is None
-    assert [m.name for m in store.machines.all()] == ["gpu-01"]
+    assert [m.name for m in MachineRecords(store).all()] == ["gpu-01"]
     store.close()
 
 

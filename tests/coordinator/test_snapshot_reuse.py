@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
+from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot
 from astraeus.coordinator.scheduler.snapshot import Views, build_snapshot
 from astraeus.coordinator.store import Store
@@ -22,20 +23,21 @@ async def test_an_unchanged_row_keeps_its_record(fake_cluster: Cluster) -> None:
     c = fake_cluster
     for name in ("gpu-01", "gpu-02"):
         await c.report(name)
-    reader = Store.open(c.store.database.path)
-    one, two = reader.machines.get("gpu-01"), reader.machines.get("gpu-02")
-    reader.machines.reload()
-    assert reader.machines.get("gpu-01") is one
-    assert reader.machines.get("gpu-02") is two
+    opened = Store.open(c.store.database.path)
+    reader = MachineRecords(opened)
+    one, two = reader.get("gpu-01"), reader.get("gpu-02")
+    reader.reload()
+    assert reader.get("gpu-01") is one
+    assert reader.get("gpu-02") is two
     status, _ = await c.call("POST", "/api/v1/machines/gpu-02/cordon", body={"reason": "fan"})
     assert status == 200
-    reader.machines.reload()
-    again = reader.machines.get("gpu-02")
-    assert reader.machines.get("gpu-01") is one
+    reader.reload()
+    again = reader.get("gpu-02")
+    assert reader.get("gpu-01") is one
     assert again is not two
     assert again is not None
     assert again.cordon_reason == "fan"
-    reader.close()
+    opened.close()
 
 
 async def test_views_are_reused_until_something_they_read_changes(fake_cluster: Cluster) -> None:
@@ -47,20 +49,20 @@ async def test_views_are_reused_until_something_they_read_changes(fake_cluster: 
     for name in ("gpu-01", "gpu-02"):
         await c.report(name)
     views, now = Views(), c.clock.now()
-    first = build_snapshot(c.store, now, DOWN_AFTER, now, views)
-    second = build_snapshot(c.store, now, DOWN_AFTER, now, views)
+    first = build_snapshot(c.store, c.records, now, DOWN_AFTER, now, views)
+    second = build_snapshot(c.store, c.records, now, DOWN_AFTER, now, views)
     assert [a is b for a, b in zip(first.machines, second.machines, strict=True)] == [True, True]
     await c.submit("vision", "train", gpus=8)
     await c.run_pass()
-    third = build_snapshot(c.store, now, DOWN_AFTER, now, views)
+    third = build_snapshot(c.store, c.records, now, DOWN_AFTER, now, views)
     changed = [a is not b for a, b in zip(second.machines, third.machines, strict=True)]
     assert changed.count(True) == 1
     assert sorted(len(v.used_gpu_ids) for v in third.machines) == [0, 8]
-    assert third == build_snapshot(c.store, now, DOWN_AFTER, now)
+    assert third == build_snapshot(c.store, c.records, now, DOWN_AFTER, now)
     later = now + DOWN_AFTER + timedelta(seconds=1)
-    fourth = build_snapshot(c.store, later, DOWN_AFTER, now, views)
+    fourth = build_snapshot(c.store, c.records, later, DOWN_AFTER, now, views)
     assert [v.state.value for v in fourth.machines] == ["Down", "Down"]
-    assert fourth == build_snapshot(c.store, later, DOWN_AFTER, now)
+    assert fourth == build_snapshot(c.store, c.records, later, DOWN_AFTER, now)
 
 
 async def test_the_whole_snapshot_is_reused_until_the_cluster_changes(
@@ -76,8 +78,8 @@ async def test_the_whole_snapshot_is_reused_until_the_cluster_changes(
     views, now = Views(), c.clock.now()
 
     def snapshot(at: datetime) -> ClusterSnapshot:
-        kept = build_snapshot(c.store, at, DOWN_AFTER, now, views)
-        assert kept == build_snapshot(c.store, at, DOWN_AFTER, now)
+        kept = build_snapshot(c.store, c.records, at, DOWN_AFTER, now, views)
+        assert kept == build_snapshot(c.store, c.records, at, DOWN_AFTER, now)
         return kept
 
     last = snapshot(now)

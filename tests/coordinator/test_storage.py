@@ -83,7 +83,7 @@ async def test_a_report_with_updates_is_refused_whole(fake_cluster: Cluster) -> 
     uid = c.uid("gpu-01", "finetune-0")
     logs = [{"task_uid": uid, "offset": 0, "end": 300_000, "data": "y" * 300_000}]
     body = {
-        "report": c.store.machines.get("gpu-01").report.model_dump(mode="json"),
+        "report": c.records.get("gpu-01").report.model_dump(mode="json"),
         "updates": [{"seq": 0, "task_uid": uid, "state": "Running", "at": START.isoformat()}],
         "logs": logs,
     }

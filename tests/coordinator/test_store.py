@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
-from astraeus.coordinator.store import Store
+from astraeus.coordinator.machine_records import MachineRecords
+from astraeus.coordinator.store import Role, Store
 from astraeus.coordinator.store.db import _statements
 from astraeus.coordinator.store.migrations import MIGRATIONS
+from astraeus.coordinator.store.tokens import digest
 from astraeus.shared.reasons import ReasonKind
 
 from .conftest import Cluster
@@ -119,15 +122,16 @@ async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster
     c = fake_cluster
     await c.report("gpu-01")
     await c.report("gpu-02")
-    reader = Store.open(c.store.database.path)
-    kept = reader.machines.get("gpu-01")
+    opened = Store.open(c.store.database.path)
+    reader = MachineRecords(opened)
+    kept = reader.get("gpu-01")
     assert kept is not None
     c.clock.advance(2)
     await c.report("gpu-01")
     await c.report("gpu-02", gpus=4)
-    c.store.machines.flush_seen()
-    reader.machines.reload()
-    one, two = reader.machines.get("gpu-01"), reader.machines.get("gpu-02")
+    c.records.flush_seen()
+    reader.reload()
+    one, two = reader.get("gpu-01"), reader.get("gpu-02")
     assert one is not None
     assert two is not None
     assert one.report is kept.report
@@ -136,4 +140,29 @@ async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster
     assert len(two.report.gpus) == 4
     versions = c.store.database.read("SELECT name, report_version FROM machines ORDER BY name")
     assert [(v["name"], v["report_version"]) for v in versions] == [("gpu-01", 1), ("gpu-02", 2)]
-    reader.close()
+    opened.close()
+
+
+def test_migration_10_keeps_every_token_and_its_id(tmp_path: Path) -> None:
+    """Tokens made before ids stopped being reused keep their ids and still authenticate."""
+    path = tmp_path / "v9.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:9]:
+        for statement in _statements(migration):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version=9")
+    conn.execute("INSERT INTO workspaces (name, created_at) VALUES ('w', '2026-10-01')")
+    for token_id, role, workspace in ((3, "admin", None), (7, "member", "w")):
+        conn.execute(
+            "INSERT INTO tokens (id, hash, role, workspace, created_at)"
+            " VALUES (?, ?, ?, ?, '2026-10-01')",
+            (token_id, digest(f"astr_{token_id}"), role, workspace),
+        )
+    conn.close()
+    store = Store.open(path)
+    found = [store.tokens.authenticate(secret) for secret in ("astr_3", "astr_7")]
+    assert [(p.token_id, p.role) for p in found if p] == [(3, Role.ADMIN), (7, Role.MEMBER)]
+    assert store.tokens.revoke(7)
+    _, info = store.tokens.create(Role.ADMIN, datetime(2026, 10, 2, tzinfo=UTC))
+    assert info.id == 8
+    store.close()

@@ -190,7 +190,7 @@ async def test_a_second_report_while_one_waits_for_the_writer_is_429(fake_cluste
     finally:
         gate.set()
     await first
-    record = c.store.machines.get("gpu-01")
+    record = c.records.get("gpu-01")
     assert record is not None
     assert record.report is not None
     assert len(record.report.gpus) == 4

@@ -16,7 +16,7 @@ import pytest
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     RunRequest,
     score_breakdown,
 )
@@ -152,7 +152,7 @@ def _drive_terms(cluster: Cluster, admin: str) -> dict[str, tuple[int, int]]:
     agent processes sent: node-b holds it (+40); node-a, in the same rack over Ethernet, is
     near it (+10)."""
     views = [
-        MachineView(
+        MachineSnapshot(
             name=name,
             state=MachineState.UP,
             report=MachineReport.model_validate(

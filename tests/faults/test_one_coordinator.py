@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from .rig import PATIENT, Coordinator, alive, invariants, machine_report, until
 
@@ -42,6 +45,45 @@ def test_a_second_coordinator_on_the_same_file_refuses(tmp_path: Path) -> None:
     third.start()
     assert third.health() == (200, {"status": "ok"})
     assert third.stop() == 0
+
+
+def _symlink(db: Path, other: Path) -> Path:
+    (other / "link.db").symlink_to(db)
+    return other / "link.db"
+
+
+def _hard_link(db: Path, other: Path) -> Path:
+    os.link(db, other / "link.db")
+    return other / "link.db"
+
+
+def _relative(db: Path, other: Path) -> Path:
+    """The same file by a path with `..` in it, from another directory."""
+    return other / ".." / db.name
+
+
+@pytest.mark.parametrize("path", [_symlink, _hard_link, _relative])
+def test_a_second_coordinator_through_another_path_refuses(
+    tmp_path: Path, path: Callable[[Path, Path], Path]
+) -> None:
+    """A second `serve` given a symbolic link, a hard link or another spelling of the live file
+    meets the same lock (it is the file's own, not a name's): it exits 1 naming the first, and
+    leaves no WAL of its own beside the other name. Before, each name took its own lock file,
+    opened a second WAL, and a minute later ended the first one's running tasks as Lost."""
+    first = Coordinator(tmp_path)
+    first.start()
+    assert first.process is not None
+    other = tmp_path / "other"
+    other.mkdir(mode=0o700)
+    second = Coordinator(other, db=path(first.db, other))
+    refused = second.start(ready=False)
+    assert refused.wait() == 1
+    found = REFUSAL.fullmatch(refused.output)
+    assert found is not None, refused.output
+    assert int(found["pid"]) == first.process.proc.pid
+    assert not (other / "link.db-wal").exists()
+    assert first.health() == (200, {"status": "ok"})
+    assert first.stop() == 0
 
 
 async def test_sigterm_stops_cleanly_under_load(tmp_path: Path) -> None:

@@ -35,8 +35,8 @@ def _read_only(path: Path) -> Iterator[contextlib.ExitStack]:
     kernel holds to it), a read-only bind mount for root (whom modes do not stop)."""
     with contextlib.ExitStack() as undo:
         if os.geteuid() != 0:
-            path.chmod(0o444)
-            undo.callback(path.chmod, 0o600)
+            path.chmod(0o555 if path.is_dir() else 0o444)
+            undo.callback(path.chmod, 0o700 if path.is_dir() else 0o600)
         else:
             _mount("--bind", str(path), str(path))
             undo.callback(_umount, path)
@@ -115,6 +115,34 @@ def test_a_read_only_database_serves_reads_and_recovers(tmp_path: Path) -> None:
         assert c.stop() == 0
     assert c.process is not None
     assert "is not writable: the file is read-only" in c.process.output
+    _two_runs(c.db)
+
+
+def test_a_read_only_file_system_serves_reads_and_recovers(tmp_path: Path) -> None:
+    """Started where the database's whole file system takes no writes (SQLite cannot even make
+    its shared-memory file beside the database), the coordinator still starts: it serves
+    reads, answers writes and /healthz 503 naming the fault, and recovers without a restart
+    once the file system takes writes again. Before, it exited: `unable to open database
+    file`."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    c = Coordinator(tmp_path, db=data / "astraeus.db")
+    c.start(PATIENT)
+    member = _cluster(c)
+    assert c.stop() == 0
+    with _read_only(data) as undo:
+        c.start(PATIENT)
+        assert [run["name"] for run in c.ok("GET", "/api/v1/runs?workspace=w")["runs"]] == [
+            "placed"
+        ]
+        status, error = _submit(c, member, "refused")
+        assert status == 503
+        _refused(c, error["error"].removeprefix("database is not writable: "))
+        undo.close()
+        _recovers(c, member)
+        assert c.stop() == 0
+    assert c.process is not None
+    assert "is opened read-only" in c.process.output
     _two_runs(c.db)
 
 

@@ -84,7 +84,7 @@ class Cluster:
             report_interval_seconds=0.1,
         )
         self.settings = replace(base, **changes)
-        self.store = Store.open(self.settings.db, access_labels=self.settings.access_labels)
+        self.store = Store.open(self.settings.db)
         self.app = create_app(self.settings, store=self.store, clock=SystemClock())
         self.web_runner = web.AppRunner(self.app, access_log=None)
         await self.web_runner.setup()

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from astraeus.coordinator.placement import Pending, Placement, Reservation, place
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run, snapshot
 from astraeus.shared import DriveInfo, MachineState
 from astraeus.shared.reasons import ReasonKind
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.placement import Pending, Placement, Reservation, place
-from astraeus.coordinator.placement.fake_cluster import (
+from astraeus.coordinator.placement.filters import DYNAMIC, EARLY, FREE, LATE
+from astraeus.coordinator.testing.fake_cluster import (
     gpu_uuid,
     gpus,
     machine,
@@ -19,7 +20,6 @@ from astraeus.coordinator.placement.fake_cluster import (
     run,
     snapshot,
 )
-from astraeus.coordinator.placement.filters import DYNAMIC, EARLY, FREE, LATE
 from astraeus.shared import DriveInfo, MachineState, PressureCondition
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.placement import Pending, place
-from astraeus.coordinator.placement.fake_cluster import machine, rdma_port, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import machine, rdma_port, run, snapshot
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 SITE = "topology.astraeus.io/site"

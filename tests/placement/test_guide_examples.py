@@ -8,14 +8,14 @@ import pytest
 from pydantic import ValidationError
 
 from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, gpu_match, place
-from astraeus.coordinator.placement.fake_cluster import (
+from astraeus.coordinator.placement.gpu_match import GIB, least_memory_bytes
+from astraeus.coordinator.testing.fake_cluster import (
     gpus,
     machine,
     rdma_port,
     run,
     snapshot,
 )
-from astraeus.coordinator.placement.gpu_match import GIB, least_memory_bytes
 from astraeus.shared import (
     GpuHealthState,
     GpuInfo,

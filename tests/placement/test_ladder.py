@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from astraeus.coordinator.placement import ClusterSnapshot, Pending, Placement, place
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import MachineReport, NetworkKind
 from astraeus.shared.reasons import ReasonKind
 

@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     PlacementSession,
     Reservation,
 )
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run
 from astraeus.coordinator.placement.live import KEPT_ASKS, LiveState
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run
 from astraeus.shared import MachineState
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -51,7 +51,7 @@ class Spec:
     keyed: bool = True
     extra: dict[str, str] = field(default_factory=dict)
 
-    def view(self) -> MachineView:
+    def view(self) -> MachineSnapshot:
         labels = dict(self.extra) | ({"pool": self.pool} if self.pool else {})
         view = machine(
             self.name,
@@ -124,10 +124,10 @@ def fingerprint(session: PlacementSession, now: datetime, held: str) -> list[Any
 
 def index_of(session: PlacementSession) -> tuple[Any, ...]:
     """The session's free capacity and free index, normalised (empty buckets dropped, each
-    machine's state with its kind's description for the kind, interned per state)."""
+    machine's free kind with its kind's description for the kind, interned per free kind)."""
     index = session._free_index
     buckets = {bucket: entries for bucket, entries in index.buckets.items() if entries}
-    states = [(state[0].description, *state[1:]) for state in index.states]
+    states = [(state[0].description, *state[1:]) for state in index.free_kinds]
     return (session._free, index.free_gpus, buckets, index.classes, states)
 
 

@@ -1,5 +1,6 @@
-"""Filters 7 and 8 decided once per machine state, and the explanation grouped without its
-per-machine list, say exactly what checking every machine and grouping the full answer say."""
+"""Filters 7 and 8 decided once per free kind (`kinds.FreeKind`), and the explanation grouped
+without its per-machine list, say exactly what checking every machine and grouping the full
+answer say."""
 
 import pickle
 from datetime import UTC, datetime
@@ -9,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import Pending, PlacementSession
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
 from astraeus.coordinator.placement.filters import DYNAMIC, FREE, Check, first_rejection
-from astraeus.coordinator.placement.model import ClusterSnapshot, MachineView
+from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot
 from astraeus.coordinator.placement.needs import Needs
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run, snapshot
 from astraeus.shared import GpuInfo, MachineState
 from astraeus.shared.explanation import grouped
 
@@ -63,7 +64,7 @@ GPUs are free are common."""
 
 
 @st.composite
-def mixed_machine(draw: st.DrawFn, index: int) -> MachineView:
+def mixed_machine(draw: st.DrawFn, index: int) -> MachineSnapshot:
     name = f"m{index:02d}"
     models, health = draw(st.sampled_from(LAYOUTS))
     count = len(models)
@@ -92,31 +93,31 @@ def mixed_clusters(draw: st.DrawFn) -> ClusterSnapshot:
 
 def every_machine_checked(session: PlacementSession, ask: dict[str, Any], *, idle: bool) -> Any:
     """Each machine's first rejection, the dynamic filters run on it alone, and the verdicts
-    and caps the session's decision (by state) gives."""
+    and caps the session's evaluation (by free kind) gives."""
     needs = Needs(run("run", ask=ask))
     prepared = session._prepare(needs, NOW, frozenset())
-    decision = session._idle_decision(prepared) if idle else session._decision(prepared)
+    evaluation = session._idle_evaluation(prepared) if idle else session._evaluation(prepared)
     alone = []
     for i, facts in enumerate(prepared.cluster.facts):
         check = Check(
             needs=needs,
             facts=facts,
-            free=decision.free[i],
-            worker=decision.smallest,
+            free=evaluation.free[i],
+            worker=evaluation.smallest,
             now=NOW,
             place=prepared.cluster.places[i],
         )
         dynamic = first_rejection(check, FREE if idle else DYNAMIC)
         alone.append(prepared.early(i) or dynamic or prepared.late(i))
     machines = range(len(prepared.cluster.facts))
-    by_state = decision.rejections(machines)
-    one_by_one = [decision.rejection(i) for i in machines]
+    by_state = evaluation.rejections(machines)
+    one_by_one = [evaluation.rejection(i) for i in machines]
     return alone, by_state, one_by_one
 
 
 def test_which_gpus_are_free_tells_machines_apart() -> None:
-    """Two machines of four H100s and four A100s, each with four free, are in different states
-    when different models are free: a run asking H100s fits on one only."""
+    """Two machines of four H100s and four A100s, each with four free, are of different free
+    kinds when different models are free: a run asking H100s fits on one only."""
     layout = [False] * 4 + [True] * 4
     views = [
         machine("m1", gpu_list=mixed_gpus("m1", layout, [0] * 8), used_gpus=[0, 1, 2, 3]),
@@ -138,7 +139,7 @@ def test_verdicts_by_state_equal_each_machine_checked(
     snap: ClusterSnapshot, ask: dict[str, Any], idle: bool
 ) -> None:
     """On clusters of mixed GPU models, health, use, cores and memory, every machine's verdict
-    decided once per state equals the dynamic filters run on that machine alone."""
+    decided once per free kind equals the dynamic filters run on that machine alone."""
     alone, by_state, one_by_one = every_machine_checked(PlacementSession(snap), ask, idle=idle)
     assert by_state == alone
     assert one_by_one == alone

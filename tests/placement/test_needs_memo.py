@@ -3,8 +3,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.placement.fake_cluster import run
 from astraeus.coordinator.placement.needs import Needs
+from astraeus.coordinator.testing.fake_cluster import run
 
 GIB = 1024**3
 

@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
-    MachineView,
+    MachineSnapshot,
     Placement,
     place,
     score_breakdown,
 )
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import GpuHealthState
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -29,7 +29,7 @@ when it landed below that rung."""
 
 
 @st.composite
-def machines(draw: st.DrawFn, index: int) -> MachineView:
+def machines(draw: st.DrawFn, index: int) -> MachineSnapshot:
     name = f"m{index:02d}"
     count = draw(st.sampled_from([0, 4, 8, 8, 8]))
     health = draw(
@@ -98,7 +98,7 @@ def stacks(ask: dict[str, Any]) -> bool:
     return any_mode and "spread" not in ask.get("topology", {})
 
 
-def views(snap: ClusterSnapshot) -> dict[str, MachineView]:
+def views(snap: ClusterSnapshot) -> dict[str, MachineSnapshot]:
     return {view.name: view for view in snap.machines}
 
 
@@ -164,7 +164,7 @@ def test_no_tighter_rung_could_have_held_it(snap: ClusterSnapshot, ask: dict[str
             assert not isinstance(tighter, Placement), (rule, tighter)
 
 
-def total_score(ask: dict[str, Any], view: MachineView, snap: ClusterSnapshot) -> int:
+def total_score(ask: dict[str, Any], view: MachineSnapshot, snap: ClusterSnapshot) -> int:
     gpus_taken = ask["gpu_requests"]["count"]
     breakdown = score_breakdown(run(ask=ask), view, gpus_taken, now=NOW, snapshot=snap)
     return sum(points for _name, points in breakdown)

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.placement import Placement, Reservation, place, score_breakdown
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, rdma_port, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import DriveInfo
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)

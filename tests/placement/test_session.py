@@ -8,7 +8,7 @@ from astraeus.coordinator.placement import (
     PlacementSession,
     place,
 )
-from astraeus.coordinator.placement.fake_cluster import machine, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import machine, run, snapshot
 from astraeus.shared.fake_gpu import gpu_uuid
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.placement import Placement, place
-from astraeus.coordinator.placement.fake_cluster import machine, run, snapshot
 from astraeus.coordinator.placement.needs import Needs
 from astraeus.coordinator.placement.shape import options
+from astraeus.coordinator.testing.fake_cluster import machine, run, snapshot
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 

@@ -7,15 +7,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astraeus.coordinator.placement import Placement, PlacementSession, gang, single
-from astraeus.coordinator.placement.fake_cluster import gpus, machine, run, snapshot
-from astraeus.coordinator.placement.model import ClusterSnapshot, MachineView
+from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot
 from astraeus.coordinator.placement.needs import Needs
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, run, snapshot
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 
 
 @st.composite
-def alike_machine(draw: st.DrawFn, index: int) -> MachineView:
+def alike_machine(draw: st.DrawFn, index: int) -> MachineSnapshot:
     """Machines from a few templates, so that many are alike and tie."""
     name = f"m{index:03d}"
     count = draw(st.sampled_from([8, 8, 8, 4]))
@@ -40,10 +40,10 @@ def alike_clusters(draw: st.DrawFn) -> ClusterSnapshot:
 
 def searched_and_scanned(session: PlacementSession, ask: dict[str, Any]) -> tuple[Any, Any]:
     needs = Needs(run(ask=ask))
-    decision = session._decision(session._prepare(needs, NOW, frozenset()))
+    evaluation = session._evaluation(session._prepare(needs, NOW, frozenset()))
     gpus_each = ask["gpu_requests"]["count"]
     index = session._free_index
-    return single.best(decision, index, gpus_each), gang._scan_single(decision, gpus_each)
+    return single.best(evaluation, index, gpus_each), gang._scan_single(evaluation, gpus_each)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.placement import Pending, Placement, PlacementSession, place
-from astraeus.coordinator.placement.fake_cluster import machine, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import machine, run, snapshot
 from astraeus.shared.fake_gpu import gpu_uuid
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)

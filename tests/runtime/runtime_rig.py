@@ -215,6 +215,9 @@ class Harness:
     """Workers as the test's own user, root included, unless a test asks for isolation."""
     work_root: Path | None = None
     container_runtime: str | None = None
+    agent_env: dict[str, str] = field(default_factory=lambda: dict(AGENT_ENV))
+    """The agent's own environment."""
+    env_passthrough: tuple[str, ...] = ()
 
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
@@ -222,7 +225,8 @@ class Harness:
         state = StateDir(self.state_dir)
         config = RunnerConfig(
             stop_grace_seconds=0.5,
-            agent_env=AGENT_ENV,
+            agent_env=self.agent_env,
+            env_passthrough=self.env_passthrough,
             users=self.users,
             work_root=self.work_root,
             container_runtime=self.container_runtime,

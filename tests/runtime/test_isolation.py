@@ -194,3 +194,34 @@ async def test_a_root_agent_without_permission_starts_no_worker_as_root(
         "workers would run as root, this agent's own user: workers never run as root unless "
         "allow_root_workers = true (ASTRAEUS_ALLOW_ROOT_WORKERS=1)",
     )
+
+
+async def test_a_worker_starts_from_a_clean_environment(
+    harness: Harness, coordinator: Coordinator
+) -> None:
+    """The agent's environment holds what an operator gave it (a cloud key, a package index with
+    a password, a proxy): a plain worker sees none of it but `PATH`, `LANG`, `LC_*` and what the
+    operator passes through, besides its run's `env` and the placement's variables."""
+    harness.agent_env = {
+        **harness.agent_env,
+        "LC_TIME": "C",
+        "AWS_SECRET_ACCESS_KEY": "agent-cloud-key",
+        "PIP_INDEX_URL": "https://ops:hunter2@pypi.internal/simple",
+        "HTTPS_PROXY": "http://proxy.internal:3128",
+        "USER": "root",
+    }
+    harness.env_passthrough = ("HTTPS_PROXY",)
+    coordinator.assignments["a-0"] = assignment("a-0", ["/usr/bin/env"], env={"MINE": "1"})
+    await harness.start()
+    await until(lambda: _ended(coordinator, "a-0"), "the worker to end")
+    await until(lambda: "MINE=1" in coordinator.log("a-0"), "its log")
+    seen = dict(line.split("=", 1) for line in coordinator.log("a-0").splitlines() if "=" in line)
+    assert "agent-cloud-key" not in coordinator.log("a-0")
+    assert "hunter2" not in coordinator.log("a-0")
+    assert {"AWS_SECRET_ACCESS_KEY", "PIP_INDEX_URL", "USER"}.isdisjoint(seen)
+    assert {"ASTRAEUS_TOKEN_FILE", "NOTIFY_SOCKET", "WATCHDOG_USEC"}.isdisjoint(seen)
+    assert seen["ASTRAEUS_TASK"] == "a-0"  # the worker's own variables are there
+    assert seen["HTTPS_PROXY"] == "http://proxy.internal:3128"
+    assert (seen["PATH"], seen["LANG"], seen["LC_TIME"]) == ("/usr/bin:/bin", "C.UTF-8", "C")
+    assert seen["MINE"] == "1"
+    assert seen["HOME"] != harness.agent_env.get("HOME")

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from astraeus.agent.runtime import main
+from astraeus.agent.runtime.main import check_transport
 from astraeus.agent.settings import (
     Settings,
     SettingsError,
@@ -368,3 +369,44 @@ def test_unreadable_ca_file_is_a_settings_error(
     assert capsys.readouterr().err == (
         f"astraeus-agent: ca_file: {tmp_path / 'ca.pem'} does not exist\n"
     )
+
+
+def test_worker_env_passthrough_from_every_source(tmp_path: Path) -> None:
+    """A TOML list, or names split by commas in a flag or variable; a name that is not a
+    variable's, or one of the agent's own `ASTRAEUS_*` settings, is refused naming the source."""
+    base = ["--coordinator", "http://c", "--token-file", "/t"]
+    config = tmp_path / "agent.toml"
+    config.write_text('worker_env_passthrough = ["HTTPS_PROXY", "LD_LIBRARY_PATH"]\n')
+    assert _load([*base, "--config", str(config)]).worker_env_passthrough == (
+        "HTTPS_PROXY",
+        "LD_LIBRARY_PATH",
+    )
+    env = {"ASTRAEUS_WORKER_ENV_PASSTHROUGH": "NO_PROXY, HTTPS_PROXY"}
+    assert _load(base, env).worker_env_passthrough == ("NO_PROXY", "HTTPS_PROXY")
+    assert _load(base).worker_env_passthrough == ()
+    with pytest.raises(SettingsError) as caught:
+        _load([*base, "--worker-env-passthrough", "A=B"])
+    assert str(caught.value) == "--worker-env-passthrough: 'A=B' is not a variable name"
+    with pytest.raises(SettingsError) as caught:
+        _load([*base, "--worker-env-passthrough", "ASTRAEUS_TOKEN_FILE"])
+    assert "is the agent's own setting" in str(caught.value)
+
+
+def test_the_agent_refuses_plain_http_to_another_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`astraeus-agent` exits 2 before its first report rather than send its token in clear
+    to another machine; `--allow-plain-http` (a trusted network) or https lets it start."""
+    token = tmp_path / "token"
+    token.write_text("astr_x\n")
+    argv = ["--coordinator", "http://coord:8470", "--token-file", str(token), "--backend", "none"]
+    assert main([*argv, "--state-dir", str(tmp_path / "state")]) == 2
+    assert capsys.readouterr().err == (
+        "astraeus-agent: coordinator: http://coord:8470 is plain http to another machine, so the"
+        " token would cross the network unencrypted; use https:// (docs/operator.md), or"
+        " allow_plain_http = true (--allow-plain-http) on a network you trust\n"
+    )
+    allowed = _load([*argv, "--allow-plain-http"])
+    assert allowed.allow_plain_http is True
+    check_transport(allowed)
+    check_transport(_load(["--coordinator", "https://coord:8443", "--token-file", "/t"]))

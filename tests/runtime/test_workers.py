@@ -292,3 +292,44 @@ async def test_a_failing_scan_does_not_stop_the_agent(
     await task
     assert len(calls) >= 2
     assert agent.failures == 0
+
+
+SLOW_TO_LEAVE = (
+    "import pathlib, signal, sys, time\n"
+    "out = pathlib.Path(sys.argv[1])\n"
+    "def leave(*_):\n"
+    "    time.sleep(0.3)  # a real job saves a checkpoint before it exits\n"
+    "    out.with_suffix('.exit').write_text(repr(time.time()))\n"
+    "    sys.exit(143)\n"
+    "signal.signal(signal.SIGTERM, leave)\n"
+    "out.with_suffix('.start').write_text(repr(time.time()))\n"
+    "while True: time.sleep(0.05)\n"
+)
+
+
+async def test_a_new_task_starts_only_once_its_gpus_are_free(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """A restored backup replaces what runs on a GPU: `old-0` holds GPU 0, then the coordinator
+    assigns `new-0` on GPU 0 instead. The agent stops `old-0` first and starts `new-0` only
+    after `old-0` has exited, never both on GPU 0 at once; `other-0` on GPU 1 starts at once."""
+    gpu0, gpu1 = {"assigned_gpu_ids": [uuid(0)]}, {"assigned_gpu_ids": [uuid(1)]}
+    coordinator.assignments["old-0"] = assignment(
+        "old-0", python(SLOW_TO_LEAVE, str(tmp_path / "old")), **gpu0
+    )
+    await harness.start()
+    await until((tmp_path / "old.start").exists, "old-0 to start")
+    coordinator.assignments = {
+        "new-0": assignment("new-0", python(SLOW_TO_LEAVE, str(tmp_path / "new")), **gpu0),
+        "other-0": assignment("other-0", python(SLOW_TO_LEAVE, str(tmp_path / "other")), **gpu1),
+    }
+    await until((tmp_path / "other.start").exists, "other-0 to start")
+    assert not (tmp_path / "new.start").exists()  # old-0 is still leaving GPU 0
+    await until((tmp_path / "new.start").exists, "new-0 to start")
+    old_exit = float((tmp_path / "old.exit").read_text())
+    assert float((tmp_path / "new.start").read_text()) > old_exit
+    assert float((tmp_path / "other.start").read_text()) < old_exit
+    await until(lambda: _ended(coordinator, "old-0"), "old-0 reported ended")
+    last = coordinator.last("old-0")
+    assert last is not None
+    assert last.state == "Cancelled"

@@ -23,17 +23,17 @@ def reserved_for_labels(labels: dict[str, str]) -> str:
 
 
 def check(c: Check) -> Rejection | None:
-    view = c.facts.view
-    if view.cordon_reason is not None:
+    machine = c.facts.snapshot
+    if machine.cordon_reason is not None:
         return Rejection(
-            filter=NAME, reason=reasons.cordoned(view.cordon_reason), code=RejectionCode.CORDONED
+            filter=NAME, reason=reasons.cordoned(machine.cordon_reason), code=RejectionCode.CORDONED
         )
     if c.held:
         # Room: it comes free for this run once the run ahead has started.
         return Rejection(
             filter=NAME, reason=HELD, room=True, need=1, have=0, code=RejectionCode.HELD_FOR_QUEUE
         )
-    for reservation in label_reservations(view.reservations, c.now):
+    for reservation in label_reservations(machine.reservations, c.now):
         if not selects(c.needs, reservation.labels):
             return Rejection(
                 filter=NAME,

@@ -30,7 +30,7 @@ def soon_reserved(workspace: str, starts_at: datetime) -> str:
 
 
 def check(c: Check) -> Rejection | None:
-    for reservation in c.facts.view.reservations:
+    for reservation in c.facts.snapshot.reservations:
         rejection = _one(c, reservation)
         if rejection is not None:
             return rejection

@@ -24,7 +24,7 @@ def in_no_pool(pools: tuple[str, ...]) -> str:
 
 
 def check(c: Check) -> Rejection | None:
-    needs, have = c.needs, c.facts.view.labels
+    needs, have = c.needs, c.facts.snapshot.labels
     if needs.names and c.facts.name not in needs.names:
         return Rejection(filter=NAME, reason=NOT_NAMED, code=RejectionCode.NOT_NAMED)
     for key, value in sorted(needs.match_labels.items()):

@@ -16,7 +16,7 @@ def points(s: ScoreInput) -> int:
     # Filter 2 already let through only runs that select every label reservation that holds;
     # the fewer labels a reservation requires, the less specific it is, so the fewer points.
     best = 0
-    for reservation in label_reservations(s.facts.view.reservations, s.now):
+    for reservation in label_reservations(s.facts.snapshot.reservations, s.now):
         if selects(s.needs, reservation.labels):
             best = max(best, POINTS - PER_LABEL * len(reservation.labels))
     return best

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from astraeus.coordinator.settings import PortRange
 from astraeus.coordinator.store.db import Database
-from astraeus.coordinator.store.ports import held_ports, needing_ports, set_ports
+from astraeus.coordinator.store.port_rows import held_ports, needing_ports, set_ports
 
 log = logging.getLogger(__name__)
 

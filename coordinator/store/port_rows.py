@@ -1,6 +1,6 @@
 """Rendezvous ports held by tasks (`tasks.port`): who needs one, which are held, writing what the
 scheduler gave, and taking back one an agent found busy. The store never chooses a port: the
-scheduler does (`scheduler/ports.py`).
+scheduler does (`scheduler/port_grants.py`).
 
 A port is held while its task holds resources (Assigned, Starting, Running, or Lost and still
 `held`): migration 7's unique index `tasks_port` on (machine, port) over exactly those tasks is

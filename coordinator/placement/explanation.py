@@ -1,7 +1,9 @@
-"""Turn rejections into the pending explanation and its headline.
+"""Why a run waits: its rejections made into a `Pending`, with the headline, the closest machine
+and the machines checked (`pending`).
 
 The words of each machine's reason come from its filter, the queue's from `shared/reasons.py`;
-this module only chooses among them and counts (`explained.py` makes the wire forms)."""
+this module only chooses among them and counts. The verdicts are kept as `verdicts.Verdicts`,
+which makes the wire forms of the explanation when they are asked for."""
 
 from __future__ import annotations
 
@@ -11,19 +13,19 @@ from datetime import datetime
 from astraeus.shared import labels, reasons
 from astraeus.shared.reasons import ReasonKind
 
-from .decision import Decision
-from .explained import Explained
+from .evaluation import RunEvaluation
 from .filters.selection import in_no_pool
 from .model import Pending
 from .rejection import Rejection
+from .verdicts import Verdicts
 
 Survivor = Callable[[int], Rejection]
 """What keeps out a machine no filter rejects (the whole run did not fit with it)."""
 
 
 def pending(
-    current: Decision,
-    idle: Decision,
+    current: RunEvaluation,
+    idle: RunEvaluation,
     survivor: Survivor,
     evaluated_at: datetime,
     wanted: tuple[str, ...] = (),
@@ -46,7 +48,7 @@ def pending(
         rejections = [rejection or survivor(i) for i, rejection in zip(shown, found, strict=True)]
     up = [facts[i].up for i in shown]
     closest = _closest(current, idle, shown, rejections) if wanted else None
-    explained = Explained([names[i] for i in shown], up, rejections, closest, evaluated_at)
+    verdicts = Verdicts([names[i] for i in shown], up, rejections, closest, evaluated_at)
     pools = current.needs.run.pools
     if waits_for is not None:
         text, kind = waits_for, ReasonKind.WAITS_FOR_NETWORK
@@ -56,7 +58,7 @@ def pending(
         text, kind = in_no_pool(pools), ReasonKind.NO_MACHINES
     return Pending(
         headline=text,
-        explained=explained,
+        explained=verdicts,
         kind=kind,
         patience_remaining_seconds=patience_remaining,
         wanted_machines=wanted,
@@ -72,17 +74,17 @@ def headline(rejections: list[Rejection], ready: int) -> tuple[str, ReasonKind]:
     return reasons.no_machine_fits(ready, len(rejections)), ReasonKind.NO_MACHINE_FITS
 
 
-def workspace_machines(current: Decision) -> list[int]:
+def workspace_machines(current: RunEvaluation) -> list[int]:
     """The machines (indices, in name order) of the run's workspace's pools; all of them for a
     workspace without pools."""
     pools, facts = current.needs.run.pools, current.cluster.facts
     if not pools:
         return list(range(len(facts)))
-    return [i for i, machine in enumerate(facts) if machine.view.labels.get(labels.POOL) in pools]
+    return [i for i, one in enumerate(facts) if one.snapshot.labels.get(labels.POOL) in pools]
 
 
 def _closest(
-    current: Decision, idle: Decision, shown: list[int], rejections: list[Rejection]
+    current: RunEvaluation, idle: RunEvaluation, shown: list[int], rejections: list[Rejection]
 ) -> str | None:
     """The machine short on room alone (it would take the run if idle) with most of its need."""
     best: tuple[float, int] | None = None

@@ -1,6 +1,7 @@
-"""A waiting run's explanation as the engine found it, made into either wire form on demand.
+"""`Verdicts`: a waiting run's verdict on each checked machine as the engine found it, made into
+either wire form of the explanation on demand.
 
-The engine records each machine's first rejection (`explain.pending`); turning 20,000 of them
+The engine records each machine's first rejection (`explanation.pending`); turning 20,000 of them
 into the guide's per-machine JSON (`full`: one validated entry per machine) costs more than
 finding them. A scheduler pass stores that form; a dry run answered grouped by reason
 (`explain=grouped`) needs only the counts, a few names and the closest machines, so `grouped`
@@ -29,7 +30,7 @@ from .rejection import Rejection
 UP, DOWN = MachineState.UP, MachineState.DOWN
 
 
-class Explained:
+class Verdicts:
     """Each checked machine (in name order), whether it is Up, and its rejection; the closest
     machine; when. The forms made are kept. Pickled (from the pass worker to the service) as
     the forms already made, when both are: the service stores them as they are."""
@@ -128,7 +129,7 @@ class Explained:
         )
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Explained):
+        if not isinstance(other, Verdicts):
             return NotImplemented
         return self.full() == other.full() and self.groups() == other.groups()
 
@@ -141,4 +142,4 @@ class Explained:
         return state
 
     def __repr__(self) -> str:
-        return f"Explained({len(self._names)} machines, closest={self._closest!r})"
+        return f"Verdicts({len(self._names)} machines, closest={self._closest!r})"

@@ -16,12 +16,12 @@ from astraeus.coordinator.store.commit import (
     placement_row,
 )
 
-from .decide import PassOutcome
 from .items import QueueItem, Reshaped
+from .queue_walk import PassOutcome
 
 
 @dataclass
-class Decided:
+class PassRows:
     """A pass's decisions, ready to write."""
 
     placed: list[PlacementRow] = field(default_factory=list)
@@ -31,11 +31,11 @@ class Decided:
     reshaped: list[Reshaped] = field(default_factory=list)
 
 
-def written(outcome: PassOutcome[QueueItem]) -> Decided:
+def as_rows(outcome: PassOutcome[QueueItem]) -> PassRows:
     """`outcome` as rows; runs sharing an explanation share one `ExplanationRow` (serialised
     once, and pickled once)."""
     explanations: dict[int, ExplanationRow] = {}
-    decided = Decided(reshaped=list(outcome.reshaped))
+    decided = PassRows(reshaped=list(outcome.reshaped))
     for placed in outcome.placed:
         item = placed.item
         decided.placed.append(placement_row(item.seq, item.run, item.index, placed.placement))

@@ -1,4 +1,5 @@
-"""Whole fake machines and runs in a line each, for tests, benchmarks and demos.
+"""Whole fake machines and runs in a line each, for tests and benchmarks (never the demo, whose
+agents scan fake hardware from `agent/fake/`).
 
 GPU UUIDs derive from the machine and the index (`shared/fake_gpu.py`), so runs are reproducible.
 """
@@ -8,6 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from astraeus.coordinator.placement import (
+    ClusterSnapshot,
+    MachineSnapshot,
+    Reservation,
+    RunRequest,
+)
 from astraeus.shared import (
     DriveInfo,
     GpuHealth,
@@ -23,8 +30,6 @@ from astraeus.shared import (
     labels,
 )
 from astraeus.shared.fake_gpu import gpu_uuid
-
-from .model import ClusterSnapshot, MachineView, Reservation, RunRequest
 
 GIB = 1024**3
 H100 = "NVIDIA H100 80GB HBM3"
@@ -110,7 +115,7 @@ def machine(
     drives: Iterable[DriveInfo] = (),
     data_free_gib: float | None = None,
     workers: Iterable[tuple[str, str]] = (),
-) -> MachineView:
+) -> MachineSnapshot:
     """A machine as the scheduler sees it: its report and what live tasks hold."""
     found = gpu_list if gpu_list is not None else gpus(name, gpu_count, model=model)
     tags = dict(labels_ or {})
@@ -131,7 +136,7 @@ def machine(
         gpus=found,
         rdma_ports=list(ports),
     )
-    return MachineView(
+    return MachineSnapshot(
         name=name,
         state=state,
         report=report if reported else None,
@@ -145,8 +150,8 @@ def machine(
     )
 
 
-def snapshot(*machines: MachineView) -> ClusterSnapshot:
-    return ClusterSnapshot(machines=tuple(sorted(machines, key=lambda view: view.name)))
+def snapshot(*machines: MachineSnapshot) -> ClusterSnapshot:
+    return ClusterSnapshot(machines=tuple(sorted(machines, key=lambda one: one.name)))
 
 
 def run(name: str = "run", *, workspace: str = "vision", **fields: Any) -> RunRequest:

@@ -7,18 +7,18 @@ from collections import Counter
 from astraeus.shared import Landing, Shape
 
 from . import ladder, shape
-from .decision import Decision
+from .evaluation import RunEvaluation
 from .gang import Choice
 from .model import Placement, WorkerPlacement
 
 
-def placement(decision: Decision, choice: Choice) -> Placement:
-    facts = decision.cluster.facts
-    first = decision.cluster.members[choice.machines[0]]
+def build_placement(evaluation: RunEvaluation, choice: Choice) -> Placement:
+    facts = evaluation.cluster.facts
+    first = evaluation.cluster.members[choice.machines[0]]
     where, why_tail = ladder.where(choice.rung, first)
     each = choice.option.gpus_each
-    ask = decision.needs.worker(each)
-    gpus = _gpus(decision, choice)
+    ask = evaluation.needs.worker(each)
+    gpus = _gpus(evaluation, choice)
     workers = tuple(
         WorkerPlacement(
             index=index,
@@ -42,11 +42,11 @@ def placement(decision: Decision, choice: Choice) -> Placement:
     )
 
 
-def _gpus(decision: Decision, choice: Choice) -> list[tuple[str, ...]]:
+def _gpus(evaluation: RunEvaluation, choice: Choice) -> list[tuple[str, ...]]:
     """Each worker's GPUs: workers sharing a machine split what it gives them, in order."""
     each = choice.option.gpus_each
     taken = {
-        i: decision.gpus_for(i, count * each)[0] for i, count in Counter(choice.machines).items()
+        i: evaluation.gpus_for(i, count * each)[0] for i, count in Counter(choice.machines).items()
     }
     seen: Counter[int] = Counter()
     found = []

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 import pickle
+from datetime import timedelta
 
-from astraeus.coordinator.scheduler.worker import compute_pass
+from astraeus.coordinator.scheduler.compute import PassInputs
+from astraeus.coordinator.scheduler.pass_worker import worker_pass
 from astraeus.coordinator.store.commit import PlacementRow
 
 from .conftest import Cluster
 from .fakes import START
+
+DOWN_AFTER = timedelta(seconds=30)
 
 
 async def test_decisions_come_back_as_rows_with_one_text_per_explanation(
@@ -25,7 +29,9 @@ async def test_decisions_come_back_as_rows_with_one_text_per_explanation(
     await c.submit("vision", "fits", gpus=2)
     for name in ("big-a", "big-b", "big-c"):
         await c.submit("vision", name, gpus=16)
-    decided, _ = compute_pass(str(c.store.database.path), START, 30.0, START, 500, 2.0)
+    decided, _ = worker_pass(
+        str(c.store.database.path), PassInputs(START, DOWN_AFTER, START, 500, 2.0)
+    )
     [placed] = decided.placed
     assert isinstance(placed, PlacementRow)
     assert (placed.run, placed.element, placed.network) == ("fits", 0, "local")

@@ -1,4 +1,6 @@
-"""One run against every machine of a session, at one moment, over one view of what is free."""
+"""`RunEvaluation`: one run evaluated against every machine of a session, at one moment, over
+one account of what is free (the session's now, or the idle cluster's). It decides nothing:
+the ladder (`gang.py`) chooses, and `explanation.py` explains, from what it computes."""
 
 from __future__ import annotations
 
@@ -19,29 +21,31 @@ from .rejection import Rejection
 from .shape import ShapeOption, options
 
 
-class Decision:
-    """Filters, capacities and scores for one run, computed once per machine and kept."""
+class RunEvaluation:
+    """One run's filters, capacities and scores over a session's machines, each computed on
+    first use and kept for as long as the evaluation lives (one `place` call, or one ask's
+    idle evaluation kept with the live state's frame)."""
 
     def __init__(
         self,
         prepared: Prepared,
         free: Sequence[Free],
         free_gpus: Sequence[int],
-        states: Sequence[Hashable],
+        free_kinds: Sequence[Hashable],
         worker_gpus: int | None = None,
         *,
         idle: bool = False,
     ) -> None:
         """`free_gpus` counts each machine's free GPUs (faulted or not, of any model): a cheap
-        bound that skips machines before they are checked. `states` tells machines alike for
-        filters 7 and 8 in `free` (`kinds.State`; on an idle cluster, each machine's kind):
-        machines in one state share their verdicts, GPUs and caps. `worker_gpus` sets the
+        bound that skips machines before they are checked. `free_kinds` tells machines alike for
+        filters 7 and 8 in `free` (`kinds.FreeKind`; on an idle cluster, each machine's kind):
+        machines of one free kind share their verdicts, GPUs and caps. `worker_gpus` sets the
         worker the filters check (default: the smallest any shape has); an explanation checks
-        the worker the run would really need. An `idle` decision looks at a cluster where no
+        the worker the run would really need. An `idle` evaluation looks at a cluster where no
         run holds anything, so no worker of this run is anywhere yet either."""
         self.idle = idle
         self.prepared, self.free, self.free_gpus = prepared, free, free_gpus
-        self.states = states
+        self.free_kinds = free_kinds
         self.cluster: Cluster = prepared.cluster
         self.needs: Needs = prepared.needs
         self.options: tuple[ShapeOption, ...] = options(self.needs)
@@ -74,14 +78,14 @@ class Decision:
         if self.needs.gpu_requests.ids:
             return [self.rejection(i) for i in machines]
         early, late = self.prepared.early, self.prepared.late
-        verdicts, states, free = self._verdicts, self.states, self.free
+        verdicts, free_kinds, free = self._verdicts, self.free_kinds, self.free
         run = None if self.idle else self.needs.run.key
         found: list[Rejection | None] = []
         for i in machines:
             rejection = early(i)
             if rejection is None:
                 # `_dynamic`, inlined.
-                key = (run is not None and run in free[i].workers, states[i])
+                key = (run is not None and run in free[i].workers, free_kinds[i])
                 rejection = verdicts.get(key, _UNSEEN)
                 if rejection is _UNSEEN:
                     rejection = verdicts[key] = self._dynamic_check(i)
@@ -92,12 +96,12 @@ class Decision:
 
     def _dynamic(self, i: int) -> Rejection | None:
         """Filters 6–8. For a fixed run and worker their verdict depends only on the machine's
-        state and whether a worker of the run is here, and many machines share both, so each
+        free kind and whether a worker of the run is here, and many machines share both, so each
         verdict is decided once, on the first machine found in it."""
         if self.needs.gpu_requests.ids:
             return self._dynamic_check(i)
         here = not self.idle and self.needs.run.key in self.free[i].workers
-        key = (here, self.states[i])
+        key = (here, self.free_kinds[i])
         verdict = self._verdicts.get(key, _UNSEEN)
         if verdict is _UNSEEN:
             verdict = self._verdicts[key] = self._dynamic_check(i)
@@ -144,7 +148,7 @@ class Decision:
         return [i for i in range(len(self.free)) if self.passes(i)]
 
     def explained_gpus(self) -> int:
-        """The worker an explanation checks (call on an idle decision): the smallest of any
+        """The worker an explanation checks (call on an idle evaluation): the smallest of any
         shape that enough machines could hold if idle. When none could, and sizes are what
         stops it, that of the fewest-machines shape, so machines tell how short they fall;
         when no machine takes even the smallest worker, the smallest, so they tell why."""
@@ -161,7 +165,7 @@ class Decision:
 
     def cap(self, i: int) -> int:
         """The most GPUs one worker of this run can get on machine `i` (1 for a CPU worker)."""
-        key = self.states[i]
+        key = self.free_kinds[i]
         if key not in self._caps:
             self._caps[key] = self._cap(i)
         return self._caps[key]
@@ -211,8 +215,8 @@ class Decision:
         return self.supply(i).free(self.needs.gpu_requests.healthy_only)
 
     def supply(self, i: int) -> gpu_match.Supply:
-        """Machine `i`'s GPUs of the asked kind, counted once per state."""
-        key = self.states[i]
+        """Machine `i`'s GPUs of the asked kind, counted once per free kind."""
+        key = self.free_kinds[i]
         if key not in self._supply:
             self._supply[key] = gpu_match.supply(self.prepared.matched(i), self.free[i].gpu_ids)
         return self._supply[key]

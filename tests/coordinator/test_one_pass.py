@@ -1,0 +1,129 @@
+"""One pass function: the pass worker process and the service's own thread decide the same file
+alike, through `compute_pass`; and one garbage-collector policy serves them both."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from pathlib import Path
+
+from astraeus.coordinator.api import SCHEDULER
+from astraeus.coordinator.scheduler import loop, pass_worker
+from astraeus.coordinator.scheduler.compute import PassInputs, PassState, compute_pass
+from astraeus.coordinator.scheduler.gc_policy import GcPolicy
+from astraeus.coordinator.scheduler.pass_rows import as_rows
+from astraeus.coordinator.scheduler.pass_worker import worker_pass
+from astraeus.shared import labels
+
+from .conftest import Cluster
+from .test_reshape import R1, _spread_over_ethernet
+
+SCHEDULER_DIR = Path(loop.__file__).resolve().parent
+
+
+async def test_the_worker_process_and_the_service_decide_the_same_file_alike(
+    cluster: Cluster,
+) -> None:
+    """Over one file: a reshape, placements, the queue's head, runs waiting for room (two
+    sharing one explanation) and for their workspace's quota. The pass computed
+    in a spawned worker process and the pass computed in this process with the service's own
+    store give the same rows, in the same order."""
+    c = cluster
+    await _spread_over_ethernet(c)  # `pretrain` over Ethernet on a1 and b1; a2 runs `blocker`
+    await c.report("a2", [{"task": "blocker-0", "state": "Succeeded", "exit_code": 0}], labels=R1)
+    await c.report("c1", labels={labels.RACK: "r3"}, gpus=4)
+    await c.workspace("audio", gpu_quota=2)
+    await c.submit("vision", "fits", gpus=2)
+    for name in ("huge-a", "huge-b"):
+        await c.submit("vision", name, gpus=64)
+    await c.submit("vision", "next", gpus=24)
+    await c.submit("vision", "behind", gpus=2)
+    await c.submit("audio", "over-quota", gpus=4)
+    await c.submit("audio", "small", gpus=1)
+    c.records.flush_seen()  # the worker reads who is Up from the file, as a pass does
+    now = c.clock.now()
+    inputs = PassInputs(now, c.client.app[SCHEDULER].down_after, now, 500, 5.0)
+    pool = loop.worker_pool()
+    try:
+        db = str(c.store.database.path)
+        elsewhere, cut = pool.submit(worker_pass, db, inputs).result(timeout=60)
+    finally:
+        pool.shutdown()
+    here, cut_here = compute_pass(PassState(c.store, c.records), inputs)
+    assert (as_rows(here), cut_here) == (elsewhere, cut)
+    assert [r.old.row.run for r in elsewhere.reshaped] == ["pretrain"]
+    assert [row.run for row in elsewhere.placed] == ["fits", "behind"]
+    waiting = {row.run: row for row in elsewhere.waiting}
+    assert {run: row.kind for run, row in waiting.items()} == {
+        "next": "NextToRun",
+        "huge-a": "NoMachineFits",
+        "huge-b": "NoMachineFits",
+        "over-quota": "WaitsForQuota",
+        "small": "NoMachineFits",
+    }
+    assert waiting["huge-a"].explanation is waiting["huge-b"].explanation is not None
+
+
+async def test_a_pass_with_nothing_changed_decides_nothing_in_either_path(
+    cluster: Cluster,
+) -> None:
+    """The memo is the same in both: after a pass that changed nothing and was committed,
+    the same inputs decide nothing, here and in the worker's code alike."""
+    c = cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "huge", gpus=16)
+    c.records.flush_seen()
+    now = c.clock.now()
+    inputs = PassInputs(now, c.client.app[SCHEDULER].down_after, now, 500, 5.0)
+    state = PassState(c.store, c.records)
+    first, _ = compute_pass(state, inputs)
+    assert [w.item.run for w in first.waiting] == ["huge"]
+    again, _ = compute_pass(state, replace(inputs, last_committed=True))
+    assert (again.placed, again.waiting) == ([], [])
+    db = str(c.store.database.path)
+    first_rows, _ = worker_pass(db, inputs)
+    assert first_rows == as_rows(first)
+    again_rows, _ = worker_pass(db, replace(inputs, last_committed=True))
+    assert (again_rows.placed, again_rows.waiting) == ([], [])
+
+
+def _gc_calls(path: Path) -> list[str]:
+    """`gc.<name>(...)` calls in `path`, and assignments to `UNFREEZE_EVERY`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "gc"
+        ):
+            found.append(f"gc.{node.func.attr}")
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        found += [
+            "UNFREEZE_EVERY ="
+            for t in targets
+            if isinstance(t, ast.Name) and t.id == "UNFREEZE_EVERY"
+        ]
+    return found
+
+
+def test_one_gc_policy_serves_the_loop_and_the_worker() -> None:
+    """Of the scheduler's modules, only `gc_policy.py` freezes, unfreezes or collects, and
+    `UNFREEZE_EVERY` is defined there alone; the service's loop and the pass worker each keep
+    a `GcPolicy`."""
+    found = {
+        path.name: calls
+        for path in sorted(SCHEDULER_DIR.glob("*.py"))
+        if (calls := _gc_calls(path))
+    }
+    assert {name: sorted(calls) for name, calls in found.items()} == {
+        "gc_policy.py": ["UNFREEZE_EVERY =", "gc.collect", "gc.freeze", "gc.unfreeze"],
+    }
+    assert isinstance(pass_worker._GC, GcPolicy)
+
+
+async def test_the_services_loop_keeps_a_gc_policy(fake_cluster: Cluster) -> None:
+    assert isinstance(fake_cluster.client.app[SCHEDULER]._gc, GcPolicy)
