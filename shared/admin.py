@@ -11,6 +11,7 @@ from .report import MAX_LABELS, LabelKey, LabelValue
 from .run import MAX_PRIORITY
 
 WorkspaceName = DnsLabel
+"""A workspace's name: a DNS label, as a run's name is."""
 
 PoolName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 """A `pool` label's value."""
