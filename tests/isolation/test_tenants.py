@@ -67,7 +67,7 @@ async def test_a_tenant_squatting_the_range_delays_another_by_one_report(
     c = Cluster(tmp_path)
     await c.start(rendezvous_ports=f"{base}-{base + width - 1}")
     try:
-        caplog.set_level(logging.WARNING, logger="astraeus.agent.runtime.ports")
+        caplog.set_level(logging.WARNING, logger="astraeus.agent.runtime.rendezvous_port")
         alpha = await c.workspace("alpha", ["shared"])
         beta = await c.workspace("beta", ["shared"])
         m1 = await c.machine("m1", pool="shared")
