@@ -6,7 +6,7 @@ from typing import Annotated, Final
 
 from pydantic import Field, StringConstraints
 
-from .base import DnsLabel, UserModel, WireModel
+from .base import INT64_MAX, DnsLabel, UserModel, WireModel
 from .report import MAX_LABELS, LabelKey, LabelValue
 from .run import MAX_PRIORITY
 
@@ -18,14 +18,18 @@ PoolName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 
 MAX_POOLS: Final = 256
 MAX_GPU_QUOTA: Final = 10_000_000
+MAX_CPU_QUOTA: Final = 100_000_000
 
 
 class Workspace(WireModel):
-    """A workspace: the pools it is granted, its GPU quota, the highest priority allowed."""
+    """A workspace: the pools it is granted, its GPU, CPU and memory quotas, the highest
+    priority allowed."""
 
     name: str
     pools: list[str] = Field(default_factory=list)
     gpu_quota: int | None = None
+    cpu_quota: float | None = None
+    memory_quota: int | None = None
     max_priority: int = 0
     created_at: str
 
@@ -40,6 +44,12 @@ class WorkspaceBody(UserModel):
     )
     gpu_quota: int | None = Field(
         default=None, ge=0, le=MAX_GPU_QUOTA, description="GPUs held at once; null: none"
+    )
+    cpu_quota: float | None = Field(
+        default=None, ge=0, le=MAX_CPU_QUOTA, description="CPU cores held at once; null: none"
+    )
+    memory_quota: int | None = Field(
+        default=None, ge=0, le=INT64_MAX, description="bytes of memory held at once; null: none"
     )
     max_priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
 

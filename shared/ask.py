@@ -1,6 +1,6 @@
 """The run's ask, `requested_resources`, field for field as the product guide writes it."""
 
-from typing import Annotated, Self
+from typing import Annotated, Final, Self
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
@@ -17,6 +17,13 @@ from .choices import (
 from .reasons import cannot_distribute
 
 Number = int | float
+
+DEFAULT_CPU_CORES: Final = 1
+"""What each worker of a run without GPUs asks when `cpu_cores` is unset."""
+DEFAULT_MEMORY_BYTES: Final = 2 * 1024**3
+"""What each worker of a run without GPUs asks when `memory_bytes` is unset: 2 GiB, the common
+Slurm `DefMemPerCPU` and cloud shape of 2 GiB per core. Where the launcher enforces limits
+(systemd, containers) it is also the worker's memory limit."""
 """Whole numbers stay whole, so a spec serialises back exactly as it was written."""
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=253)]
@@ -157,6 +164,23 @@ class RequestedResources(UserModel):
     def gpu_count(self) -> int:
         return self.gpu_requests.count if self.gpu_requests else 0
 
+    @property
+    def worker_cpu_cores(self) -> float:
+        """The cores each worker asks besides `per_gpu`'s: `cpu_cores`; unset, none for a run
+        with GPUs and `DEFAULT_CPU_CORES` for one without, so CPU runs never stack without
+        limit on a machine nor escape a workspace's `cpu_quota`."""
+        if self.cpu_cores is not None:
+            return float(self.cpu_cores)
+        return 0.0 if self.gpu_count else float(DEFAULT_CPU_CORES)
+
+    @property
+    def worker_memory_bytes(self) -> int:
+        """The memory each worker asks besides `per_gpu`'s: `memory_bytes`; unset, none for a
+        run with GPUs and `DEFAULT_MEMORY_BYTES` for one without."""
+        if self.memory_bytes is not None:
+            return self.memory_bytes
+        return 0 if self.gpu_count else DEFAULT_MEMORY_BYTES
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         topology = self.topology or Topology()
@@ -185,6 +209,16 @@ class RequestedResources(UserModel):
             raise ValueError(
                 "per_gpu needs GPUs: set gpu_requests.count, or use cpu_cores and memory_bytes"
             )
+        if not self.gpu_count:
+            for name, value, unset in (
+                ("cpu_cores", self.cpu_cores, "1 core"),
+                ("memory_bytes", self.memory_bytes, "2 GiB"),
+            ):
+                if value == 0:
+                    raise ValueError(
+                        f"{name}: a run without GPUs must ask for more than 0 (it would stack"
+                        f" without limit); leave it unset for {unset}"
+                    )
         self._one_worker_per_element()
         names = {drive.name for drive in self.drives}
         if len(names) != len(self.drives):

@@ -81,8 +81,17 @@ def queued_behind(run: str) -> str:
     return f"Queued behind {run}"
 
 
-def waits_for_quota(used: int, quota: int, need: int) -> str:
-    return f"Waits for namespace quota: {used} of {quota} GPUs in use, this run needs {need} more"
+def waits_for_quota(used: float, quota: float, need: float, what: str = "GPUs") -> str:
+    """`Waits for namespace quota: 6 of 8 GPUs in use, this run needs 4 more`; `what` is
+    `GPUs`, `CPU cores` or `GiB of memory` (amounts to two decimals at most)."""
+    used_, quota_, need_ = (f"{round(n, 2):g}" for n in (used, quota, need))
+    return (
+        f"Waits for namespace quota: {used_} of {quota_} {what} in use, this run needs {need_} more"
+    )
+
+
+CPU_CORES = "CPU cores"
+GIB_OF_MEMORY = "GiB of memory"
 
 
 def array_at_most(concurrency: int) -> str:

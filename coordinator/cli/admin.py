@@ -1,4 +1,5 @@
-"""Admin commands: workspaces (pools, GPU quota, highest priority) and API tokens."""
+"""Admin commands: workspaces (pools, GPU, CPU and memory quotas, highest priority) and API
+tokens."""
 
 from __future__ import annotations
 
@@ -16,33 +17,44 @@ from astraeus.shared.admin import (
 from .bodies import body
 from .context import Context
 from .errors import Exit
-from .flags import parse_pairs
+from .flags import parse_pairs, parse_size
 from .render import table
+
+HEADER = ["NAME", "POOLS", "GPU QUOTA", "CPU QUOTA", "MEMORY QUOTA", "MAX PRIORITY"]
 
 
 def _workspace_line(w: Workspace) -> list[str]:
-    quota = "-" if w.gpu_quota is None else str(w.gpu_quota)
-    return [w.name, ",".join(w.pools) or "-", quota, str(w.max_priority)]
+    gpus = "-" if w.gpu_quota is None else str(w.gpu_quota)
+    cores = "-" if w.cpu_quota is None else f"{w.cpu_quota:g}"
+    memory = "-" if w.memory_quota is None else f"{round(w.memory_quota / 1024**3, 2):g}G"
+    return [w.name, ",".join(w.pools) or "-", gpus, cores, memory, str(w.max_priority)]
 
 
 def workspaces(ctx: Context, args: argparse.Namespace) -> int:
     found = WorkspaceList.model_validate(ctx.api.get("/workspaces"))
-    header = ["NAME", "POOLS", "GPU QUOTA", "MAX PRIORITY"]
-    ctx.emit(found, table([header, *(_workspace_line(w) for w in found.workspaces)]))
+    ctx.emit(found, table([HEADER, *(_workspace_line(w) for w in found.workspaces)]))
     return Exit.OK
 
 
 def workspace_show(ctx: Context, args: argparse.Namespace) -> int:
     found = Workspace.model_validate(ctx.api.get(f"/workspaces/{args.name}"))
-    header = ["NAME", "POOLS", "GPU QUOTA", "MAX PRIORITY"]
-    ctx.emit(found, table([header, _workspace_line(found)]))
+    ctx.emit(found, table([HEADER, _workspace_line(found)]))
     return Exit.OK
 
 
 def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
-    """Create or replace a workspace: its pools, GPU quota and highest priority."""
+    """Create or replace a workspace: its pools, GPU, CPU and memory quotas and highest
+    priority."""
+    memory = (
+        parse_size(args.memory_quota, "--memory-quota") if args.memory_quota is not None else None
+    )
     sent = body(
-        WorkspaceBody, pools=args.pool, gpu_quota=args.gpu_quota, max_priority=args.max_priority
+        WorkspaceBody,
+        pools=args.pool,
+        gpu_quota=args.gpu_quota,
+        cpu_quota=args.cpu_quota,
+        memory_quota=memory,
+        max_priority=args.max_priority,
     )
     saved = Workspace.model_validate(
         ctx.api.put(f"/workspaces/{args.name}", sent.model_dump(mode="json"))

@@ -7,7 +7,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
-from .flags import add_run_flags
+from .flags import add_run_flags, number
 
 if TYPE_CHECKING:
     from .context import Context
@@ -163,6 +163,12 @@ def _workspace_set(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name")
     parser.add_argument("--pool", action="append", default=[], help="a pool it may use (repeat)")
     parser.add_argument("--gpu-quota", type=int, help="GPUs it may hold at once")
+    parser.add_argument(
+        "--cpu-quota", type=number, metavar="CORES", help="CPU cores it may hold at once"
+    )
+    parser.add_argument(
+        "--memory-quota", metavar="SIZE", help="memory it may hold at once (512G, 2T)"
+    )
     parser.add_argument("--max-priority", type=int, default=0, help="the highest priority allowed")
 
 

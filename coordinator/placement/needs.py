@@ -142,8 +142,8 @@ class Needs:
     def worker(self, gpus: int) -> WorkerAsk:
         """A worker with `gpus` GPUs: `per_gpu` scales with them, a fixed ask does not."""
         per_gpu = self.ask.per_gpu
-        cores = float(self.ask.cpu_cores or 0)
-        memory = self.ask.memory_bytes or 0
+        cores = self.ask.worker_cpu_cores
+        memory = self.ask.worker_memory_bytes
         if per_gpu is not None:
             cores += float(per_gpu.cpu_cores) * gpus
             memory += per_gpu.memory_bytes * gpus
@@ -173,10 +173,10 @@ class Needs:
         most = limit
         # A first guess by division, then settled by `fits` itself, so both always agree.
         if per_gpu is not None and per_gpu.cpu_cores:
-            spare = free_cores - float(self.ask.cpu_cores or 0)
+            spare = free_cores - self.ask.worker_cpu_cores
             most = min(most, math.floor(spare / float(per_gpu.cpu_cores)))
         if per_gpu is not None and per_gpu.memory_bytes:
-            spare_memory = free_memory - (self.ask.memory_bytes or 0)
+            spare_memory = free_memory - self.ask.worker_memory_bytes
             most = min(most, spare_memory // per_gpu.memory_bytes)
         most = max(most, -1)
         while most < limit and self.fits(most + 1, free_cores, free_memory):

@@ -21,7 +21,7 @@ from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.queue import gpus_by_workspace, live_by_run, read_queue
+from astraeus.coordinator.store.queue import live_by_run, read_queue, use_by_workspace
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
 
 from .gc_policy import GcPolicy
@@ -161,7 +161,7 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
 def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:
     return PassContext(
         workspaces={w.name: w for w in store.workspaces.all()},
-        gpus_by_workspace=gpus_by_workspace(store.database),
+        use_by_workspace=use_by_workspace(store.database),
         live_by_run=live_by_run(store.database),
         max_pending_evaluations=max_pending_evaluations,
     )

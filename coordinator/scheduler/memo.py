@@ -46,7 +46,7 @@ class PassMemo:
             live.generation,
             queue,
             tuple(sorted(context.workspaces.items())),
-            tuple(sorted(context.gpus_by_workspace.items())),
+            tuple(sorted(context.use_by_workspace.items())),
             tuple(sorted(context.live_by_run.items())),
             context.max_pending_evaluations,
         )

@@ -20,6 +20,7 @@ from astraeus.coordinator.placement import (
     Placement,
     RunRequest,
 )
+from astraeus.coordinator.store.queue import WorkspaceUse
 from astraeus.shared import reasons
 from astraeus.shared.admin import Workspace
 from astraeus.shared.reasons import ReasonKind
@@ -38,6 +39,9 @@ class EngineSession(Protocol):
     def take(self, placement: Placement) -> None: ...
 
 
+GIB = 1024**3
+"""Memory quotas are read in GiB."""
+
 SessionFactory = Callable[[ClusterSnapshot], EngineSession]
 
 
@@ -46,7 +50,7 @@ class PassContext:
     """What the queue rules need besides the snapshot."""
 
     workspaces: Mapping[str, Workspace]
-    gpus_by_workspace: Mapping[str, int]
+    use_by_workspace: Mapping[str, WorkspaceUse]
     live_by_run: Mapping[int, int]
     max_pending_evaluations: int = 500
 
@@ -149,7 +153,7 @@ class _Walk(Generic[Item]):
         self, session: EngineSession, now: datetime, context: PassContext, out: PassOutcome[Item]
     ):
         self.session, self.now, self.context, self.out = session, now, context, out
-        self.held = dict(context.gpus_by_workspace)
+        self.held = dict(context.use_by_workspace)
         self.live = dict(context.live_by_run)
         self.head: tuple[Item, Pending] | None = None
         self.head_position = 0
@@ -186,9 +190,15 @@ class _Walk(Generic[Item]):
         request = request_for(item, workspace)
         result = self.session.place(request, self.now, exclude=self.reserved)
         if isinstance(result, Placement):
+            placed = _placed_use(result)
+            over = _over_quota(workspace, self.held.get(item.workspace, WorkspaceUse()), placed)
+            if over is not None:  # the run's actual shape is past a quota its estimate was not
+                return Waiting(item, over, None, ReasonKind.WAITS_FOR_QUOTA)
             self.session.take(result)
             self.out.placed.append(Placed(item, result))
-            self.held[item.workspace] = self.held.get(item.workspace, 0) + item.ask.gpu_count
+            self.held[item.workspace] = self.held.get(item.workspace, WorkspaceUse()).plus(
+                placed.gpus, placed.cpu_cores, placed.memory_bytes
+            )
             if isinstance(item, QueueItem):  # `concurrency` counts live elements, one task each
                 self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
@@ -218,19 +228,71 @@ def _same_ask(item: Candidate, workspace: Workspace | None) -> str | None:
 
 
 def _queue_rule(
-    item: Candidate, workspace: Workspace | None, held: Mapping[str, int], live: Mapping[int, int]
+    item: Candidate,
+    workspace: Workspace | None,
+    held: Mapping[str, WorkspaceUse],
+    live: Mapping[int, int],
 ) -> tuple[str, ReasonKind] | None:
     """The quota or array limit that holds this item back, if any, and its kind."""
-    need = item.ask.gpu_count
-    quota = workspace.gpu_quota if workspace else None
-    used = held.get(item.workspace, 0)
-    if quota is not None and need and used + need > quota:
-        return reasons.waits_for_quota(used, quota, need), ReasonKind.WAITS_FOR_QUOTA
+    over = _over_quota(workspace, held.get(item.workspace, WorkspaceUse()), _least_use(item))
+    if over is not None:
+        return over, ReasonKind.WAITS_FOR_QUOTA
     array = item.ask.array
     concurrency = array.concurrency if array is not None else None
     running = live.get(item.seq, 0) if isinstance(item, QueueItem) else 0  # a dry run's: none
     if concurrency is not None and running >= concurrency:
         return reasons.array_at_most(concurrency), ReasonKind.ARRAY_LIMIT
+    return None
+
+
+def _least_use(item: Candidate) -> WorkspaceUse:
+    """The least the run holds once placed: its GPUs, and the cores and memory of its fewest
+    workers (`machines`, else `topology.min_nodes`, else one; the placement decides the rest,
+    and `_over_quota` checks the placement itself)."""
+    ask = item.ask
+    workers = ask.machines or (ask.topology.min_nodes if ask.topology else None) or 1
+    gpus = ask.gpu_count
+    cores, memory = ask.worker_cpu_cores * workers, ask.worker_memory_bytes * workers
+    if ask.per_gpu is not None:
+        cores += float(ask.per_gpu.cpu_cores) * gpus
+        memory += ask.per_gpu.memory_bytes * gpus
+    return WorkspaceUse(gpus, cores, memory)
+
+
+def _placed_use(placement: Placement) -> WorkspaceUse:
+    """What a placement holds: every worker's GPUs, cores and memory."""
+    return WorkspaceUse(
+        sum(len(worker.gpu_ids) for worker in placement.workers),
+        sum(worker.cpu_cores for worker in placement.workers),
+        sum(worker.memory_bytes for worker in placement.workers),
+    )
+
+
+def _over_quota(workspace: Workspace | None, used: WorkspaceUse, need: WorkspaceUse) -> str | None:
+    """The quota reason when `need` on top of `used` passes one of the workspace's quotas
+    (GPUs first, then cores, then memory); None when every one holds."""
+    if workspace is None:
+        return None
+    gpu_quota, cpu_quota, memory_quota = (
+        workspace.gpu_quota,
+        workspace.cpu_quota,
+        workspace.memory_quota,
+    )
+    if gpu_quota is not None and need.gpus and used.gpus + need.gpus > gpu_quota:
+        return reasons.waits_for_quota(used.gpus, gpu_quota, need.gpus)
+    if cpu_quota is not None and need.cpu_cores and used.cpu_cores + need.cpu_cores > cpu_quota:
+        return reasons.waits_for_quota(used.cpu_cores, cpu_quota, need.cpu_cores, reasons.CPU_CORES)
+    if (
+        memory_quota is not None
+        and need.memory_bytes
+        and used.memory_bytes + need.memory_bytes > memory_quota
+    ):
+        return reasons.waits_for_quota(
+            used.memory_bytes / GIB,
+            memory_quota / GIB,
+            need.memory_bytes / GIB,
+            reasons.GIB_OF_MEMORY,
+        )
     return None
 
 

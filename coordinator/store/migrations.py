@@ -190,4 +190,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     DROP TABLE tokens;
     ALTER TABLE tokens_kept RENAME TO tokens;
     """,
+    # 11: a workspace's quotas on CPU cores and memory besides GPUs (issue 25.8): runs without
+    # GPUs ask for cores and memory, and count against these; null: no quota.
+    """
+    ALTER TABLE workspaces ADD COLUMN cpu_quota REAL;
+    ALTER TABLE workspaces ADD COLUMN memory_quota INTEGER;
+    """,
 )

@@ -82,14 +82,46 @@ def read_usage(database: Database) -> dict[str, Usage]:
     return dict(usage)
 
 
-def gpus_by_workspace(database: Database) -> dict[str, int]:
-    """GPUs held by live tasks, per workspace: what counts against a quota."""
+@dataclass(frozen=True, order=True)
+class WorkspaceUse:
+    """What a workspace's live tasks (and Lost ones still held) hold: what counts against its
+    quotas (`gpu_quota`, `cpu_quota`, `memory_quota`)."""
+
+    gpus: int = 0
+    cpu_cores: float = 0.0
+    memory_bytes: int = 0
+
+    def plus(self, gpus: int, cpu_cores: float, memory_bytes: int) -> WorkspaceUse:
+        return WorkspaceUse(
+            self.gpus + gpus, self.cpu_cores + cpu_cores, self.memory_bytes + memory_bytes
+        )
+
+
+def use_by_workspace(database: Database) -> dict[str, WorkspaceUse]:
+    """GPUs, cores and memory held by live tasks, per workspace: what counts against quotas."""
+    gpus = {
+        row["workspace"]: row["n"]
+        for row in database.read(
+            "SELECT runs.workspace, count(*) AS n FROM gpu_holds"
+            " JOIN tasks ON tasks.id = gpu_holds.task_id JOIN runs ON runs.seq = tasks.run_seq"
+            " GROUP BY runs.workspace"
+        )
+    }
     rows = database.read(
-        "SELECT runs.workspace, count(*) AS n FROM gpu_holds"
-        " JOIN tasks ON tasks.id = gpu_holds.task_id JOIN runs ON runs.seq = tasks.run_seq"
+        "SELECT runs.workspace, total(tasks.cpu_cores) AS cores,"
+        " total(tasks.memory_bytes) AS memory FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+        " WHERE tasks.state IN ('Assigned', 'Starting', 'Running') OR tasks.held = 1"
         " GROUP BY runs.workspace"
     )
-    return {row["workspace"]: row["n"] for row in rows}
+    use = {
+        row["workspace"]: WorkspaceUse(
+            gpus.get(row["workspace"], 0), float(row["cores"]), int(row["memory"])
+        )
+        for row in rows
+    }
+    for workspace, count in gpus.items():
+        use.setdefault(workspace, WorkspaceUse(gpus=count))
+    return use
 
 
 def live_by_run(database: Database) -> dict[int, int]:

@@ -1,4 +1,5 @@
-"""Workspaces: the pools they are granted, an optional GPU quota, the highest priority allowed."""
+"""Workspaces: the pools they are granted, optional GPU, CPU and memory quotas, the highest
+priority allowed."""
 
 from __future__ import annotations
 
@@ -19,13 +20,17 @@ class Workspaces:
         existing = self.get(spec.name)
         with self._database.write() as conn:
             conn.execute(
-                "INSERT INTO workspaces (name, pools, gpu_quota, max_priority, created_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET pools = excluded.pools,"
-                " gpu_quota = excluded.gpu_quota, max_priority = excluded.max_priority",
+                "INSERT INTO workspaces (name, pools, gpu_quota, cpu_quota, memory_quota,"
+                " max_priority, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (name) DO UPDATE SET pools = excluded.pools,"
+                " gpu_quota = excluded.gpu_quota, cpu_quota = excluded.cpu_quota,"
+                " memory_quota = excluded.memory_quota, max_priority = excluded.max_priority",
                 (
                     spec.name,
                     json.dumps(spec.pools),
                     spec.gpu_quota,
+                    spec.cpu_quota,
+                    spec.memory_quota,
                     spec.max_priority,
                     now.isoformat(),
                 ),
@@ -49,6 +54,8 @@ def _workspace(row: Row) -> Workspace:
         name=row["name"],
         pools=json.loads(row["pools"]),
         gpu_quota=row["gpu_quota"],
+        cpu_quota=row["cpu_quota"],
+        memory_quota=row["memory_quota"],
         max_priority=row["max_priority"],
         created_at=row["created_at"],
     )

@@ -160,11 +160,12 @@ def test_label_sets_admin_labels(astra: Astra, running: str) -> None:
 
 def test_workspace_and_token_admin_commands(coordinator: Coordinator, astra: Astra) -> None:
     """An admin sets a workspace, mints a member token for it, sees it listed, and revokes it."""
-    made = astra("astraeus", "workspace", "set", "nlp", "--pool", "a100", "--gpu-quota", "16")
+    quotas = ("--gpu-quota", "16", "--cpu-quota", "64", "--memory-quota", "512G")
+    made = astra("astraeus", "workspace", "set", "nlp", "--pool", "a100", *quotas)
     assert made.out == "workspace nlp: a100\n"
     assert astra("astraeus", "workspaces").out.splitlines() == [
-        "NAME  POOLS  GPU QUOTA  MAX PRIORITY",
-        "nlp   a100   16         0",
+        "NAME  POOLS  GPU QUOTA  CPU QUOTA  MEMORY QUOTA  MAX PRIORITY",
+        "nlp   a100   16         64         512G          0",
     ]
     created = astra("astraeus", "token", "create", "--role", "member", "--for-workspace", "nlp")
     secret = created.out.strip()

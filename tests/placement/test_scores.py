@@ -64,7 +64,7 @@ CASES = [
         "cpu_only_on_gpu_machine", {"cpu_cores": 1}, 0, {"gpu_count": 0}, 0, id="cpu-on-cpu"
     ),
     pytest.param("cores_free", {"cpu_cores": 48}, 0, {}, 12, id="cores-half"),
-    pytest.param("cores_free", {"cpu_cores": 0}, 0, {}, 25, id="cores-all"),
+    pytest.param("cores_free", {"gpu_requests": {"count": 1}}, 0, {}, 25, id="cores-all"),
     pytest.param("memory_free", {"memory_bytes": 768 * GIB}, 0, {}, 6, id="memory-quarter"),
     pytest.param(
         "gpus_at_risk",
