@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .rig import Cluster, until, until_async
+from .rig import Cluster, until, until_async, worker
 
 BARRIER = Path(__file__).resolve().parents[2] / "examples/distributed/barrier.py"
 SQUATTER = (
@@ -27,6 +27,7 @@ SQUATTER = (
     "    time.sleep(0.05)\n"
 )
 """Tenant B's worker: binds ports FIRST-LAST, says its own MASTER_PORT, waits to be released."""
+GIB = 1024**3
 TAKEN = 11
 """Ports of the range tenant B's worker binds: 11 report intervals on the old one-per-report."""
 
@@ -122,3 +123,80 @@ def _logged(c: Cluster, token: str, task: str) -> Callable[[], Awaitable[str]]:
 
 async def _ended(c: Cluster, token: str) -> bool:
     return await _state(c, token, "squat") == "Succeeded"
+
+
+SMALL_CPU_MACHINE = """
+name = "small"
+cores = 4
+memory_gb = 64
+"""
+"""A CPU machine of 4 cores: GPU-less runs of the default ask (1 core, 2 GiB) fit four."""
+
+
+async def _reason(c: Cluster, token: str, run: str) -> tuple[str, str | None]:
+    found = await c.ok("GET", f"/api/v1/runs/{run}", token)
+    return str(found["state"]), found.get("reason")
+
+
+async def test_gpu_less_runs_cannot_stack_past_the_machines_cores(tmp_path: Path) -> None:
+    """Six GPU-less runs of beta asking nothing on a 4-core machine: four run (1 core and 2 GiB
+    each by default), two wait for room; a workspace's cpu_quota and memory_quota count those
+    runs and hold the next ones back with the guide's quota reason."""
+    description = tmp_path / "small.toml"
+    description.write_text(SMALL_CPU_MACHINE)
+    release = tmp_path / "release"
+    c = Cluster(tmp_path)
+    await c.start()
+    try:
+        beta = await c.workspace("beta", ["shared"])
+        await c.machine("small", pool="shared", description=str(description))
+        for n in range(6):
+            spec = {"name": f"cpu{n}", "command": worker(f"cpu{n}", release)}
+            await c.ok("POST", "/api/v1/runs", beta, spec)
+        await c.run_pass()
+        states = [await _reason(c, beta, f"cpu{n}") for n in range(6)]
+        assert [state for state, _ in states].count("Pending") == 2, states
+        held = (await c.ok("GET", "/api/v1/runs/cpu0", beta))["tasks"][0]
+        assert (held["cpu_cores"], held["memory_bytes"]) == (1, 2 * GIB)
+        release.write_text("")
+        await until_async(lambda: _all_ended(c, beta, 4), "the first four runs to end")
+        await c.run_pass()
+        await until_async(lambda: _all_ended(c, beta, 6), "the last two runs to end")
+
+        release.unlink()
+        quota = {"pools": ["shared"], "cpu_quota": 2.5, "memory_quota": 5 * GIB}
+        await c.ok("PUT", "/api/v1/workspaces/alpha", body=quota)
+        made = await c.ok("POST", "/api/v1/tokens", body={"role": "member", "workspace": "alpha"})
+        alpha = str(made["token"])
+        listed = await c.ok("GET", "/api/v1/workspaces/alpha")
+        assert (listed["cpu_quota"], listed["memory_quota"]) == (2.5, 5 * GIB)
+        for n in range(3):
+            spec = {"name": f"q{n}", "command": worker(f"q{n}", release)}
+            await c.ok("POST", "/api/v1/runs", alpha, spec)
+        big = {
+            "name": "big",
+            "command": worker("big", release),
+            "requested_resources": {"cpu_cores": 0.5, "memory_bytes": 4 * GIB},
+        }
+        await c.ok("POST", "/api/v1/runs", alpha, big)
+        await c.run_pass()
+        assert [(await _reason(c, alpha, f"q{n}"))[0] for n in range(2)] == ["Running"] * 2
+        assert await _reason(c, alpha, "q2") == (
+            "Pending",
+            "Waits for namespace quota: 2 of 2.5 CPU cores in use, this run needs 1 more",
+        )
+        assert await _reason(c, alpha, "big") == (
+            "Pending",
+            "Waits for namespace quota: 4 of 5 GiB of memory in use, this run needs 4 more",
+        )
+    finally:
+        release.write_text("")
+        await c.close()
+
+
+async def _all_ended(c: Cluster, token: str, count: int) -> bool:
+    ended = 0
+    for n in range(6):
+        state, _ = await _reason(c, token, f"cpu{n}")
+        ended += state == "Succeeded"
+    return ended >= count
