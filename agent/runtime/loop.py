@@ -38,6 +38,15 @@ def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], floa
     return ceiling * (0.5 + rng() / 2)
 
 
+def retry_delay(retry_after: float, cap: float, rng: Callable[[], float]) -> float:
+    """What the coordinator asked (`Retry-After`), at most `cap`, plus up to half of it again
+    at random: agents refused together come back spread out, never sooner than asked (within
+    `cap`, so a coordinator asking too long never makes its machine silent long enough to be
+    Down)."""
+    wait = min(retry_after, cap)
+    return wait * (1 + rng() / 2)
+
+
 class Agent:
     """Reports every few seconds and whenever a task changes; keeps workers through outages."""
 
@@ -107,7 +116,7 @@ class Agent:
         try:
             await self.report_once()
         except CoordinatorError as error:
-            return self._back_off(str(error))
+            return self._back_off(str(error), error.retry_after)
         except Exception as error:  # a failing scan or a bug must not end the agent
             log.exception("report failed")
             return self._back_off(f"{type(error).__name__}: {error}")
@@ -116,12 +125,16 @@ class Agent:
         self.failures = 0
         return self.interval
 
-    def _back_off(self, why: str) -> float:
+    def _back_off(self, why: str, retry_after: float | None = None) -> float:
+        """Seconds until the next try: doubling with jitter (`backoff_delay`), and no sooner
+        than the coordinator's `Retry-After` (`retry_delay`) when it sent one."""
         self.failures += 1
         config = self.config
         delay = backoff_delay(
             self.failures, config.backoff_base_seconds, config.backoff_max_seconds, self.rng
         )
+        if retry_after is not None:
+            delay = max(delay, retry_delay(retry_after, config.backoff_max_seconds, self.rng))
         log.warning(
             "report failed (%d in a row): %s; next try in %.1f s", self.failures, why, delay
         )

@@ -1,0 +1,53 @@
+"""Load shedding: how far behind the event loop runs, and the answer to a report refused for it.
+
+Every request is read, checked and answered on one event loop. Past what the machine's cores
+can take, requests no longer wait in any queue of ours but in the kernel's sockets and the
+loop's ready list, unseen, until agents give up after 30 s. So the loop measures itself: a tick
+is due every `TICK_SECONDS`, and while it is overdue the loop has been busy that long without
+getting back to what waits for it (`LoopDelay`). A report that arrives while the loop, or the
+writer thread its write would queue on (`Writer.delay`), runs further behind than
+`max_report_delay_seconds` is refused at once: 503 with `Retry-After`, before its body is read.
+Its machine still counts as heard (`MachineRecords.heard`): an overloaded coordinator never
+shows a reporting machine Down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+from astraeus.coordinator.reports import OverloadError
+
+from .errors import ApiError
+
+TICK_SECONDS = 0.05
+"""How often the loop's delay is measured; a delay shorter than this is not seen."""
+
+
+class LoopDelay:
+    """Seconds the event loop is behind now: how long its tick has been overdue (0 on time)."""
+
+    def __init__(self) -> None:
+        self._due: float | None = None
+        """When the tick is due (`time.monotonic`); None before the first."""
+
+    def seconds(self) -> float:
+        due = self._due
+        return 0.0 if due is None else max(0.0, time.monotonic() - due)
+
+    async def run(self) -> None:
+        """Tick until cancelled (a background task of the app)."""
+        while True:
+            self._due = time.monotonic() + TICK_SECONDS
+            await asyncio.sleep(TICK_SECONDS)
+
+
+def retry_after(report_interval_seconds: float) -> str:
+    """`Retry-After` for a refused report: the agents' report interval, in whole seconds."""
+    return str(max(1, math.ceil(report_interval_seconds)))
+
+
+def shed(error: OverloadError, report_interval_seconds: float) -> ApiError:
+    """The 503 answering a report refused for overload."""
+    return ApiError(503, str(error), headers={"Retry-After": retry_after(report_interval_seconds)})
