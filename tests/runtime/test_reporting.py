@@ -85,6 +85,23 @@ async def test_client_passes_on_retry_after(aiohttp_server: Any) -> None:
     assert found == [3.0, None, None]
 
 
+async def test_the_agent_waits_what_retry_after_says(harness: Harness) -> None:
+    """A refused report with Retry-After is tried again no sooner than asked (capped at the
+    agent's backoff cap, plus jitter); without it the agent backs off as usual."""
+    agent = harness.build()
+    agent.rng = lambda: 1.0
+    refusals = [CoordinatorError("HTTP 503", retry_after=3.0), CoordinatorError("HTTP 503")]
+
+    async def refuse(_body: AgentReport) -> Any:
+        raise refusals.pop(0)
+
+    agent.client.report = refuse  # type: ignore[method-assign]
+    # Capped at backoff_max_seconds (0.4 s here), plus half of it: 0.6 s, not the 0.1 s backoff.
+    assert await agent._report_or_back_off() == pytest.approx(0.6)
+    # The second failure in a row, without Retry-After: 0.1 s doubled.
+    assert await agent._report_or_back_off() == pytest.approx(0.2)
+
+
 def test_outbox_keeps_updates_until_acknowledged(tmp_path: Path) -> None:
     """Updates are numbered, survive a restart, and leave only when acknowledged."""
     path = tmp_path / "outbox.json"
