@@ -15,8 +15,8 @@ from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
 from .errors import ApiError, fail, read_model
-from .keys import CLOCK, LOOP_DELAY, METRICS, REPORTING, REPORTS, SCHEDULER, SETTINGS
-from .overload import retry_after, shed
+from .keys import CLOCK, OVERLOAD, REPORTING, REPORTS, SCHEDULER, SETTINGS
+from .overload import retry_after
 from .routes import Route
 
 
@@ -35,19 +35,17 @@ async def put_report(request: web.Request) -> web.Response:
             f"a report for machine {name!r} is already being received: send one at a time",
             headers={"Retry-After": retry_after(interval)},
         )
-    limit = app[SETTINGS].max_report_delay_seconds
-    behind = app[LOOP_DELAY].seconds()
-    if limit and behind > limit:
+    overload = app[OVERLOAD]
+    behind = overload.loop_behind()
+    if behind is not None:
         # Refused before its body is read: an overloaded loop spends the least on it.
         app[REPORTS].records.heard(name, app[CLOCK].now())
-        app[METRICS].reports_shed[SHED_LOOP] += 1
-        raise shed(OverloadError("its event loop", behind), interval)
+        raise overload.refuse(behind, SHED_LOOP)
     reporting.add(name)
     try:
         return await _receive(request, name)
     except OverloadError as error:
-        app[METRICS].reports_shed[SHED_WRITER] += 1
-        raise shed(error, interval) from None
+        raise overload.refuse(error, SHED_WRITER) from None
     finally:
         reporting.discard(name)
 

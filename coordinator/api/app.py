@@ -24,8 +24,8 @@ from .auth import bearer_auth
 from .errors import json_errors
 from .keys import (
     CLOCK,
-    LOOP_DELAY,
     METRICS,
+    OVERLOAD,
     RECORDS,
     REPORTING,
     REPORTS,
@@ -33,7 +33,7 @@ from .keys import (
     SETTINGS,
     STORE,
 )
-from .overload import LoopDelay
+from .overload import Overload
 from .routes import Route
 
 
@@ -75,7 +75,7 @@ def create_app(
     app[REPORTS] = Reports(
         store, app[RECORDS], Ports(settings.port_range), settings.max_report_delay_seconds
     )
-    app[LOOP_DELAY] = LoopDelay()
+    app[OVERLOAD] = Overload(settings, app[METRICS])
     app[SCHEDULER] = Scheduler(
         settings,
         store,
@@ -105,7 +105,7 @@ async def _writer_thread(app: web.Application) -> AsyncIterator[None]:
 
 async def _loop_delay(app: web.Application) -> AsyncIterator[None]:
     """The event loop measures how far behind it runs while the app serves (`overload.py`)."""
-    ticking = asyncio.create_task(app[LOOP_DELAY].run())
+    ticking = asyncio.create_task(app[OVERLOAD].loop.run())
     yield
     ticking.cancel()
     with contextlib.suppress(asyncio.CancelledError):

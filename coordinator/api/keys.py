@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from astraeus.coordinator.api.overload import LoopDelay
+from astraeus.coordinator.api.overload import Overload
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.reports import Reports
@@ -25,5 +25,5 @@ METRICS = web.AppKey("metrics", Metrics)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REPORTING: web.AppKey[set[str]] = web.AppKey("reporting")
 """Machines whose report is being received now: one at a time each."""
-LOOP_DELAY = web.AppKey("loop_delay", LoopDelay)
-"""How far behind the event loop runs (`overload.py`): reports beyond it are shed."""
+OVERLOAD = web.AppKey("overload", Overload)
+"""How far behind the event loop runs, and reports shed for it (`overload.py`)."""

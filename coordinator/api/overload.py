@@ -14,12 +14,20 @@ shows a reporting machine Down.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 
+from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.reports import OverloadError
+from astraeus.coordinator.settings import Settings
 
 from .errors import ApiError
+
+log = logging.getLogger(__name__)
+
+WARN_EVERY_SECONDS = 60.0
+"""While reports are shed, one warning a minute at most, with how many."""
 
 TICK_SECONDS = 0.05
 """How often the loop's delay is measured; a delay shorter than this is not seen."""
@@ -43,11 +51,43 @@ class LoopDelay:
             await asyncio.sleep(TICK_SECONDS)
 
 
+class Overload:
+    """Shedding for the report route: whether the loop runs too far behind for a report now,
+    and the refusal, counted (`astraeus_reports_shed_total`) and logged at most once a minute."""
+
+    def __init__(self, settings: Settings, metrics: Metrics) -> None:
+        self.loop = LoopDelay()
+        self.limit = settings.max_report_delay_seconds
+        self.interval = settings.report_interval_seconds
+        self._metrics = metrics
+        self._warned: float | None = None
+        self._since_warned = 0
+
+    def loop_behind(self) -> OverloadError | None:
+        """The refusal for a report arriving now, when the loop is too far behind; else None."""
+        behind = self.loop.seconds()
+        if self.limit and behind > self.limit:
+            return OverloadError("its event loop", behind)
+        return None
+
+    def refuse(self, error: OverloadError, queue: str) -> ApiError:
+        """The 503 answering a report shed because `queue` ran behind (`SHED_LOOP`,
+        `SHED_WRITER`)."""
+        self._metrics.reports_shed[queue] += 1
+        self._since_warned += 1
+        now = time.monotonic()
+        if self._warned is None or now - self._warned >= WARN_EVERY_SECONDS:
+            log.warning(
+                "%d agent reports shed (503, Retry-After) since the last warning: %s"
+                " (max_report_delay_seconds = %g)",
+                self._since_warned,
+                error,
+                self.limit,
+            )
+            self._warned, self._since_warned = now, 0
+        return ApiError(503, str(error), headers={"Retry-After": retry_after(self.interval)})
+
+
 def retry_after(report_interval_seconds: float) -> str:
     """`Retry-After` for a refused report: the agents' report interval, in whole seconds."""
     return str(max(1, math.ceil(report_interval_seconds)))
-
-
-def shed(error: OverloadError, report_interval_seconds: float) -> ApiError:
-    """The 503 answering a report refused for overload."""
-    return ApiError(503, str(error), headers={"Retry-After": retry_after(report_interval_seconds)})
