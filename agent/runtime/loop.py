@@ -38,12 +38,16 @@ def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], floa
     return ceiling * (0.5 + rng() / 2)
 
 
-def retry_delay(retry_after: float, cap: float, rng: Callable[[], float]) -> float:
-    """What the coordinator asked (`Retry-After`), at most `cap`, plus up to half of it again
-    at random: agents refused together come back spread out, never sooner than asked (within
-    `cap`, so a coordinator asking too long never makes its machine silent long enough to be
-    Down)."""
-    wait = min(retry_after, cap)
+RETRY_AFTER_MAX_SECONDS = 60.0
+"""The longest `Retry-After` honoured (a coordinator asks at most a third of its Down window,
+10 s by default); a longer one is taken as this."""
+
+
+def retry_delay(retry_after: float, rng: Callable[[], float]) -> float:
+    """What the coordinator asked (`Retry-After`, at most `RETRY_AFTER_MAX_SECONDS`), plus up
+    to half of it again at random: agents refused together come back spread out, never sooner
+    than asked."""
+    wait = min(retry_after, RETRY_AFTER_MAX_SECONDS)
     return wait * (1 + rng() / 2)
 
 
@@ -134,7 +138,7 @@ class Agent:
             self.failures, config.backoff_base_seconds, config.backoff_max_seconds, self.rng
         )
         if retry_after is not None:
-            delay = max(delay, retry_delay(retry_after, config.backoff_max_seconds, self.rng))
+            delay = max(delay, retry_delay(retry_after, self.rng))
         log.warning(
             "report failed (%d in a row): %s; next try in %.1f s", self.failures, why, delay
         )

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from astraeus.coordinator.metrics import SHED_LOOP, SHED_WRITER
 from astraeus.coordinator.reports import OverloadError
-from astraeus.coordinator.store import Role
+from astraeus.coordinator.store import Role, StorageError
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
@@ -46,6 +46,8 @@ async def put_report(request: web.Request) -> web.Response:
         return await _receive(request, name)
     except OverloadError as error:
         raise overload.refuse(error, SHED_WRITER) from None
+    except StorageError as error:
+        raise overload.storage_fault(error) from None
     finally:
         reporting.discard(name)
 

@@ -21,6 +21,7 @@ import time
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.reports import OverloadError
 from astraeus.coordinator.settings import Settings
+from astraeus.coordinator.store import StorageError
 
 from .errors import ApiError
 
@@ -58,7 +59,8 @@ class Overload:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.loop = LoopDelay()
         self.limit = settings.max_report_delay_seconds
-        self.interval = settings.report_interval_seconds
+        self.retry_after = refused_retry_after(settings)
+        """`Retry-After` for every report refused (shed, or refused by a storage fault)."""
         self._metrics = metrics
         self._warned: float | None = None
         self._since_warned = 0
@@ -85,9 +87,24 @@ class Overload:
                 self.limit,
             )
             self._warned, self._since_warned = now, 0
-        return ApiError(503, str(error), headers={"Retry-After": retry_after(self.interval)})
+        return ApiError(503, str(error), headers={"Retry-After": self.retry_after})
+
+    def storage_fault(self, error: StorageError) -> ApiError:
+        """The 503 answering a report a storage fault refused (its machine counted as heard):
+        the same `Retry-After` as a shed report's, which keeps the agent heard from."""
+        return ApiError(503, str(error), headers={"Retry-After": self.retry_after})
+
+
+def refused_retry_after(settings: Settings) -> str:
+    """`Retry-After` for a refused report, in whole seconds (at least 1): twice the report
+    interval, so agents refused together come back at half the rate or less, but at most a
+    third of `down_after_seconds`, so an agent that waits it (plus its jitter, up to half
+    again) is heard from again well before its machine would be Down."""
+    seconds = min(2 * settings.report_interval_seconds, settings.down_after_seconds / 3)
+    return str(max(1, math.floor(seconds)))
 
 
 def retry_after(report_interval_seconds: float) -> str:
-    """`Retry-After` for a refused report: the agents' report interval, in whole seconds."""
+    """`Retry-After` for a report refused because another of its machine's is in flight: the
+    agents' report interval, in whole seconds."""
     return str(max(1, math.ceil(report_interval_seconds)))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .rig import DOWN_AFTER, PATIENT, Cluster, Coordinator, invariants, machine_report, until
+from .rig import PATIENT, Cluster, Coordinator, invariants, machine_report, until
 
 BIG = {"BLOB": "x" * 200_000}
 """An environment large enough that storing the run needs new space."""
@@ -206,7 +206,12 @@ def test_a_full_disk_keeps_a_reporting_machine_up(tmp_path: Path) -> None:
     # Only the database on the small disk: the coordinator's log and token stay writable.
     cluster.coordinator = c = Coordinator(cluster.coordinator.root, db=disk / "astraeus.db")
     try:
-        cluster.start()
+        # Down after 3 s: a refused report's Retry-After is whole seconds (1 here), and the agent
+        # waits up to half again, so the rig's 1.5 s window would be too short.
+        c.start({"ASTRAEUS_DOWN_AFTER_SECONDS": "3", "ASTRAEUS_LOST_AFTER_SECONDS": "5"})
+        c.ok("PUT", "/api/v1/workspaces/faults", {})
+        token = c.ok("POST", "/api/v1/tokens", {"role": "member", "workspace": "faults"})
+        cluster.member = token["token"]
         cluster.agent("m1")
         cluster.submit("job", 1)
         cluster.started("job")
@@ -218,7 +223,7 @@ def test_a_full_disk_keeps_a_reporting_machine_up(tmp_path: Path) -> None:
         assert status == 503
         cluster.release("job")
         states = []
-        end = time.monotonic() + 3 * DOWN_AFTER
+        end = time.monotonic() + 4.5
         while time.monotonic() < end:
             states.append(cluster.machine("m1")["state"])
             assert cluster.run("job")["state"] == "Running"  # its end is not stored yet
