@@ -1,26 +1,31 @@
-"""Overload benchmark: reports at a given rate from N fake machines, with and without shedding.
+"""Overload benchmark: N fake machines reporting like agents, at a given total rate, with and
+without shedding.
 
     .venv/bin/python benchmarks/overload_bench.py --find                 # the sustainable rate
-    .venv/bin/python benchmarks/overload_bench.py --rates 300,600 --delay 0,0.25
+    .venv/bin/python benchmarks/overload_bench.py --rates 400,800 --delay 0,0.25
 
-Each machine sends one report at a time, as an agent does: its turn comes every
-`machines / rate` seconds, and is skipped (counted) while its last report is still unanswered.
-A report waits at most 30 s, the agent's own timeout. For each rate and
-`max_report_delay_seconds` (0: no shedding, as before issue 25) it prints the accepted
-reports' p50 and p99, the reports shed (503), refused as already in flight (429), timed out or
-failed otherwise, and the most machines Down at once (sampled every second from `/metrics`,
-with the default 30 s `down_after_seconds`). Every figure is the median of `--repeat` runs
-(three by default), each on a fresh coordinator process, printed with the load average.
+Each machine behaves as an agent does (`agent/runtime/loop.py`): one report at a time, the next
+one report interval (`machines / rate` seconds) after the reply; after a 503 or 429 it waits
+what `Retry-After` says plus the agent's jitter (`retry_delay`), after a timeout or a refused
+connection the agent's backoff (`backoff_delay`). A report waits at most 30 s, the agent's own
+timeout. Machines start at random points of their interval. For each rate and
+`max_report_delay_seconds` (0: no shedding, as before issue 25) it prints the accepted reports'
+p50 and p99, the reports shed (503) and how fast they were answered, the timeouts and other
+errors, and the most machines Down at once (sampled every second from `/metrics`, with the
+default 30 s `down_after_seconds`). Every figure is the median of `--repeat` runs (three by
+default), each on a fresh coordinator process, printed with the load average.
 
 `--find` raises the rate without shedding until the accepted p99 passes 1 s or a report times
 out: the last rate before that is the sustainable rate. The coordinator and this script share
-the machine, so the figures include the load generator's cost.
+the machine, so the figures include the load generator's cost (bodies are serialised once).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import random
 import statistics
 import time
 from collections import Counter
@@ -29,6 +34,9 @@ from dataclasses import dataclass, field
 import aiohttp
 from coordinator_bench import machine
 from coordinator_rig import Cluster, Coordinator, load, machine_report, percentile
+
+from astraeus.agent.runtime.client import retry_after
+from astraeus.agent.runtime.loop import backoff_delay, retry_delay
 
 TIMEOUT_SECONDS = 30.0
 """The agent's own timeout for a report (`agent/runtime/client.py`)."""
@@ -56,41 +64,63 @@ class Outcome:
     def line(self) -> str:
         c = self.counts
         return (
-            f"    {self.rate:.0f}/s offered, shedding past {self.delay:g} s:"
+            f"    {self.rate:.0f}/s nominal, shedding past {self.delay:g} s:"
             f" {len(self.latencies) / self.seconds:.0f}/s accepted, p50"
             f" {percentile(self.latencies, 0.5) * 1000:.0f} ms, p99 {self.p99 * 1000:.0f} ms;"
             f" shed {c['503']} (answered in p99 {percentile(self.refused, 0.99) * 1000:.0f} ms),"
-            f" 429 {c['429']}, timeouts {c['timeout']}, other errors {c['error']},"
-            f" skipped in flight {c['skipped']}; machines Down at most {self.down} ({load()})"
+            f" 429 {c['429']}, timeouts {c['timeout']}, other errors {c['error']};"
+            f" machines Down at most {self.down} ({load()})"
         )
 
 
-async def _report(
-    http: aiohttp.ClientSession, c: Coordinator, name: str, out: Outcome, warm: bool
+async def _machine(
+    http: aiohttp.ClientSession,
+    c: Coordinator,
+    name: str,
+    interval: float,
+    out: Outcome,
+    window: tuple[float, float],
+    rng: random.Random,
 ) -> None:
-    started = time.perf_counter()
+    """One fake machine's reports until `window` ends; those sent inside it are counted."""
     url = f"{c.base}/api/v1/machines/{name}/report"
-    headers = {"Authorization": f"Bearer {c.cluster.agents[name]}"}
-    try:
-        async with http.put(url, json={"report": machine_report(name)}, headers=headers) as r:
-            await r.read()
-            status = r.status
-    except TimeoutError:
-        out.counts["timeout"] += 1
-        return
-    except aiohttp.ClientError:
-        out.counts["error"] += 1
-        return
-    took = time.perf_counter() - started
-    if not warm:
-        return
-    if status == 200:
-        out.latencies.append(took)
-    elif status == 503:
-        out.counts["503"] += 1
-        out.refused.append(took)
-    else:
-        out.counts[str(status) if status == 429 else "error"] += 1
+    headers = {
+        "Authorization": f"Bearer {c.cluster.agents[name]}",
+        "Content-Type": "application/json",
+    }
+    body = json.dumps({"report": machine_report(name)}).encode()
+    failures = 0
+    await asyncio.sleep(rng.random() * interval)
+    while (started := time.perf_counter()) < window[1]:
+        counted = started >= window[0]
+        try:
+            async with http.put(url, data=body, headers=headers) as response:
+                await response.read()
+                status, after = response.status, retry_after(response.headers.get("Retry-After"))
+        except TimeoutError:
+            status, after = 0, None
+            kind = "timeout"
+        except aiohttp.ClientError:
+            status, after = 0, None
+            kind = "error"
+        else:
+            kind = {200: "", 429: "429", 503: "503"}.get(status, "error")
+        took = time.perf_counter() - started
+        if not kind:
+            failures, wait = 0, interval
+            if counted:
+                out.latencies.append(took)
+        else:
+            # As the agent: its backoff, and no sooner than Retry-After (plus jitter).
+            failures += 1
+            wait = backoff_delay(failures, 1.0, 5.0, rng.random)
+            if after is not None:
+                wait = max(wait, retry_delay(after, rng.random))
+            if counted:
+                out.counts[kind] += 1
+                if status == 503:
+                    out.refused.append(took)
+        await asyncio.sleep(max(0.0, wait - took))
 
 
 async def _down(c: Coordinator, stop: asyncio.Event, out: Outcome) -> None:
@@ -106,39 +136,29 @@ async def _down(c: Coordinator, stop: asyncio.Event, out: Outcome) -> None:
 async def once(
     cluster: Cluster, rate: float, delay: float, seconds: float, warmup: float
 ) -> Outcome:
-    """Reports at `rate`/s for `warmup` + `seconds`; only those sent after the warm-up count."""
+    """Every machine reports, one `machines / rate` interval apart, for `warmup` + `seconds`;
+    only reports sent after the warm-up count."""
+    names = list(cluster.agents)
+    interval = len(names) / rate
     env = {
         "ASTRAEUS_MAX_REPORT_DELAY_SECONDS": str(delay),
         "ASTRAEUS_DOWN_AFTER_SECONDS": "30",
         "ASTRAEUS_LOST_AFTER_SECONDS": "60",
-        "ASTRAEUS_REPORT_INTERVAL_SECONDS": str(max(1.0, len(cluster.agents) / rate)),
+        "ASTRAEUS_REPORT_INTERVAL_SECONDS": str(interval),
     }
     out = Outcome(rate, delay, seconds)
+    rng = random.Random(7)  # noqa: S311 - spreading start times, not a secret
     async with Coordinator(cluster, **env) as c:
-        names = list(cluster.agents)
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)
         connector = aiohttp.TCPConnector(limit=len(names))
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http:
             stop = asyncio.Event()
             sampler = asyncio.create_task(_down(c, stop, out))
-            busy: dict[str, asyncio.Task[None]] = {}
-            started = time.perf_counter()
-            sent = 0
-            while (now := time.perf_counter()) - started < warmup + seconds:
-                due = started + sent / rate
-                if due > now:
-                    await asyncio.sleep(due - now)
-                name = names[sent % len(names)]
-                sent += 1
-                warm = due - started >= warmup
-                if name in busy:
-                    if warm:
-                        out.counts["skipped"] += 1
-                    continue
-                task = asyncio.create_task(_report(http, c, name, out, warm))
-                busy[name] = task
-                task.add_done_callback(lambda _, n=name: busy.pop(n, None))
-            await asyncio.gather(*busy.values(), return_exceptions=True)
+            now = time.perf_counter()
+            window = (now + warmup, now + warmup + seconds)
+            await asyncio.gather(
+                *(_machine(http, c, name, interval, out, window, rng) for name in names)
+            )
             stop.set()
             await sampler
     print(out.line(), flush=True)
