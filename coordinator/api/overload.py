@@ -6,9 +6,11 @@ loop's ready list, unseen, until agents give up after 30 s. So the loop measures
 is due every `TICK_SECONDS`, and while it is overdue the loop has been busy that long without
 getting back to what waits for it (`LoopDelay`). A report that arrives while the loop, or the
 writer thread its write would queue on (`Writer.delay`), runs further behind than
-`max_report_delay_seconds` is refused at once: 503 with `Retry-After`, before its body is read.
-Its machine still counts as heard (`MachineRecords.heard`): an overloaded coordinator never
-shows a reporting machine Down.
+`max_report_delay_seconds` is refused at once: 503 with `Retry-After` (for the loop, before its
+body is read). Its machine still counts as heard (`MachineRecords.heard`): an overloaded
+coordinator never shows a reporting machine Down. Refusing costs about half of taking a report
+(the HTTP request, the token check), so it is the agents' waiting `Retry-After` (twice the
+report interval) that brings the load down.
 """
 
 from __future__ import annotations
