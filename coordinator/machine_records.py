@@ -264,6 +264,23 @@ class MachineRecords:
             self._seen[report.name] = (address, now)
         return updated
 
+    def heard(self, name: str, now: datetime) -> MachineRecord | None:
+        """A report refused (shed under overload, or its write failed on a storage fault)
+        still says its machine is alive: its last-seen time moves, in memory and at the next
+        `flush_seen` in the file, as a heartbeat's does; its report and address stay. None for
+        a machine that never reported (it is not Up either way)."""
+        with self._lock:
+            old = self._records.get(name)
+            if old is None or old.report is None:
+                return None
+            if old.last_seen is not None and old.last_seen >= now:
+                return old
+            updated = replace(old, last_seen=now)
+            self._records[name] = updated
+            self._touch(name)
+            self._seen[name] = (old.address, now)
+        return updated
+
     def flush_seen(self, limit: int | None = None) -> int:
         """Write the heartbeats kept in memory (at most `limit` machines' in this transaction,
         the oldest first); returns how many machines."""

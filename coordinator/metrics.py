@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from astraeus.coordinator.machine_records import MachineRecords
     from astraeus.coordinator.store import Store
 
+SHED_LOOP = "event_loop"
+SHED_WRITER = "writer"
+"""Where a shed report would have waited: the event loop, or the database writer thread."""
+
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
 
@@ -52,6 +56,8 @@ class Metrics:
         self.placement_latency = Histogram(
             "astraeus_placement_latency_seconds", "Time from submission to placement, per run."
         )
+        self.reports_shed: Counter[str] = Counter({SHED_LOOP: 0, SHED_WRITER: 0})
+        """Reports refused for overload, by the queue that ran behind."""
 
     def observe_pass(
         self, seconds: float, submitted_at: Iterable[datetime | None], now: datetime
@@ -83,6 +89,14 @@ class Metrics:
         )
         lines += self._machines(store, records, now, down_after, heard_since)
         lines += self.pass_seconds.lines() + self.placement_latency.lines()
+        name = "astraeus_reports_shed_total"
+        lines += [
+            f"# HELP {name} Agents' reports refused at once (503) because the coordinator ran"
+            " too far behind, by the queue that did; their machines still count as heard.",
+            f"# TYPE {name} counter",
+        ]
+        for queue, count in sorted(self.reports_shed.items()):
+            lines.append(f'{name}{{queue="{queue}"}} {count}')
         lines += _storage(store)
         return "\n".join(lines) + "\n"
 

@@ -9,17 +9,22 @@ holding GPUs there are released); and the reply's assignments are built with
 `domain/rendezvous.py`. It says whether the scheduler should run a pass soon.
 
 Tasks on machines silent too long end Lost here too (`mark_silent`, called by each pass), so which
-machines hold GPUs for Lost tasks (`holding`) is known without a query per report."""
+machines hold GPUs for Lost tasks (`holding`) is known without a query per report.
+
+A report refused (its write failed on a storage fault, or it would wait on the writer thread
+longer than `max_delay`: `OverloadError`) still counts as heard: its machine's `last_seen` moves
+in memory (`MachineRecords.heard`), so a machine that keeps reporting is never shown Down for
+the coordinator's trouble. Nothing of it is acknowledged: its agent sends it again."""
 
 from __future__ import annotations
 
 import json
 import logging
 import sqlite3
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from astraeus.coordinator.domain.lifecycle import (
     NO_WORKER,
@@ -33,7 +38,7 @@ from astraeus.coordinator.domain.lifecycle import (
 )
 from astraeus.coordinator.domain.rendezvous import Worker, rendezvous
 from astraeus.coordinator.machine_records import MachineRecord, MachineRecords
-from astraeus.coordinator.store import Store
+from astraeus.coordinator.store import StorageError, Store
 from astraeus.coordinator.store.agents import (
     live_tasks_on,
     updated_task,
@@ -62,6 +67,8 @@ if TYPE_CHECKING:  # the scheduler package imports this module
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True)
 class Stale:
@@ -84,22 +91,45 @@ class Received:
     poke: bool
 
 
+class OverloadError(Exception):
+    """A report refused because the coordinator runs too far behind; the text says how far."""
+
+    def __init__(self, where: str, seconds: float) -> None:
+        super().__init__(
+            f"the coordinator is overloaded ({where} {seconds:.2f} s behind): this report was"
+            " not processed; send it again after Retry-After"
+        )
+        self.seconds = seconds
+
+
 class Reports:
     """Agents' reports received, and the tasks they end; over the store, the machines' records
-    and the rendezvous ports."""
+    and the rendezvous ports. `max_delay`: seconds a report may wait behind the writer
+    thread's queue before it is refused (`OverloadError`); 0: never refused."""
 
-    def __init__(self, store: Store, records: MachineRecords, ports: Ports) -> None:
+    def __init__(
+        self, store: Store, records: MachineRecords, ports: Ports, max_delay: float = 0.0
+    ) -> None:
         self._store = store
         self.records = records
         self.ports = ports
+        self.max_delay = max_delay
         self.holding: set[str] = store.agents.holding()
         """Machines with Lost tasks whose GPUs are still held (see `_stale`)."""
 
     async def receive(self, body: AgentReport, address: str | None, now: datetime) -> Received:
         """Store the report (in memory only, for a plain heartbeat), take back the ports its
         agent found busy, settle its machine's tasks with what the agent says it runs, and
-        build the reply's assignments."""
-        run = self._store.database.run
+        build the reply's assignments. Refused (`StorageError`, `OverloadError`), its machine
+        still counts as heard."""
+        try:
+            return await self._receive(body, address, now)
+        except (StorageError, OverloadError):
+            self.records.heard(body.report.name, now)
+            raise
+
+    async def _receive(self, body: AgentReport, address: str | None, now: datetime) -> Received:
+        run = self._run
         name = body.report.name
         beat = self._beat(body, address, now)
         if beat is None:
@@ -113,6 +143,15 @@ class Reports:
         else:
             assignments, freed = await run(self._settle, name, body.tasks, now)
         return Received(record, assignments, changed or freed or refused)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the writer thread, unless the oldest job queued there has waited
+        longer than `max_delay` (`OverloadError`: nothing is queued)."""
+        database = self._store.database
+        behind = database.writer.delay()
+        if self.max_delay and behind > self.max_delay:
+            raise OverloadError("the database writer", behind)
+        return await database.run(fn, *args)
 
     def _beat(self, body: AgentReport, address: str | None, now: datetime) -> MachineRecord | None:
         """A plain heartbeat (no updates, no logs, nothing new for placement), kept in memory
@@ -159,7 +198,7 @@ class Reports:
         self.ports.found_in_use(machine, body.ports_in_use, now)
         database = self._store.database
         busy = [(item.task_uid, item.port) for item in body.busy_ports]
-        given_back = await database.run(refuse_ports, database, machine, busy)
+        given_back = await self._run(refuse_ports, database, machine, busy)
         for port in given_back:
             self.ports.found_busy(machine, port, now)
             log.info(

@@ -84,6 +84,11 @@ class Settings:
     """A task on a Down machine becomes Lost this long after the machine's last report."""
     report_interval_seconds: float = 5.0
     """Told to agents in every reply."""
+    max_report_delay_seconds: float = 0.25
+    """Load shedding: while the coordinator runs further behind than this (its event loop, or
+    the writer thread a report's write would wait on), reports are refused at once with 503 and
+    `Retry-After` (the report interval) instead of queueing until agents time out. A refused
+    report still counts as heard: its machine is not shown Down."""
     pass_debounce_seconds: float = 0.05
     """A change waits this long for more changes before the scheduler pass it triggers."""
     pass_interval_seconds: float = 5.0
@@ -167,6 +172,7 @@ SCHEMA: dict[str, Rule] = {
     "down_after_seconds": seconds(),
     "lost_after_seconds": seconds(zero=True),
     "report_interval_seconds": seconds(),
+    "max_report_delay_seconds": seconds(zero=True),
     "pass_debounce_seconds": seconds(zero=True),
     "pass_interval_seconds": seconds(),
     "max_body_bytes": whole(minimum=1),
@@ -182,7 +188,7 @@ SCHEMA: dict[str, Rule] = {
 }
 """Every setting and its rule (`shared/settings.py`, the same rules as the agent's). Where 0
 is allowed it means none: only SIGHUP reloads the certificate, Lost as soon as silent, no
-debounce, one run per pass, no log kept."""
+report refused for overload, no debounce, one run per pass, no log kept."""
 
 
 def _check_listen(settings: Settings) -> Settings:

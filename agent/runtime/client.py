@@ -11,7 +11,23 @@ TIMEOUT_SECONDS = 30.0
 
 
 class CoordinatorError(Exception):
-    """The report did not arrive, or the reply was not one; the text says which and why."""
+    """The report did not arrive, or the reply was not one; the text says which and why.
+    `retry_after`: the seconds the coordinator asked to wait (`Retry-After`: overloaded, or
+    its database takes no writes), None when it did not say."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(value: str | None) -> float | None:
+    """`Retry-After` in seconds; None when absent or not a number of seconds (an HTTP date,
+    which the coordinator never sends, is not honoured)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < float("inf") else None
 
 
 class CoordinatorClient:
@@ -34,7 +50,10 @@ class CoordinatorClient:
             ) as response:
                 text = await response.text()
                 if response.status != 200:
-                    raise CoordinatorError(f"HTTP {response.status} from {self.url}: {text[:300]}")
+                    raise CoordinatorError(
+                        f"HTTP {response.status} from {self.url}: {text[:300]}",
+                        retry_after(response.headers.get("Retry-After")),
+                    )
                 return ReportReply.model_validate_json(text)
         except (TimeoutError, aiohttp.ClientError) as error:
             raise CoordinatorError(

@@ -38,6 +38,19 @@ def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], floa
     return ceiling * (0.5 + rng() / 2)
 
 
+RETRY_AFTER_MAX_SECONDS = 60.0
+"""The longest `Retry-After` honoured (a coordinator asks at most a third of its Down window,
+10 s by default); a longer one is taken as this."""
+
+
+def retry_delay(retry_after: float, rng: Callable[[], float]) -> float:
+    """What the coordinator asked (`Retry-After`, at most `RETRY_AFTER_MAX_SECONDS`), plus up
+    to half of it again at random: agents refused together come back spread out, never sooner
+    than asked."""
+    wait = min(retry_after, RETRY_AFTER_MAX_SECONDS)
+    return wait * (1 + rng() / 2)
+
+
 class Agent:
     """Reports every few seconds and whenever a task changes; keeps workers through outages."""
 
@@ -107,7 +120,7 @@ class Agent:
         try:
             await self.report_once()
         except CoordinatorError as error:
-            return self._back_off(str(error))
+            return self._back_off(str(error), error.retry_after)
         except Exception as error:  # a failing scan or a bug must not end the agent
             log.exception("report failed")
             return self._back_off(f"{type(error).__name__}: {error}")
@@ -116,12 +129,16 @@ class Agent:
         self.failures = 0
         return self.interval
 
-    def _back_off(self, why: str) -> float:
+    def _back_off(self, why: str, retry_after: float | None = None) -> float:
+        """Seconds until the next try: doubling with jitter (`backoff_delay`), and no sooner
+        than the coordinator's `Retry-After` (`retry_delay`) when it sent one."""
         self.failures += 1
         config = self.config
         delay = backoff_delay(
             self.failures, config.backoff_base_seconds, config.backoff_max_seconds, self.rng
         )
+        if retry_after is not None:
+            delay = max(delay, retry_delay(retry_after, self.rng))
         log.warning(
             "report failed (%d in a row): %s; next try in %.1f s", self.failures, why, delay
         )

@@ -1,19 +1,22 @@
 """`PUT /machines/{name}/report`: an agent's heartbeat, task updates and logs; the reply lists the
-tasks its machine should run."""
+tasks its machine should run. Refused at once (503, `Retry-After`) while the coordinator runs
+too far behind (`overload.py`), its machine still counting as heard."""
 
 from __future__ import annotations
 
 import ipaddress
-import math
 
 from aiohttp import web
 
-from astraeus.coordinator.store import Role
+from astraeus.coordinator.metrics import SHED_LOOP, SHED_WRITER
+from astraeus.coordinator.reports import OverloadError
+from astraeus.coordinator.store import Role, StorageError
 from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
 from .errors import ApiError, fail, read_model
-from .keys import CLOCK, REPORTING, REPORTS, SCHEDULER, SETTINGS
+from .keys import CLOCK, OVERLOAD, REPORTING, REPORTS, SCHEDULER, SETTINGS
+from .overload import retry_after
 from .routes import Route
 
 
@@ -22,18 +25,29 @@ async def put_report(request: web.Request) -> web.Response:
     who = principal(request)
     if who.role != Role.AGENT or who.machine != name:
         fail(403, f"this token may not report for machine {name!r}: use that machine's agent token")
-    reporting = request.app[REPORTING]
+    app = request.app
+    interval = app[SETTINGS].report_interval_seconds
+    reporting = app[REPORTING]
     if name in reporting:
         # An agent sends one report at a time; more are a loop or an attack on the event loop.
-        wait = max(1, math.ceil(request.app[SETTINGS].report_interval_seconds))
         raise ApiError(
             429,
             f"a report for machine {name!r} is already being received: send one at a time",
-            headers={"Retry-After": str(wait)},
+            headers={"Retry-After": retry_after(interval)},
         )
+    overload = app[OVERLOAD]
+    behind = overload.loop_behind()
+    if behind is not None:
+        # Refused before its body is read: an overloaded loop spends the least on it.
+        app[REPORTS].records.heard(name, app[CLOCK].now())
+        raise overload.refuse(behind, SHED_LOOP)
     reporting.add(name)
     try:
         return await _receive(request, name)
+    except OverloadError as error:
+        raise overload.refuse(error, SHED_WRITER) from None
+    except StorageError as error:
+        raise overload.storage_fault(error) from None
     finally:
         reporting.discard(name)
 
@@ -92,6 +106,8 @@ ROUTES = (
         errors={
             403: "not this machine's agent token",
             429: "a report for this machine is already being received; Retry-After says when",
+            503: "the coordinator is overloaded, or its database takes no writes: the report"
+            " is not processed (its machine still counts as heard); Retry-After says when",
         },
     ),
 )

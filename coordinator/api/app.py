@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from concurrent.futures import ProcessPoolExecutor
 
@@ -20,7 +22,18 @@ from ..console import setup_console
 from . import admin, agents, cluster, cluster_map, health, machines, runs
 from .auth import bearer_auth
 from .errors import json_errors
-from .keys import CLOCK, METRICS, RECORDS, REPORTING, REPORTS, SCHEDULER, SETTINGS, STORE
+from .keys import (
+    CLOCK,
+    METRICS,
+    OVERLOAD,
+    RECORDS,
+    REPORTING,
+    REPORTS,
+    SCHEDULER,
+    SETTINGS,
+    STORE,
+)
+from .overload import Overload
 from .routes import Route
 
 
@@ -59,7 +72,10 @@ def create_app(
     app[METRICS] = Metrics()
     app[REPORTING] = set()
     app[RECORDS] = records if records is not None else MachineRecords(store, settings.access_labels)
-    app[REPORTS] = Reports(store, app[RECORDS], Ports(settings.port_range))
+    app[REPORTS] = Reports(
+        store, app[RECORDS], Ports(settings.port_range), settings.max_report_delay_seconds
+    )
+    app[OVERLOAD] = Overload(settings, app[METRICS])
     app[SCHEDULER] = Scheduler(
         settings,
         store,
@@ -73,6 +89,7 @@ def create_app(
         app.router.add_route(route.method, route.path, route.handler)
     setup_console(app)
     app.cleanup_ctx.append(_writer_thread)
+    app.cleanup_ctx.append(_loop_delay)
     app.cleanup_ctx.append(_scheduler_loop)
     return app
 
@@ -84,6 +101,15 @@ async def _writer_thread(app: web.Application) -> AsyncIterator[None]:
     database.start_writer()
     yield
     database.stop_writer()
+
+
+async def _loop_delay(app: web.Application) -> AsyncIterator[None]:
+    """The event loop measures how far behind it runs while the app serves (`overload.py`)."""
+    ticking = asyncio.create_task(app[OVERLOAD].loop.run())
+    yield
+    ticking.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await ticking
 
 
 async def _scheduler_loop(app: web.Application) -> AsyncIterator[None]:

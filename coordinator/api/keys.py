@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from astraeus.coordinator.api.overload import Overload
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.reports import Reports
@@ -24,3 +25,5 @@ METRICS = web.AppKey("metrics", Metrics)
 PRINCIPAL = web.RequestKey("principal", Principal)
 REPORTING: web.AppKey[set[str]] = web.AppKey("reporting")
 """Machines whose report is being received now: one at a time each."""
+OVERLOAD = web.AppKey("overload", Overload)
+"""How far behind the event loop runs, and reports shed for it (`overload.py`)."""

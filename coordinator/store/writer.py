@@ -9,6 +9,9 @@ starts. Reads run on the caller's thread, each thread on a read connection of it
 A job's exception (a `StorageError`, a constraint, an `ApiError` a check raised) is raised to
 whoever awaits it; the thread itself goes on with the next job. Stopping drains the queue:
 every job sent before `stop` runs before the thread ends.
+
+`delay` says how far behind the thread runs: how long ago the oldest job not finished yet was
+sent (the report service refuses a report that would wait longer than it may, `reports.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import asyncio
 import logging
 import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -37,6 +42,8 @@ class Writer:
         """Jobs in order; None (put by `stop`) ends the thread after those before it."""
         self._thread: threading.Thread | None = None
         self._ident: int | None = None
+        self._sent: deque[float] = deque()
+        """When each job not finished yet was sent (`time.monotonic`), the oldest first."""
 
     @property
     def running(self) -> bool:
@@ -59,8 +66,20 @@ class Writer:
     def submit(self, job: Callable[[], T]) -> Future[T]:
         """Queue `job`; its future holds what it returns or raises."""
         future: Future[T] = Future()
-        self._queue.put((job, future))
+        self._put(job, future)
         return future
+
+    def _put(self, job: Callable[[], Any], future: Future[Any]) -> None:
+        self._sent.append(time.monotonic())
+        self._queue.put((job, future))
+
+    def delay(self) -> float:
+        """Seconds since the oldest job not finished yet was sent (0 when none waits): what a
+        job sent now waits at least, behind it."""
+        try:
+            return max(0.0, time.monotonic() - self._sent[0])
+        except IndexError:
+            return 0.0
 
     async def run(self, job: Callable[[], T]) -> T:
         """Run `job` on the writer thread and await it; inline when no writer runs (scripts,
@@ -91,9 +110,9 @@ class Writer:
             except BaseException as error:
                 done.set_exception(error)
                 return
-            self._queue.put((lambda: step(index + 1), Future()))
+            self._put(lambda: step(index + 1), Future())
 
-        self._queue.put((lambda: step(0), Future()))
+        self._put(lambda: step(0), Future())
         return await asyncio.wrap_future(done)
 
     def stop(self) -> None:
@@ -115,11 +134,18 @@ class Writer:
             if item is None:
                 return
             job, future = item
-            if not future.set_running_or_notify_cancel():
-                continue  # its request went away before it started: nothing is written
             try:
-                result = job()
-            except BaseException as error:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+                self._run(job, future)
+            finally:
+                self._sent.popleft()
+
+    @staticmethod
+    def _run(job: Callable[[], Any], future: Future[Any]) -> None:
+        if not future.set_running_or_notify_cancel():
+            return  # its request went away before it started: nothing is written
+        try:
+            result = job()
+        except BaseException as error:
+            future.set_exception(error)
+        else:
+            future.set_result(result)

@@ -103,6 +103,35 @@ async def test_a_report_with_updates_is_refused_whole(fake_cluster: Cluster) -> 
     assert_no_gpu_held_twice(c.store)
 
 
+async def test_a_report_refused_by_a_fault_counts_as_heard(fake_cluster: Cluster) -> None:
+    """A machine whose reports carry updates the full disk refuses is still heard from: its
+    last-seen time moves in memory, so it stays Up while it keeps reporting (before, it was
+    shown Down 30 s into the fault)."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "finetune", gpus=8)
+    await c.run_pass()
+    await c.report("gpu-01")
+    _fill(c)
+    uid = c.uid("gpu-01", "finetune-0")
+    body = {
+        "report": c.records.get("gpu-01").report.model_dump(mode="json"),
+        "updates": [{"seq": 0, "task_uid": uid, "state": "Running", "at": START.isoformat()}],
+        "logs": [{"task_uid": uid, "offset": 0, "end": 300_000, "data": "y" * 300_000}],
+    }
+    token = c.agent_token("gpu-01")
+    for _ in range(4):
+        c.clock.advance(20)
+        status, error = await c.call("PUT", "/api/v1/machines/gpu-01/report", token, body)
+        assert (status, error) == (503, FULL)
+        _, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+        assert machine["state"] == "Up"
+    record = c.records.get("gpu-01")
+    assert record is not None
+    assert (record.last_seen, record.acked_seq) == (c.clock.now(), -1)
+
+
 async def test_the_end_of_a_fault_blames_no_machine(fake_cluster: Cluster) -> None:
     """A pass first tries a write when a fault is recorded; once one succeeds the fault is over
     (healthz and metrics say so), and machines it could not hear meanwhile are not Lost."""

@@ -7,13 +7,14 @@ import contextlib
 import os
 import resource
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .rig import PATIENT, Coordinator, invariants, machine_report, until
+from .rig import PATIENT, Cluster, Coordinator, invariants, machine_report, until
 
 BIG = {"BLOB": "x" * 200_000}
 """An environment large enough that storing the run needs new space."""
@@ -179,6 +180,60 @@ def test_a_full_disk_refuses_writes_and_recovers(tmp_path: Path) -> None:
         assert c.stop() == 0
         assert sum(invariants(c.db).values()) == len(accepted) + 2
     finally:
+        _umount(disk)
+
+
+def _fill(disk: Path) -> Path:
+    """Fill the file system `disk` to its last byte; returns the file that fills it."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as out:
+        for size in (65536, 512, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    out.write(b"\0" * size)
+    return filler
+
+
+def test_a_full_disk_keeps_a_reporting_machine_up(tmp_path: Path) -> None:
+    """A real agent whose job ends on a full disk: every report it sends carries the job's end,
+    which the coordinator cannot store (503). The machine still counts as heard and stays Up
+    all along (before, it was shown Down within the Down window); the run stays Running until
+    the disk has room, then the agent's kept update ends it Succeeded."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk))
+    cluster = Cluster(tmp_path)
+    # Only the database on the small disk: the coordinator's log and token stay writable.
+    cluster.coordinator = c = Coordinator(cluster.coordinator.root, db=disk / "astraeus.db")
+    try:
+        # Down after 3 s: a refused report's Retry-After is whole seconds (1 here), and the agent
+        # waits up to half again, so the rig's 1.5 s window would be too short.
+        c.start({"ASTRAEUS_DOWN_AFTER_SECONDS": "3", "ASTRAEUS_LOST_AFTER_SECONDS": "5"})
+        c.ok("PUT", "/api/v1/workspaces/faults", {})
+        token = c.ok("POST", "/api/v1/tokens", {"role": "member", "workspace": "faults"})
+        cluster.member = token["token"]
+        cluster.agent("m1")
+        cluster.submit("job", 1)
+        cluster.started("job")
+        filler = _fill(disk)
+        for i in range(50):
+            status, _ = _submit(c, cluster.member, f"r{i}")
+            if status == 503:
+                break
+        assert status == 503
+        cluster.release("job")
+        states = []
+        end = time.monotonic() + 4.5
+        while time.monotonic() < end:
+            states.append(cluster.machine("m1")["state"])
+            assert cluster.run("job")["state"] == "Running"  # its end is not stored yet
+            time.sleep(0.1)
+        assert set(states) == {"Up"}, states
+        assert c.health()[0] == 503  # the fault lasted all along
+        filler.unlink()
+        until("the kept update to end the job", lambda: cluster.state("job", "Succeeded"))
+    finally:
+        cluster.stop()
         _umount(disk)
 
 

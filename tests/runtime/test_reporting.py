@@ -23,7 +23,7 @@ from astraeus.agent.runtime import Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
 from astraeus.agent.runtime.launch import ProcessLauncher
 from astraeus.agent.runtime.logs import next_chunk
-from astraeus.agent.runtime.loop import backoff_delay
+from astraeus.agent.runtime.loop import backoff_delay, retry_delay
 from astraeus.agent.runtime.runner import signal_name
 from astraeus.agent.runtime.state import TaskRecord
 from astraeus.shared import AgentReport, TaskState
@@ -47,6 +47,59 @@ T0, T1 = uid_of("t-0"), uid_of("t-1")
 def test_backoff_delay(failures: int, rng: float, delay: float) -> None:
     """Delays double from 1 s to the 60 s cap, less a random part of up to half."""
     assert backoff_delay(failures, 1.0, 60.0, lambda: rng) == delay
+
+
+@pytest.mark.parametrize(
+    ("asked", "rng", "delay"),
+    [
+        pytest.param(2.0, 0.0, 2.0, id="as-asked"),
+        pytest.param(2.0, 1.0, 3.0, id="plus-half"),
+        pytest.param(3600.0, 0.0, 60.0, id="capped"),
+        pytest.param(3600.0, 1.0, 90.0, id="capped-plus-half"),
+    ],
+)
+def test_retry_delay(asked: float, rng: float, delay: float) -> None:
+    """Retry-After is waited in full (up to 60 s), plus up to half of it at random."""
+    assert retry_delay(asked, lambda: rng) == delay
+
+
+async def test_client_passes_on_retry_after(aiohttp_server: Any) -> None:
+    """A 503 with Retry-After (an overloaded coordinator) becomes a CoordinatorError that says
+    how long to wait; one without it says nothing."""
+    answers = [{"Retry-After": "3"}, {}, {"Retry-After": "Wed, 21 Oct 2026 07:28:00 GMT"}]
+
+    async def busy(request: web.Request) -> web.Response:
+        return web.json_response({"error": "overloaded"}, status=503, headers=answers.pop(0))
+
+    app = web.Application()
+    app.router.add_put("/api/v1/machines/{name}/report", busy)
+    server = await aiohttp_server(app)
+    found = []
+    async with aiohttp.ClientSession() as session:
+        client = CoordinatorClient(session, str(server.make_url("")), "gpu-01", TOKEN)
+        for _ in range(3):
+            with pytest.raises(CoordinatorError) as caught:
+                await client.report(_body())
+            assert "HTTP 503" in str(caught.value)
+            found.append(caught.value.retry_after)
+    assert found == [3.0, None, None]
+
+
+async def test_the_agent_waits_what_retry_after_says(harness: Harness) -> None:
+    """A refused report with Retry-After is tried again no sooner than asked (plus jitter),
+    even past the agent's backoff cap; without it the agent backs off as usual."""
+    agent = harness.build()
+    agent.rng = lambda: 1.0
+    refusals = [CoordinatorError("HTTP 503", retry_after=3.0), CoordinatorError("HTTP 503")]
+
+    async def refuse(_body: AgentReport) -> Any:
+        raise refusals.pop(0)
+
+    agent.client.report = refuse  # type: ignore[method-assign]
+    # 3 s plus half of it: not the 0.1 s backoff, nor its 0.4 s cap.
+    assert await agent._report_or_back_off() == pytest.approx(4.5)
+    # The second failure in a row, without Retry-After: 0.1 s doubled.
+    assert await agent._report_or_back_off() == pytest.approx(0.2)
 
 
 def test_outbox_keeps_updates_until_acknowledged(tmp_path: Path) -> None:
