@@ -48,6 +48,11 @@ class Ports:
                 marks.pop(min(marks, key=marks.__getitem__))
             marks[port] = now + BUSY_FOR
 
+    def forget(self, machine: str) -> None:
+        """A forgotten machine's busy ports: a machine of that name later is a new one."""
+        with self._lock:
+            self.busy.pop(machine, None)
+
     def busy_on(self, machine: str, now: datetime) -> set[int]:
         with self._lock:
             marks = self.busy.get(machine, {})
