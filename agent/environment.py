@@ -7,9 +7,10 @@ The runner calls `worker_environment` once per task, just before it starts the w
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from astraeus.shared import Assignment, GpuInfo, LinkLayer, MachineReport, NetworkKind, RdmaPort
-from astraeus.shared.ask import Vendor
+from astraeus.shared.choices import Vendor
 
 from .rendezvous import rendezvous_variables, socket_interface
 
@@ -24,6 +25,40 @@ AMD_KFD = "/dev/kfd"
 """ROCm's compute interface; the kernel lets a process use only the GPUs whose render node its
 device cgroup allows, so `/dev/kfd` with one render node is that GPU alone."""
 NVIDIA_CDI = "nvidia.com/gpu="
+
+
+@dataclass(frozen=True)
+class VendorStack:
+    """What a worker needs of one vendor's software stack to use that vendor's GPUs."""
+
+    visible_variable: str
+    """The variable the vendor's runtime reads for the GPUs a process may use."""
+    by_uuid: bool
+    """Whether that variable names GPUs by UUID, else by the report's index."""
+    hide_when_none: bool
+    """Whether a worker given none of this vendor's GPUs, on a machine that has some, gets the
+    variable empty, which hides them all."""
+    shared_devices: tuple[str, ...] = ()
+    """Nodes the stack opens besides each GPU's own, given once to a worker with such GPUs."""
+    cdi_prefix: str | None = None
+    """Containers get each GPU as the CDI device `<prefix><uuid>` instead of its nodes."""
+
+
+STACKS: Final[Mapping[Vendor, VendorStack]] = {
+    # CUDA numbers GPUs its own way (NVML's index may differ), so NVIDIA GPUs go by UUID.
+    Vendor.NVIDIA: VendorStack(
+        "CUDA_VISIBLE_DEVICES",
+        by_uuid=True,
+        hide_when_none=True,
+        shared_devices=NVIDIA_CONTROL,
+        cdi_prefix=NVIDIA_CDI,
+    ),
+    Vendor.AMD: VendorStack(
+        "ROCR_VISIBLE_DEVICES", by_uuid=False, hide_when_none=False, shared_devices=(AMD_KFD,)
+    ),
+    Vendor.INTEL: VendorStack("ZE_AFFINITY_MASK", by_uuid=False, hide_when_none=False),
+}
+"""Each vendor's stack, in the order its variables and devices are given."""
 
 MIB = 1024**2
 DEFAULT_SHM_BYTES = 64 * MIB
@@ -86,7 +121,7 @@ def worker_environment(
     return WorkerEnvironment(
         env=env,
         devices=tuple(dict.fromkeys(devices)),
-        cdi_devices=tuple(NVIDIA_CDI + g.uuid for g in gpus if g.vendor is Vendor.NVIDIA),
+        cdi_devices=_cdi_devices(gpus),
         capabilities=("IPC_LOCK",) if rdma else (),
         memlock_unlimited=bool(gpus) or rdma,
         shm_size_bytes=_shm_size(assignment, gpus),
@@ -174,20 +209,26 @@ def _gpu_variables(gpus: Sequence[GpuInfo], report: MachineReport) -> dict[str, 
         "ASTRAEUS_GPU_COUNT": str(len(gpus)),
         "ASTRAEUS_ASSIGNED_GPU_IDS": ",".join(gpu.uuid for gpu in gpus),
     }
-    vendors = {gpu.vendor for gpu in gpus}
-    # CUDA numbers GPUs its own way (NVML's index may differ), so NVIDIA GPUs go by UUID. An
-    # empty CUDA_VISIBLE_DEVICES hides every GPU from a worker that was given none.
-    if any(gpu.vendor is Vendor.NVIDIA for gpu in report.gpus):
-        env["CUDA_VISIBLE_DEVICES"] = _ids(gpus, Vendor.NVIDIA, uuid=True)
-    if Vendor.AMD in vendors:
-        env["ROCR_VISIBLE_DEVICES"] = _ids(gpus, Vendor.AMD, uuid=False)
-    if Vendor.INTEL in vendors:
-        env["ZE_AFFINITY_MASK"] = _ids(gpus, Vendor.INTEL, uuid=False)
+    given = {gpu.vendor for gpu in gpus}
+    present = {gpu.vendor for gpu in report.gpus}
+    for vendor, stack in STACKS.items():
+        if vendor in given or (stack.hide_when_none and vendor in present):
+            env[stack.visible_variable] = ",".join(
+                gpu.uuid if stack.by_uuid else str(gpu.index)
+                for gpu in gpus
+                if gpu.vendor is vendor
+            )
     return env
 
 
-def _ids(gpus: Sequence[GpuInfo], vendor: Vendor, *, uuid: bool) -> str:
-    return ",".join(gpu.uuid if uuid else str(gpu.index) for gpu in gpus if gpu.vendor is vendor)
+def _cdi_devices(gpus: Sequence[GpuInfo]) -> tuple[str, ...]:
+    """The CDI names of the GPUs whose vendor's stack has them, in the assignment's order."""
+    names = []
+    for gpu in gpus:
+        prefix = STACKS[gpu.vendor].cdi_prefix
+        if prefix is not None:
+            names.append(prefix + gpu.uuid)
+    return tuple(names)
 
 
 def _network_variables(assignment: Assignment, ports: Sequence[RdmaPort]) -> dict[str, str]:
@@ -208,11 +249,10 @@ def _gpu_devices(gpus: Sequence[GpuInfo]) -> list[str]:
             "minor number or DRM render node), so it cannot be given to a worker alone"
         )
     devices = [str(gpu.device_node) for gpu in gpus]
-    vendors = {gpu.vendor for gpu in gpus}
-    if Vendor.NVIDIA in vendors:
-        devices.extend(NVIDIA_CONTROL)
-    if Vendor.AMD in vendors:
-        devices.append(AMD_KFD)
+    given = {gpu.vendor for gpu in gpus}
+    for vendor, stack in STACKS.items():
+        if vendor in given:
+            devices.extend(stack.shared_devices)
     return devices
 
 

@@ -18,7 +18,7 @@ from .backends.select import open_backend, open_fake_backend
 from .drives import DriveConfig, DriveReader
 from .fake import FakeMachine, load_fake_machine
 from .health import HealthPolicy, HealthTracker
-from .health.ports import PortHealthTracker
+from .health.rdma_ports import PortHealthTracker
 from .host import DiskReader, HostState, read_host, statvfs_disk
 from .known_gpus import KNOWN_FILE, KnownGpus
 from .settings import MachineSettings, default_state_dir

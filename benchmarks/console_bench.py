@@ -44,8 +44,9 @@ from playwright.async_api import Page, async_playwright
 from astraeus.coordinator.api import RECORDS, SCHEDULER, create_app
 from astraeus.coordinator.console import setup_console
 from astraeus.coordinator.settings import Settings
-from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import SystemClock
 
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]

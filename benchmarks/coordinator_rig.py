@@ -29,8 +29,9 @@ from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.scheduler.port_grants import Ports
 from astraeus.coordinator.settings import Settings
-from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store
 from astraeus.shared import SCHEMA_VERSION, AgentReport, RunSpec
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import SystemClock
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"

@@ -28,20 +28,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from astraeus.coordinator.cli.parser import command_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "astraeus"
 TOOLS = ("astra", "astraeus-coordinator", "astraeus-agent")
 HIDDEN = (
     "astraeus.agent.runtime.shim",
     "astraeus.coordinator.demo.worker",
-    "astraeus.coordinator.cli.admin",
-    "astraeus.coordinator.cli.machines",
-    "astraeus.coordinator.cli.logs",
-    "astraeus.coordinator.cli.runs",
-    "astraeus.coordinator.cli.submit",
+    *command_modules(),
 )
 """Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (`astra`'s
-commands, so `astra --help` loads none of them), which PyInstaller cannot see by itself."""
+commands, listed in its command table, so `astra --help` loads none of them), which PyInstaller
+cannot see by itself."""
 DOCS = ("README.md", "docs", "systemd/README.md")
 
 

@@ -2,127 +2,155 @@
 I/O; beside them, in their own modules, the two helpers both programs use (`tls`, `sdnotify`).
 
 Each name is imported from its module when first used (PEP 562), so a program that needs one
-model, such as `astra status` needing `Run`, does not build every model of the contract."""
+model, such as `astra status` needing `Run`, does not build every model of the contract.
+
+`_EXPORTS` is the one list of what this package exports and where each name lives; `__all__`
+and the lazy lookup are made from it. The `TYPE_CHECKING` imports say the same to mypy (which
+cannot read a table), and `tests/test_shared_exports.py` fails when the two differ."""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from . import labels, reasons
-    from .ask import (
-        ArraySpec,
-        Capability,
-        DriveMount,
-        GpuPolicy,
-        GpuRequests,
-        Interconnect,
-        KeepWithin,
-        Network,
-        NodeSelection,
-        PerGpu,
-        RequestedResources,
-        SelectionMode,
-        Spread,
-        Topology,
-        Vendor,
-    )
-    from .assignment import (
-        AgentReport,
-        Assignment,
-        BusyPort,
-        LogChunk,
-        Mount,
-        NetworkKind,
-        Rendezvous,
-        ReportReply,
-        TaskUpdate,
-    )
-    from .explanation import (
-        GroupedExplanation,
-        MachineState,
-        NodeReasons,
-        PendingExplanation,
-        ReasonCount,
-    )
-    from .report import (
-        SCHEMA_VERSION,
-        BackendStatus,
-        DriveInfo,
-        GpuHealth,
-        GpuHealthState,
-        GpuInfo,
-        HealthSignal,
-        ImexStatus,
-        LinkLayer,
-        MachineReport,
-        NetworkInterface,
-        PressureCondition,
-        RdmaPort,
-    )
-    from .run import Landing, Run, RunSpec, RunState, Shape, Task, TaskState, task_name
-    from .validation import FieldError, describe, field_errors
+    from . import labels as labels
+    from . import reasons as reasons
+    from .ask import ArraySpec as ArraySpec
+    from .ask import DriveMount as DriveMount
+    from .ask import GpuRequests as GpuRequests
+    from .ask import Network as Network
+    from .ask import NodeSelection as NodeSelection
+    from .ask import PerGpu as PerGpu
+    from .ask import RequestedResources as RequestedResources
+    from .ask import Topology as Topology
+    from .assignment import AgentReport as AgentReport
+    from .assignment import Assignment as Assignment
+    from .assignment import BusyPort as BusyPort
+    from .assignment import LogChunk as LogChunk
+    from .assignment import Mount as Mount
+    from .assignment import NetworkKind as NetworkKind
+    from .assignment import Rendezvous as Rendezvous
+    from .assignment import ReportReply as ReportReply
+    from .assignment import TaskUpdate as TaskUpdate
+    from .choices import Capability as Capability
+    from .choices import GpuPolicy as GpuPolicy
+    from .choices import Interconnect as Interconnect
+    from .choices import KeepWithin as KeepWithin
+    from .choices import SelectionMode as SelectionMode
+    from .choices import Spread as Spread
+    from .choices import Vendor as Vendor
+    from .explanation import GroupedExplanation as GroupedExplanation
+    from .explanation import MachineState as MachineState
+    from .explanation import NodeReasons as NodeReasons
+    from .explanation import PendingExplanation as PendingExplanation
+    from .explanation import ReasonCount as ReasonCount
+    from .report import SCHEMA_VERSION as SCHEMA_VERSION
+    from .report import BackendStatus as BackendStatus
+    from .report import DriveInfo as DriveInfo
+    from .report import GpuHealth as GpuHealth
+    from .report import GpuHealthState as GpuHealthState
+    from .report import GpuInfo as GpuInfo
+    from .report import HealthSignal as HealthSignal
+    from .report import ImexStatus as ImexStatus
+    from .report import LinkLayer as LinkLayer
+    from .report import MachineReport as MachineReport
+    from .report import NetworkInterface as NetworkInterface
+    from .report import PressureCondition as PressureCondition
+    from .report import RdmaPort as RdmaPort
+    from .run import Landing as Landing
+    from .run import Run as Run
+    from .run import RunSpec as RunSpec
+    from .run import RunState as RunState
+    from .run import Shape as Shape
+    from .run import Task as Task
+    from .run import TaskState as TaskState
+    from .run import task_name as task_name
+    from .validation import FieldError as FieldError
+    from .validation import describe as describe
+    from .validation import field_errors as field_errors
 
-_HOME: dict[str, str] = {
-    "ArraySpec": "ask",
-    "Capability": "ask",
-    "DriveMount": "ask",
-    "GpuPolicy": "ask",
-    "GpuRequests": "ask",
-    "Interconnect": "ask",
-    "KeepWithin": "ask",
-    "Network": "ask",
-    "NodeSelection": "ask",
-    "PerGpu": "ask",
-    "RequestedResources": "ask",
-    "SelectionMode": "ask",
-    "Spread": "ask",
-    "Topology": "ask",
-    "Vendor": "ask",
-    "AgentReport": "assignment",
-    "Assignment": "assignment",
-    "BusyPort": "assignment",
-    "LogChunk": "assignment",
-    "Mount": "assignment",
-    "NetworkKind": "assignment",
-    "Rendezvous": "assignment",
-    "ReportReply": "assignment",
-    "TaskUpdate": "assignment",
-    "GroupedExplanation": "explanation",
-    "MachineState": "explanation",
-    "NodeReasons": "explanation",
-    "PendingExplanation": "explanation",
-    "ReasonCount": "explanation",
-    "BackendStatus": "report",
-    "DriveInfo": "report",
-    "GpuHealth": "report",
-    "GpuHealthState": "report",
-    "GpuInfo": "report",
-    "HealthSignal": "report",
-    "ImexStatus": "report",
-    "LinkLayer": "report",
-    "MachineReport": "report",
-    "NetworkInterface": "report",
-    "PressureCondition": "report",
-    "RdmaPort": "report",
-    "SCHEMA_VERSION": "report",
-    "Landing": "run",
-    "Run": "run",
-    "RunSpec": "run",
-    "RunState": "run",
-    "Shape": "run",
-    "Task": "run",
-    "TaskState": "run",
-    "task_name": "run",
-    "FieldError": "validation",
-    "describe": "validation",
-    "field_errors": "validation",
+_EXPORTS: Final[dict[str, tuple[str, ...]]] = {
+    "ask": (
+        "ArraySpec",
+        "DriveMount",
+        "GpuRequests",
+        "Network",
+        "NodeSelection",
+        "PerGpu",
+        "RequestedResources",
+        "Topology",
+    ),
+    "assignment": (
+        "AgentReport",
+        "Assignment",
+        "BusyPort",
+        "LogChunk",
+        "Mount",
+        "NetworkKind",
+        "Rendezvous",
+        "ReportReply",
+        "TaskUpdate",
+    ),
+    "choices": (
+        "Capability",
+        "GpuPolicy",
+        "Interconnect",
+        "KeepWithin",
+        "SelectionMode",
+        "Spread",
+        "Vendor",
+    ),
+    "explanation": (
+        "GroupedExplanation",
+        "MachineState",
+        "NodeReasons",
+        "PendingExplanation",
+        "ReasonCount",
+    ),
+    "report": (
+        "SCHEMA_VERSION",
+        "BackendStatus",
+        "DriveInfo",
+        "GpuHealth",
+        "GpuHealthState",
+        "GpuInfo",
+        "HealthSignal",
+        "ImexStatus",
+        "LinkLayer",
+        "MachineReport",
+        "NetworkInterface",
+        "PressureCondition",
+        "RdmaPort",
+    ),
+    "run": (
+        "Landing",
+        "Run",
+        "RunSpec",
+        "RunState",
+        "Shape",
+        "Task",
+        "TaskState",
+        "task_name",
+    ),
+    "validation": (
+        "FieldError",
+        "describe",
+        "field_errors",
+    ),
 }
+"""Module → the names it exports through this package."""
+
+_SUBMODULES: Final = ("labels", "reasons")
+"""Modules exported whole: `shared.labels.POOL`, `shared.reasons.ANOTHER_WORKSPACE`."""
+
+_HOME: Final = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted([*_HOME, *_SUBMODULES])
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("labels", "reasons"):
+    if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     module = _HOME.get(name)
     if module is None:
@@ -130,62 +158,3 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value
-
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "AgentReport",
-    "ArraySpec",
-    "Assignment",
-    "BackendStatus",
-    "BusyPort",
-    "Capability",
-    "DriveInfo",
-    "DriveMount",
-    "FieldError",
-    "GpuHealth",
-    "GpuHealthState",
-    "GpuInfo",
-    "GpuPolicy",
-    "GpuRequests",
-    "GroupedExplanation",
-    "HealthSignal",
-    "ImexStatus",
-    "Interconnect",
-    "KeepWithin",
-    "Landing",
-    "LinkLayer",
-    "LogChunk",
-    "MachineReport",
-    "MachineState",
-    "Mount",
-    "Network",
-    "NetworkInterface",
-    "NetworkKind",
-    "NodeReasons",
-    "NodeSelection",
-    "PendingExplanation",
-    "PerGpu",
-    "PressureCondition",
-    "RdmaPort",
-    "ReasonCount",
-    "Rendezvous",
-    "ReportReply",
-    "RequestedResources",
-    "Run",
-    "RunSpec",
-    "RunState",
-    "SelectionMode",
-    "Shape",
-    "Spread",
-    "Task",
-    "TaskState",
-    "TaskUpdate",
-    "Topology",
-    "Vendor",
-    "describe",
-    "field_errors",
-    "labels",
-    "reasons",
-    "task_name",
-]

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Annotated, Final
 
-from .base import UserModel, WireModel
+from pydantic import Field, StringConstraints
+
+from .base import DnsLabel, UserModel, WireModel
 from .report import MAX_LABELS, LabelKey, LabelValue
+from .run import MAX_PRIORITY
+
+WorkspaceName = DnsLabel
+"""A workspace's name: a DNS label, as a run's name is."""
+
+PoolName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+"""A `pool` label's value."""
+
+MAX_POOLS: Final = 256
+MAX_GPU_QUOTA: Final = 10_000_000
 
 
 class Workspace(WireModel):
@@ -19,9 +31,23 @@ class Workspace(WireModel):
 
 
 class WorkspaceBody(UserModel):
-    pools: list[str] = Field(default_factory=list, max_length=256)
-    gpu_quota: int | None = Field(default=None, ge=0, le=10_000_000)
-    max_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    """What an admin writes to create or change a workspace (its name is in the path)."""
+
+    pools: list[PoolName] = Field(
+        default_factory=list,
+        max_length=MAX_POOLS,
+        description="machines with pool=<name>; [] is all",
+    )
+    gpu_quota: int | None = Field(
+        default=None, ge=0, le=MAX_GPU_QUOTA, description="GPUs held at once; null: none"
+    )
+    max_priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+
+
+class WorkspaceSpec(WorkspaceBody):
+    """A workspace body with the name from its path: what the store writes."""
+
+    name: WorkspaceName
 
 
 class WorkspaceList(WireModel):

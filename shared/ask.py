@@ -1,64 +1,25 @@
 """The run's ask, `requested_resources`, field for field as the product guide writes it."""
 
-from enum import StrEnum
 from typing import Annotated, Self
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
 from .base import INT64_MAX, UserModel
+from .choices import (
+    Capability,
+    GpuPolicy,
+    Interconnect,
+    KeepWithin,
+    SelectionMode,
+    Spread,
+    Vendor,
+)
 from .reasons import cannot_distribute
 
 Number = int | float
 """Whole numbers stay whole, so a spec serialises back exactly as it was written."""
 
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=253)]
-
-
-class Vendor(StrEnum):
-    NVIDIA = "nvidia"
-    AMD = "amd"
-    INTEL = "intel"
-
-
-class GpuPolicy(StrEnum):
-    PER_NODE = "PerNode"
-    """A power of two GPUs per worker, one worker per machine."""
-
-
-class KeepWithin(StrEnum):
-    NODE = "node"
-    NVLINK_DOMAIN = "nvlink_domain"
-    FABRIC = "fabric"
-    RACK = "rack"
-
-
-class Spread(StrEnum):
-    NODE = "node"
-    RACK = "rack"
-    FABRIC = "fabric"
-
-
-class Interconnect(StrEnum):
-    AUTO = "auto"
-    RDMA = "rdma"
-    INFINIBAND = "infiniband"
-    NVLINK = "nvlink"
-
-
-class SelectionMode(StrEnum):
-    ANY = "Any"
-    EXACT = "Exact"
-    ALL = "All"
-
-
-class Capability(StrEnum):
-    """Machine capabilities a run may require (filter 3 of the guide)."""
-
-    CONTAINER = "container"
-    OUTBOUND_POLICY = "outbound_policy"
-    SANDBOX = "sandbox"
-    OPENSHELL = "openshell"
-    TOOL_GATEWAY = "tool_gateway"
 
 
 class GpuRequests(UserModel):

@@ -7,7 +7,7 @@ document."""
 
 from typing import Annotated, Final
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
 INT64_MAX: Final = 2**63 - 1
 """The largest integer SQLite stores."""
@@ -21,6 +21,9 @@ def no_nul(value: str) -> str:
         raise ValueError(NUL_PROBLEM)
     return value
 
+
+DnsLabel = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
+"""A DNS label, as Kubernetes names are: lower-case letters, digits and '-', at most 63."""
 
 ProcessText = Annotated[str, AfterValidator(no_nul)]
 """A string that reaches a process (its command, environment, image): the kernel ends C strings

@@ -7,8 +7,8 @@ from typing import Annotated, Final
 
 from pydantic import Field, StringConstraints, field_serializer, field_validator
 
-from .ask import Vendor
 from .base import INT64_MAX, WireModel
+from .choices import Vendor
 
 SCHEMA_VERSION = "1.0"
 """`MAJOR.MINOR`. A reader accepts any minor of its own major (new fields are ignored) and rejects

@@ -7,16 +7,12 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_serializer, field_validator
 
 from .ask import RequestedResources
-from .base import ProcessText, UserModel, WireModel
+from .base import DnsLabel, ProcessText, UserModel, WireModel
 from .explanation import GroupedExplanation, PendingExplanation, RejectionGroup
 from .image import OciImage
 from .reasons import ReasonKind
 
-RunName = Annotated[
-    str,
-    StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"),
-]
-"""A DNS label, as Kubernetes names are: lower-case letters, digits and '-', at most 63."""
+RunName = DnsLabel
 
 MAX_PRIORITY = 1_000_000
 USER_PORT_VARIABLES = ("MASTER_PORT", "PET_MASTER_PORT")

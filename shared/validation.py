@@ -21,6 +21,12 @@ class FieldError:
         return f"{self.field}: {self.problem}" if self.field else self.problem
 
 
+def invalid_body(model: type[BaseModel]) -> str:
+    """The headline of a refused request body, `invalid WorkspaceBody`: the API answers it and
+    `astra` says it before sending, from the same model."""
+    return f"invalid {model.__name__}"
+
+
 def field_errors(model: type[BaseModel], exc: ValidationError) -> list[FieldError]:
     """One `FieldError` per problem, dotted field paths, unknown fields with a suggestion."""
     return [_one(model, error) for error in exc.errors(include_url=False)]

@@ -4,7 +4,8 @@
 each other (the demo alone, which runs a whole cluster in one process, starts agents); the
 placement engine is pure (no store, no HTTP, no clock); `astra` reads the API through the shared
 models and never loads the server; test-only code (`coordinator/testing/`) is imported by tests
-and benchmarks alone."""
+and benchmarks alone. What crosses a process boundary is a model of `shared/`, defined there once:
+the store keeps no request body, and no program defines a wire model of its own."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ STORE = ("astraeus.coordinator.store",)
 TESTING = ("astraeus.coordinator.testing",)
 OUTSIDE = ("scripts", "examples")
 """Folders outside the packages that ship or run beside them: not tests, not benchmarks."""
+PYDANTIC_BASE = frozenset({"pydantic.BaseModel", "pydantic.main.BaseModel"})
+WIRE_BASES = frozenset({"astraeus.shared.base.UserModel", "astraeus.shared.base.WireModel"})
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,183 @@ def test_the_cli_does_not_import_the_server() -> None:
     server = (*STORE, "astraeus.coordinator.api", "astraeus.coordinator.scheduler", *ENGINE)
     found = violations(CLI, server)
     assert found == [], "astra must not load the server:\n" + "\n".join(found)
+
+
+@dataclass(frozen=True)
+class ClassDef:
+    """A class `name` defined in `module` (file `path`, `line`), its bases as qualified names."""
+
+    name: str
+    module: str
+    path: str
+    line: int
+    bases: tuple[str, ...]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.path}:{self.line})"
+
+
+def _bound_names(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
+    """What each name a module binds by import or class statement stands for, qualified."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = next(_targets(node, module, is_package))
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    head = alias.name.split(".")[0]
+                    bound[head] = head
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            bound[node.name] = f"{module}.{node.name}"
+    return bound
+
+
+def _qualified(expr: ast.expr, bound: dict[str, str], module: str) -> str:
+    """`BaseModel` or `pydantic.BaseModel` as the qualified name it stands for in `module`."""
+    if isinstance(expr, ast.Subscript):  # Generic[T], RootModel[X]
+        return _qualified(expr.value, bound, module)
+    text = ast.unparse(expr)
+    head, _, rest = text.partition(".")
+    found = bound.get(head, f"{module}.{head}")
+    return f"{found}.{rest}" if rest else found
+
+
+@functools.cache
+def class_defs(root: Path = ROOT) -> tuple[ClassDef, ...]:
+    """Every class in the three packages under `root`, with its bases resolved."""
+    found = []
+    for folder in FOLDERS:
+        for path in sorted((root / folder).rglob("*.py")):
+            module = _module_of(path, root)
+            tree = ast.parse(path.read_text(), str(path))
+            bound = _bound_names(tree, module, path.name == "__init__.py")
+            where = str(path.relative_to(root))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef):
+                    bases = tuple(_qualified(base, bound, module) for base in node.bases)
+                    found.append(ClassDef(node.name, module, where, node.lineno, bases))
+    return tuple(found)
+
+
+def pydantic_models(root: Path = ROOT) -> dict[ClassDef, bool]:
+    """Each pydantic model of the three packages → whether it is a wire model (a subclass of
+    `shared/base.py`'s `UserModel` or `WireModel`, or one of those two). A base imported
+    through a package (`from astraeus.shared import Run`) is found in the package's modules."""
+    defined = {c.qualified: c for c in class_defs(root)}
+
+    def resolve(name: str) -> ClassDef | None:
+        if name in defined:
+            return defined[name]
+        package, _, short = name.rpartition(".")
+        inside = [
+            c for c in defined.values() if c.name == short and c.module.startswith(f"{package}.")
+        ]
+        return inside[0] if len(inside) == 1 else None
+
+    @functools.cache
+    def roots(name: str) -> frozenset[str]:
+        if name in PYDANTIC_BASE:
+            return frozenset({"pydantic"})
+        found = resolve(name)
+        if found is None:
+            return frozenset()
+        own = {"wire"} if found.qualified in WIRE_BASES else set()
+        return frozenset(own).union(*(roots(base) for base in found.bases))
+
+    return {
+        c: "wire" in roots(c.qualified)
+        for c in defined.values()
+        if "pydantic" in roots(c.qualified)
+    }
+
+
+def stored_models(root: Path = ROOT) -> list[str]:
+    """Pydantic models defined in the store, which should be none."""
+    return sorted(str(c) for c in pydantic_models(root) if c.path.startswith("coordinator/store/"))
+
+
+def wire_model_problems(root: Path = ROOT) -> list[str]:
+    """Wire models defined outside `shared/`, and pydantic model names defined twice."""
+    models = pydantic_models(root)
+    found = [
+        f"{c} is a wire model outside shared/"
+        for c, wire in models.items()
+        if wire and not c.path.startswith("shared/")
+    ]
+    by_name: dict[str, list[str]] = {}
+    for c in models:
+        by_name.setdefault(c.name, []).append(str(c))
+    found += [
+        f"{name} is defined {len(places)} times: {', '.join(places)}"
+        for name, places in by_name.items()
+        if len(places) > 1
+    ]
+    return sorted(found)
+
+
+def test_the_store_holds_no_request_bodies() -> None:
+    """No class in `coordinator/store/` is a pydantic model: a request body is `shared/`'s, and
+    the store's methods take it (or plain values) from the API."""
+    found = stored_models()
+    assert found == [], "the store defines pydantic models:\n" + "\n".join(found)
+
+
+def test_one_definition_per_wire_model() -> None:
+    """Every wire model (a subclass of `UserModel` or `WireModel`: what a user, an agent or a
+    client sends or reads) is defined in `shared/`, and no two pydantic models of the three
+    packages share a name, so `invalid WorkspaceBody` or an OpenAPI schema name means one class.
+
+    A program may keep pydantic models of its own where nothing crosses a process boundary: the
+    agent's state file (`agent/runtime/state.py`, read back by the same agent) and a fake
+    machine's description (`agent/fake/`). Those subclass pydantic's `BaseModel` directly, never
+    `UserModel` or `WireModel`, and their names are unique too."""
+    found = wire_model_problems()
+    assert found == [], "wire models must be defined once, in shared/:\n" + "\n".join(found)
+
+
+def test_the_models_rule_reads_what_it_should() -> None:
+    """The rule above sees the shared models, the agent's own models, and no dataclass."""
+    models = {c.name: wire for c, wire in pydantic_models().items()}
+    assert models["WorkspaceBody"] is True
+    assert models["ClusterMap"] is True
+    assert models["TaskRecord"] is False
+    assert "Edge" not in models
+
+
+def test_a_planted_request_body_in_the_store_is_named(tmp_path: Path) -> None:
+    """A store module defining a `UserModel`, or an API module a `WireModel` that `shared/`
+    also defines, is named with its file and line."""
+    for folder in ("agent", "shared", "coordinator/store", "coordinator/api"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "shared" / "base.py").write_text(
+        "from pydantic import BaseModel\n\n\nclass UserModel(BaseModel):\n    pass\n\n\n"
+        "class WireModel(BaseModel):\n    pass\n"
+    )
+    (tmp_path / "shared" / "views.py").write_text(
+        "from .base import WireModel\n\n\nclass Answer(WireModel):\n    pass\n"
+    )
+    (tmp_path / "coordinator" / "store" / "bad.py").write_text(
+        "from astraeus.shared.base import UserModel\n\n\nclass Spec(UserModel):\n    pass\n"
+    )
+    (tmp_path / "coordinator" / "api" / "bad.py").write_text(
+        "from astraeus.shared import base\n\n\nclass Answer(base.WireModel):\n    pass\n"
+    )
+    assert stored_models(tmp_path) == ["Spec (coordinator/store/bad.py:4)"]
+    assert wire_model_problems(tmp_path) == [
+        "Answer (coordinator/api/bad.py:4) is a wire model outside shared/",
+        "Answer is defined 2 times: Answer (coordinator/api/bad.py:4), Answer (shared/views.py:4)",
+        "Spec (coordinator/store/bad.py:4) is a wire model outside shared/",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environm
 from ..rendezvous import users_own
 from .launch import Launched, Launcher
 from .logs import CHUNK_BYTES, next_chunk
-from .ports import PortGate, port_free
+from .rendezvous_port import PortGate, port_free
 from .spec import CannotStartError, Files, shim_spec
 from .state import Outbox, StateDir, TaskRecord, read_json, write_json
 from .users import WorkerUsers

@@ -8,7 +8,7 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from astraeus.coordinator.machine_records import MachineRecords
-from astraeus.coordinator.store import Role, Store, TokenInfo, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store, TokenInfo
 from astraeus.shared import field_errors
 from astraeus.shared.admin import (
     NewToken,
@@ -18,6 +18,7 @@ from astraeus.shared.admin import (
     Workspace,
     WorkspaceBody,
     WorkspaceList,
+    WorkspaceSpec,
 )
 
 from .auth import require_admin

@@ -11,62 +11,17 @@ import json
 from datetime import datetime, timedelta
 
 from aiohttp import web
-from pydantic import Field
 
 from astraeus.coordinator.machine_records import MachineRecord, network_site
 from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.db import Database
-from astraeus.shared import GpuHealthState, GpuInfo, LinkLayer, MachineReport
-from astraeus.shared.base import WireModel
+from astraeus.shared import GpuInfo, LinkLayer, MachineReport
 from astraeus.shared.labels import FABRIC, POOL, RACK, SITE
+from astraeus.shared.views import ClusterMap
 
 from .auth import principal, visible_pools
 from .keys import CLOCK, RECORDS, SCHEDULER, STORE
 from .routes import Route
-
-MapGpu = tuple[int, int, GpuHealthState, int | None]
-"""One GPU as `[index, model, health, run]`: `model` indexes the answer's `models`, `run` its
-`runs` (null: free). An array, not an object: 40,000 GPUs are 0.8 MB of JSON, not 2 MB."""
-
-
-class MapRun(WireModel):
-    """A run holding GPUs. For a member, another workspace's runs are one entry with no name."""
-
-    name: str | None = Field(description="null: a run of another workspace")
-    workspace: str | None = None
-
-
-class MapMachine(WireModel):
-    name: str
-    state: str = Field(description="Up or Down")
-    site: str | None = Field(
-        default=None, description="the site label, else the network the agent connects from"
-    )
-    rack: str | None = None
-    fabric: str | None = Field(
-        default=None, description="the fabric label, else the fabric its InfiniBand ports report"
-    )
-    network: str = Field(description="InfiniBand, RoCE or Ethernet: what its active ports are")
-    nvlink_domain: str | None = Field(default=None, description="the GPUs' NVLink domain")
-    ethernet_mbps: int | None = Field(
-        default=None, description="speed of the fastest Ethernet interface that is up"
-    )
-    cordoned: bool = False
-    cordon_reason: str | None = None
-    conditions: list[str] = Field(default_factory=list, description="pressure conditions")
-    gpus: list[MapGpu] = Field(
-        default_factory=list,
-        description="each GPU as [index, model (into `models`), health, run (into `runs`) or null]",
-    )
-
-
-class ClusterMap(WireModel):
-    """Machines in name order; GPU models and holding runs listed once and referred to by index."""
-
-    models: list[str]
-    runs: list[MapRun]
-    machines: list[MapMachine]
-
 
 OTHERS = {"name": None, "workspace": None}
 

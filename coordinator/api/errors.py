@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from astraeus.coordinator.store.faults import StorageError
 from astraeus.shared import FieldError, field_errors
+from astraeus.shared.validation import invalid_body
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
             fail(400, "body is not valid JSON", "body", "is not valid JSON")
         if any(error["type"] == "model_type" and not error["loc"] for error in exc.errors()):
             fail(400, "body must be a JSON object", "body", "must be a JSON object")
-        raise ApiError(400, f"invalid {model.__name__}", field_errors(model, exc)) from None
+        raise ApiError(400, invalid_body(model), field_errors(model, exc)) from None
 
 
 MAX_URL_BYTES = 8192

@@ -11,7 +11,7 @@ from aiohttp import web
 from pydantic import BaseModel
 
 from astraeus.coordinator.machine_records import MachineRecord
-from astraeus.coordinator.store import ReservationSpec, Role
+from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.queue import Usage, read_usage
 from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
@@ -24,6 +24,7 @@ from astraeus.shared.machines import (
     MachineList,
     MachineView,
     ReservationList,
+    ReservationSpec,
 )
 from astraeus.shared.reasons import ANOTHER_WORKSPACE
 

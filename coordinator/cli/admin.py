@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from astraeus.shared.admin import NewToken, TokenList, Workspace, WorkspaceList
+from astraeus.shared.admin import (
+    NewToken,
+    TokenBody,
+    TokenList,
+    Workspace,
+    WorkspaceBody,
+    WorkspaceList,
+)
 
+from .bodies import body
 from .context import Context
 from .errors import Exit
 from .flags import parse_pairs
@@ -33,8 +41,12 @@ def workspace_show(ctx: Context, args: argparse.Namespace) -> int:
 
 def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
     """Create or replace a workspace: its pools, GPU quota and highest priority."""
-    body = {"pools": args.pool, "gpu_quota": args.gpu_quota, "max_priority": args.max_priority}
-    saved = Workspace.model_validate(ctx.api.put(f"/workspaces/{args.name}", body))
+    sent = body(
+        WorkspaceBody, pools=args.pool, gpu_quota=args.gpu_quota, max_priority=args.max_priority
+    )
+    saved = Workspace.model_validate(
+        ctx.api.put(f"/workspaces/{args.name}", sent.model_dump(mode="json"))
+    )
     pools = ", ".join(saved.pools) or "every pool"
     ctx.emit(saved, [f"workspace {saved.name}: {pools}"])
     return Exit.OK
@@ -53,14 +65,15 @@ def tokens(ctx: Context, args: argparse.Namespace) -> int:
 
 def token_create(ctx: Context, args: argparse.Namespace) -> int:
     """Print the new secret alone, so `$(astra astraeus token create ...)` captures it."""
-    body = {
-        "role": args.role,
-        "workspace": args.for_workspace,
-        "machine": args.machine,
-        "description": args.description,
-        "labels": parse_pairs(args.label, "--label"),
-    }
-    made = NewToken.model_validate(ctx.api.post("/tokens", body))
+    sent = body(
+        TokenBody,
+        role=args.role,
+        workspace=args.for_workspace,
+        machine=args.machine,
+        description=args.description,
+        labels=parse_pairs(args.label, "--label"),
+    )
+    made = NewToken.model_validate(ctx.api.post("/tokens", sent.model_dump(mode="json")))
     ctx.emit(made, [made.token])
     return Exit.OK
 

@@ -13,7 +13,7 @@ from typing import Any
 from astraeus.shared.tls import CaFileError, client_context
 
 from .config import Target
-from .errors import CliError, Exit
+from .errors import CliError, Exit, refusal
 
 TIMEOUT_SECONDS = 30.0
 
@@ -136,8 +136,9 @@ class Api:
                 "Check ASTRA_TOKEN or --token.",
                 Exit.AUTH,
             )
-        lines = [error]
-        for field in data.get("fields") or []:
-            if isinstance(field, dict):
-                lines.append(f"  {field.get('field')}: {field.get('problem')}")
-        return CliError("\n".join(lines), _STATUS_EXIT.get(exc.code, Exit.FAILED))
+        fields = [
+            (field.get("field"), field.get("problem"))
+            for field in data.get("fields") or []
+            if isinstance(field, dict)
+        ]
+        return CliError(refusal(error, fields), _STATUS_EXIT.get(exc.code, Exit.FAILED))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 
@@ -28,3 +29,9 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def refusal(error: str, fields: Iterable[tuple[object, object]]) -> str:
+    """A refusal and one indented line per field, as `astra` prints the coordinator's (and its
+    own, for a body it would not send)."""
+    return "\n".join([error, *(f"  {field}: {problem}" for field, problem in fields)])

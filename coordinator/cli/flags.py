@@ -1,10 +1,13 @@
-"""`astra astraeus run`'s flags and the parsers of their values; no models, so `astra --help`
-loads no pydantic."""
+"""`astra astraeus run`'s flags and the parsers of their values; no models (the choices come
+from the standard-library `shared/choices.py`), so `astra --help` loads no pydantic."""
 
 from __future__ import annotations
 
 import argparse
 import re
+from enum import StrEnum
+
+from astraeus.shared.choices import Interconnect, KeepWithin, SelectionMode, Spread, Vendor
 
 from .errors import CliError, Exit
 
@@ -52,6 +55,11 @@ def parse_pairs(items: list[str], flag: str) -> dict[str, str]:
     return pairs
 
 
+def _words(choices: type[StrEnum]) -> list[str]:
+    """An enum's values, as `--help` lists them."""
+    return [choice.value for choice in choices]
+
+
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of `run`: the guide's, then one per field of the ask."""
     add = parser.add_argument
@@ -64,7 +72,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--pool", help="only machines with pool=POOL")
     add("--gpu-model", action="append", default=[], metavar="MODEL", help="H100,H200: any of")
     add("--gpu-memory", type=number, metavar="GB", help="at least this much memory per GPU")
-    add("--vendor", type=str.lower, choices=["nvidia", "amd", "intel"], help="any case")
+    add("--vendor", type=str.lower, choices=_words(Vendor), help="any case")
     add("--healthy-only", action="store_true", help="never take a GPU at risk; wait instead")
     add(
         "--machines",
@@ -76,14 +84,14 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--min-machines", type=int, metavar="N", help="topology.min_nodes")
     add("--max-machines", type=int, metavar="N", help="topology.max_nodes")
     add("--gpus-per-machine", type=int, metavar="N", help="never fewer than N GPUs on a machine")
-    add("--interconnect", choices=["auto", "rdma", "infiniband", "nvlink"])
+    add("--interconnect", choices=_words(Interconnect))
     add("--rdma-gbps", type=number, metavar="GBPS", help="RDMA port speed at least")
-    add("--keep-within", choices=["node", "nvlink_domain", "fabric", "rack"])
-    add("--spread", choices=["node", "rack", "fabric"], help="one worker per …")
+    add("--keep-within", choices=_words(KeepWithin))
+    add("--spread", choices=_words(Spread), help="one worker per …")
     add("--patience", metavar="DURATION", help="wait this long for a better network (30m)")
     add("--label", action="append", default=[], metavar="KEY=VALUE", help="only machines with it")
     add("--names", action="append", default=[], metavar="NAME[,NAME]", help="only these machines")
-    add("--mode", choices=["Any", "Exact", "All"], help="node_selection.mode")
+    add("--mode", choices=_words(SelectionMode), help="node_selection.mode")
     add("--site", help="one site (topology.astraeus.io/site)")
     add("--priority", type=int)
     add("--time-limit", metavar="DURATION", help="stop the run after this long (2h)")

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from astraeus.shared.machines import MachineDetail, MachineList, StoredReservation
+from astraeus.shared.machines import (
+    CordonBody,
+    LabelsBody,
+    MachineDetail,
+    MachineList,
+    ReservationSpec,
+    StoredReservation,
+)
 
+from .bodies import body
 from .context import Context
 from .errors import Exit
 from .flags import parse_pairs
@@ -30,8 +38,8 @@ def machine(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def cordon(ctx: Context, args: argparse.Namespace) -> int:
-    body = {"reason": args.reason}
-    detail = MachineDetail.model_validate(ctx.api.post(f"/machines/{args.name}/cordon", body))
+    sent = body(CordonBody, reason=args.reason).model_dump(mode="json")
+    detail = MachineDetail.model_validate(ctx.api.post(f"/machines/{args.name}/cordon", sent))
     why = f": {detail.cordon_reason}" if detail.cordon_reason else ""
     ctx.emit(detail, [f"{detail.name}: cordoned{why}"])
     return Exit.OK
@@ -44,9 +52,9 @@ def uncordon(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def label(ctx: Context, args: argparse.Namespace) -> int:
-    labels = parse_pairs(args.labels, "labels")
+    sent = body(LabelsBody, labels=parse_pairs(args.labels, "labels"))
     detail = MachineDetail.model_validate(
-        ctx.api.put(f"/machines/{args.name}/labels", {"labels": labels})
+        ctx.api.put(f"/machines/{args.name}/labels", sent.model_dump(mode="json"))
     )
     shown = ", ".join(f"{k}={v}" for k, v in sorted(detail.labels.items()))
     ctx.emit(detail, [f"{detail.name}: {shown}"])
@@ -54,15 +62,18 @@ def label(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def reserve(ctx: Context, args: argparse.Namespace) -> int:
-    body: dict[str, object] = {"labels": parse_pairs(args.label, "--label")}
-    given = {
-        "workspace": args.for_workspace,
-        "starts_at": args.starts_at,
-        "ends_at": args.ends_at,
-    }
-    body.update({key: value for key, value in given.items() if value is not None})
+    sent = body(
+        ReservationSpec,
+        labels=parse_pairs(args.label, "--label"),
+        workspace=args.for_workspace,
+        starts_at=args.starts_at,
+        ends_at=args.ends_at,
+    )
     stored = StoredReservation.model_validate(
-        ctx.api.post(f"/machines/{args.name}/reservations", body)
+        ctx.api.post(
+            f"/machines/{args.name}/reservations",
+            sent.model_dump(mode="json", exclude_none=True),
+        )
     )
     ctx.emit(stored, [f"{args.name}: reservation #{stored.id} added"])
     return Exit.OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from .flags import add_run_flags
 
@@ -15,10 +15,6 @@ if TYPE_CHECKING:
 Command = Callable[["Context", argparse.Namespace], int]
 
 PRODUCTS = ("astraeus", "demo", "validate")
-VERBS = (
-    "run", "status", "list", "logs", "cancel", "machines", "machine", "cordon", "uncordon",
-    "label", "reserve", "unreserve", "workspaces", "workspace", "token",
-)  # fmt: skip
 
 DESCRIPTION = """\
 Submit GPU runs to an Astraeus cluster and see where they run, or why they wait.
@@ -116,73 +112,155 @@ def build() -> argparse.ArgumentParser:
     return top
 
 
-def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
-    common = _common()
-    add_run_flags(_add(sub, "run", "submit.run", "submit a run (or --dry-run it)", common))
-    status = _add(sub, "status", "runs.status", "a run's state and its tasks", common)
-    status.add_argument("name")
-    status.add_argument("--why", action="store_true", help="every machine and what keeps it out")
-    listing = _add(sub, "list", "runs.list_runs", "the workspace's runs", common)
-    listing.add_argument("--state", help="only runs in this state (Pending, Running, ...)")
-    logs = _add(sub, "logs", "logs.logs", "a run's or a task's output", common)
-    logs.add_argument("name", help="a run (all its tasks) or a task (finetune-0)")
-    logs.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
-    _add(sub, "cancel", "runs.cancel", "cancel a run", common).add_argument("name")
-    _add(sub, "machines", "machines.machines", "the machines you may use", common)
-    _add(sub, "machine", "machines.machine", "one machine in detail", common).add_argument("name")
-    cordon = _add(sub, "cordon", "machines.cordon", "stop placing runs on a machine", common)
-    cordon.add_argument("name")
-    cordon.add_argument("--reason", default="", help="shown in every pending explanation")
-    _add(sub, "uncordon", "machines.uncordon", "accept runs again", common).add_argument("name")
-    label = _add(sub, "label", "machines.label", "set the labels admins give a machine", common)
-    label.add_argument("name")
-    label.add_argument("labels", nargs="*", metavar="KEY=VALUE")
-    reserve = _add(sub, "reserve", "machines.reserve", "reserve a machine", common)
-    reserve.add_argument("name")
-    reserve.add_argument(
+def _name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+
+
+def _status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("--why", action="store_true", help="every machine and what keeps it out")
+
+
+def _list(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", help="only runs in this state (Pending, Running, ...)")
+
+
+def _logs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="a run (all its tasks) or a task (finetune-0)")
+    parser.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+
+
+def _cordon(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("--reason", default="", help="shown in every pending explanation")
+
+
+def _label(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("labels", nargs="*", metavar="KEY=VALUE")
+
+
+def _reserve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument(
         "--label",
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="for work selecting these labels",
     )
-    reserve.add_argument("--for-workspace", help="for one workspace ...")
-    reserve.add_argument("--starts-at", help="... from this time (ISO 8601 with zone)")
-    reserve.add_argument("--ends-at", help="... until this time")
-    unreserve = _add(sub, "unreserve", "machines.unreserve", "drop a reservation", common)
-    unreserve.add_argument("name")
-    unreserve.add_argument("id", type=int)
-    _workspace(sub, common)
-    _token(sub, common)
+    parser.add_argument("--for-workspace", help="for one workspace ...")
+    parser.add_argument("--starts-at", help="... from this time (ISO 8601 with zone)")
+    parser.add_argument("--ends-at", help="... until this time")
 
 
-def _workspace(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    _add(sub, "workspaces", "admin.workspaces", "list workspaces (admin)", common)
-    parent = sub.add_parser("workspace", help="show or set a workspace (admin)")
-    actions = parent.add_subparsers(dest="action", metavar="{show,set}", required=True)
-    _add(actions, "show", "admin.workspace_show", "one workspace", common).add_argument("name")
-    put = _add(actions, "set", "admin.workspace_set", "create or replace a workspace", common)
-    put.add_argument("name")
-    put.add_argument("--pool", action="append", default=[], help="a pool it may use (repeat)")
-    put.add_argument("--gpu-quota", type=int, help="GPUs it may hold at once")
-    put.add_argument("--max-priority", type=int, default=0, help="the highest priority allowed")
+def _unreserve(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("id", type=int)
 
 
-def _token(sub: argparse._SubParsersAction[Parser], common: Parser) -> None:
-    parent = sub.add_parser("token", help="list, create or revoke API tokens (admin)")
-    actions = parent.add_subparsers(dest="action", metavar="{list,create,revoke}", required=True)
-    _add(actions, "list", "admin.tokens", "every token (never the secrets)", common)
-    create = _add(actions, "create", "admin.token_create", "print a new token, once", common)
-    create.add_argument("--role", choices=["admin", "member", "agent"], required=True)
-    create.add_argument("--for-workspace", help="a member token's workspace")
-    create.add_argument("--machine", help="an agent token's machine")
-    create.add_argument("--description", default="")
-    create.add_argument(
+def _workspace_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name")
+    parser.add_argument("--pool", action="append", default=[], help="a pool it may use (repeat)")
+    parser.add_argument("--gpu-quota", type=int, help="GPUs it may hold at once")
+    parser.add_argument("--max-priority", type=int, default=0, help="the highest priority allowed")
+
+
+def _token_create(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--role", choices=["admin", "member", "agent"], required=True)
+    parser.add_argument("--for-workspace", help="a member token's workspace")
+    parser.add_argument("--machine", help="an agent token's machine")
+    parser.add_argument("--description", default="")
+    parser.add_argument(
         "--label",
         action="append",
         default=[],
         metavar="K=V",
         help="an agent token's machine gets this label from you (pool=h100); repeatable",
     )
-    revoke = _add(actions, "revoke", "admin.token_revoke", "revoke a token", common)
-    revoke.add_argument("id", type=int)
+
+
+def _id(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", type=int)
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """A command that takes only the common flags."""
+
+
+class Verb(NamedTuple):
+    """One command of `astra astraeus`: its name and help, and either the function that runs
+    it (`module.function`, imported when it runs) with its own arguments, or its actions
+    (`workspace show`, `workspace set`)."""
+
+    name: str
+    help: str
+    where: str = ""
+    arguments: Callable[[argparse.ArgumentParser], None] = _no_arguments
+    actions: tuple[Verb, ...] = ()
+
+
+COMMANDS: tuple[Verb, ...] = (
+    Verb("run", "submit a run (or --dry-run it)", "submit.run", add_run_flags),
+    Verb("status", "a run's state and its tasks", "runs.status", _status),
+    Verb("list", "the workspace's runs", "runs.list_runs", _list),
+    Verb("logs", "a run's or a task's output", "logs.logs", _logs),
+    Verb("cancel", "cancel a run", "runs.cancel", _name),
+    Verb("machines", "the machines you may use", "machines.machines"),
+    Verb("machine", "one machine in detail", "machines.machine", _name),
+    Verb("cordon", "stop placing runs on a machine", "machines.cordon", _cordon),
+    Verb("uncordon", "accept runs again", "machines.uncordon", _name),
+    Verb("label", "set the labels admins give a machine", "machines.label", _label),
+    Verb("reserve", "reserve a machine", "machines.reserve", _reserve),
+    Verb("unreserve", "drop a reservation", "machines.unreserve", _unreserve),
+    Verb("workspaces", "list workspaces (admin)", "admin.workspaces"),
+    Verb(
+        "workspace",
+        "show or set a workspace (admin)",
+        actions=(
+            Verb("show", "one workspace", "admin.workspace_show", _name),
+            Verb("set", "create or replace a workspace", "admin.workspace_set", _workspace_set),
+        ),
+    ),
+    Verb(
+        "token",
+        "list, create or revoke API tokens (admin)",
+        actions=(
+            Verb("list", "every token (never the secrets)", "admin.tokens"),
+            Verb("create", "print a new token, once", "admin.token_create", _token_create),
+            Verb("revoke", "revoke a token", "admin.token_revoke", _id),
+        ),
+    ),
+)
+"""Every command of `astra astraeus`, in the order `--help` lists them."""
+
+VERBS = tuple(verb.name for verb in COMMANDS)
+"""What `astra <verb>` may start with, short for `astra astraeus <verb>`."""
+
+
+def command_modules(verbs: tuple[Verb, ...] = COMMANDS) -> list[str]:
+    """The modules the commands are imported from by name when they run (`...cli.admin`),
+    once each in table order: what a bundler such as PyInstaller cannot find by itself."""
+    found: dict[str, None] = {}
+    for verb in verbs:
+        if verb.where:
+            found[f"{__package__}.{verb.where.split('.')[0]}"] = None
+        found.update(dict.fromkeys(command_modules(verb.actions)))
+    return list(found)
+
+
+def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
+    common = _common()
+    for verb in COMMANDS:
+        _verb(sub, verb, common)
+
+
+def _verb(sub: argparse._SubParsersAction[Parser], verb: Verb, common: Parser) -> None:
+    if not verb.actions:
+        verb.arguments(_add(sub, verb.name, verb.where, verb.help, common))
+        return
+    parent = sub.add_parser(verb.name, help=verb.help)
+    names = ",".join(action.name for action in verb.actions)
+    actions = parent.add_subparsers(dest="action", metavar=f"{{{names}}}", required=True)
+    for action in verb.actions:
+        _verb(actions, action, common)

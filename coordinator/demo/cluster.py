@@ -11,7 +11,8 @@ from aiohttp import web
 from astraeus.coordinator.api import RECORDS, create_app
 from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.settings import Settings
-from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import SystemClock
 
 from .agents import FakeAgent, machine_files

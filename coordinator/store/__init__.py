@@ -8,10 +8,10 @@ from .agents import Agents
 from .db import Database
 from .faults import StorageError
 from .machines import Machines
-from .reservations import Reservations, ReservationSpec
+from .reservations import Reservations
 from .runs import NameTakenError, Runs
 from .tokens import Principal, Role, TokenInfo, Tokens
-from .workspaces import Workspaces, WorkspaceSpec
+from .workspaces import Workspaces
 
 
 class Store:
@@ -39,10 +39,8 @@ __all__ = [
     "Database",
     "NameTakenError",
     "Principal",
-    "ReservationSpec",
     "Role",
     "StorageError",
     "Store",
     "TokenInfo",
-    "WorkspaceSpec",
 ]

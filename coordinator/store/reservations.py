@@ -4,35 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Self
 
-from pydantic import AwareDatetime, Field, model_validator
-
-from astraeus.shared.base import UserModel
-from astraeus.shared.machines import StoredReservation
+from astraeus.shared.machines import ReservationSpec, StoredReservation
 
 from .db import Database, Row
-
-
-class ReservationSpec(UserModel):
-    """What an admin writes: `labels`, or `workspace` with `starts_at` and `ends_at`."""
-
-    labels: dict[str, str] = Field(default_factory=dict)
-    workspace: str | None = Field(default=None, min_length=1, max_length=63)
-    starts_at: AwareDatetime | None = None
-    ends_at: AwareDatetime | None = None
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Self:
-        if not self.labels and self.workspace is None:
-            raise ValueError(
-                "a reservation needs labels, or a workspace with starts_at and ends_at"
-            )
-        if self.workspace is not None and (self.starts_at is None or self.ends_at is None):
-            raise ValueError("a reservation for a workspace needs starts_at and ends_at")
-        if self.starts_at and self.ends_at and self.starts_at >= self.ends_at:
-            raise ValueError("starts_at must be before ends_at")
-        return self
 
 
 class Reservations:

@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Annotated
 
-from pydantic import Field, StringConstraints
-
-from astraeus.shared.admin import Workspace
-from astraeus.shared.base import UserModel
+from astraeus.shared.admin import Workspace, WorkspaceSpec
 
 from .db import Database, Row
-
-WorkspaceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")]
-
-
-class WorkspaceSpec(UserModel):
-    """What an admin writes to create or change a workspace."""
-
-    name: WorkspaceName
-    pools: list[Annotated[str, StringConstraints(min_length=1, max_length=253)]] = Field(
-        default_factory=list, max_length=256, description="machines with pool=<name>; [] is all"
-    )
-    gpu_quota: int | None = Field(default=None, ge=0, description="GPUs held at once; null: none")
-    max_priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
 
 
 class Workspaces:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.health import HealthPolicy
-from astraeus.agent.health.ports import PortHealthTracker
+from astraeus.agent.health.rdma_ports import PortHealthTracker
 from astraeus.agent.inventory import Scanner
 from astraeus.agent.topology.rdma import read_counters
 from astraeus.shared import LinkLayer, RdmaPort

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from astraeus.coordinator.api.cluster_map import ClusterMap
+from astraeus.shared.views import ClusterMap
 
 from .conftest import Cluster
 from .fakes import report

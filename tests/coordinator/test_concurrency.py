@@ -21,17 +21,20 @@ RUNS = 500
 def assert_no_gpu_held_twice(store: Store) -> int:
     """The invariant, read from the tasks themselves (live ones, and Lost ones whose GPUs are
     still held): returns how many GPUs are held."""
+    # One statement, so one snapshot of the file: the scheduler loop may commit between two.
     rows = store.database.read(
-        "SELECT id, machine, gpu_ids FROM tasks"
+        "SELECT 'task' AS kind, machine, gpu_ids AS gpus FROM tasks"
         " WHERE state IN ('Assigned', 'Starting', 'Running') OR held = 1"
+        " UNION ALL SELECT 'hold', machine, gpu_id FROM gpu_holds"
     )
-    held = Counter((row["machine"], gpu) for row in rows for gpu in json.loads(row["gpu_ids"]))
+    tasks = [row for row in rows if row["kind"] == "task"]
+    held = Counter((row["machine"], gpu) for row in tasks for gpu in json.loads(row["gpus"]))
     twice = [key for key, count in held.items() if count > 1]
     assert twice == []
     for machine, gpu in held:
         assert gpu in {gpu_uuid(machine, i) for i in range(8)}
-    holds = store.database.read("SELECT machine, gpu_id FROM gpu_holds")
-    assert {(h["machine"], h["gpu_id"]) for h in holds} == set(held)
+    holds = {(row["machine"], row["gpus"]) for row in rows if row["kind"] == "hold"}
+    assert holds == set(held)
     return len(held)
 
 

@@ -21,7 +21,8 @@ from astraeus.coordinator.api import SCHEDULER, all_routes, create_app
 from astraeus.coordinator.api.openapi import document
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.settings import Settings
-from astraeus.coordinator.store import Role, Store, WorkspaceSpec
+from astraeus.coordinator.store import Role, Store
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import FakeClock
 
 from .fakes import START, report

@@ -230,8 +230,8 @@ class Harness:
             users=self.users,
             work_root=self.work_root,
             container_runtime=self.container_runtime,
-            # Ports are checked in test_ports.py; here a port used elsewhere on this machine (by
-            # another test run) must not hold a worker back.
+            # Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this
+            # machine (by another test run) must not hold a worker back.
             port_free=lambda _port: True,
         )
         runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)

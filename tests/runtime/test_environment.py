@@ -10,10 +10,11 @@ from astraeus.agent.environment import (
     GPU_SHM_MIN_BYTES,
     IMEX_CHANNEL0,
     NVIDIA_CONTROL,
+    STACKS,
     WorkerEnvironmentError,
     worker_environment,
 )
-from astraeus.shared import SCHEMA_VERSION, Assignment, MachineReport
+from astraeus.shared import SCHEMA_VERSION, Assignment, MachineReport, Vendor
 
 GIB = 1024**3
 
@@ -234,6 +235,37 @@ def test_amd_workers_get_their_render_nodes_and_kfd_once() -> None:
     got = worker_environment(_assignment(assigned_gpu_ids=[uuid(1), uuid(0)]), _machine(2, "amd"))
     assert got.devices == ("/dev/dri/renderD129", "/dev/dri/renderD128", "/dev/kfd")
     assert got.cdi_devices == ()
+
+
+def test_every_vendor_has_its_stack() -> None:
+    """A vendor added to `Vendor` without its stack (variable, devices) fails here, not on a
+    machine with its GPUs."""
+    assert list(STACKS) == list(Vendor)
+
+
+def _mixed() -> MachineReport:
+    """Two NVIDIA GPUs (0, 1) and two AMD GPUs (2, 3) in one machine."""
+    return _with_gpus(_gpu(0), _gpu(1), _gpu(2, "amd"), _gpu(3, "amd"))
+
+
+def test_an_amd_worker_on_a_mixed_machine_is_hidden_from_the_nvidia_gpus() -> None:
+    """Given AMD GPUs only, a worker gets them by index, an empty CUDA_VISIBLE_DEVICES, the AMD
+    stack's /dev/kfd and none of NVIDIA's nodes or CDI names."""
+    got = worker_environment(_assignment(assigned_gpu_ids=[uuid(3)], network="local"), _mixed())
+    assert (got.env["CUDA_VISIBLE_DEVICES"], got.env["ROCR_VISIBLE_DEVICES"]) == ("", "3")
+    assert got.devices == ("/dev/dri/renderD131", "/dev/kfd")
+    assert got.cdi_devices == ()
+
+
+def test_a_worker_given_both_vendors_gets_both_stacks_in_order() -> None:
+    """NVIDIA's variable, nodes and CDI names, then AMD's, each for its own GPUs."""
+    assignment = _assignment(assigned_gpu_ids=[uuid(2), uuid(1)], network="local")
+    got = worker_environment(assignment, _mixed())
+    variables = [k for k in got.env if k.endswith("_VISIBLE_DEVICES")]
+    assert variables == ["CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"]
+    assert (got.env["CUDA_VISIBLE_DEVICES"], got.env["ROCR_VISIBLE_DEVICES"]) == (uuid(1), "2")
+    assert got.devices == ("/dev/dri/renderD130", "/dev/nvidia1", *NVIDIA_CONTROL, "/dev/kfd")
+    assert got.cdi_devices == (f"nvidia.com/gpu={uuid(1)}",)
 
 
 def test_gpu_nodes_come_from_the_reported_minor_numbers_not_the_index() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from runtime_rig import assignment
 
-from astraeus.agent.runtime.ports import PortGate, port_free
+from astraeus.agent.runtime.rendezvous_port import PortGate, port_free
 from astraeus.shared import Assignment, BusyPort
 
 
