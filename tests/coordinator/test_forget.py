@@ -3,9 +3,11 @@ return, its row, reservations and agent tokens go, and a machine of that name la
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
+from astraeus.coordinator.api.keys import REPORTING
 from astraeus.coordinator.store import Role
 
 from .conftest import Cluster
@@ -146,3 +148,21 @@ async def test_forget_revokes_only_that_machines_agent_tokens(fake_cluster: Clus
     machines = sorted(str(t.machine) for t in c.store.tokens.all() if t.role == Role.AGENT)
     assert machines == ["gpu-02"]
     await c.report("gpu-02")  # its token still works
+
+
+async def test_forget_waits_for_a_report_being_received(fake_cluster: Cluster) -> None:
+    """A report of the machine being received finishes before the forget starts, so it
+    cannot write the machine's row back after the forget removed it."""
+    c = fake_cluster
+    await _running(c)
+    reporting = c.client.app[REPORTING]
+    reporting.add("gpu-01")  # a report is being received
+    forgetting = asyncio.create_task(_forget(c))
+    await asyncio.sleep(0.2)
+    assert not forgetting.done()
+    assert c.records.get("gpu-01") is not None
+    reporting.discard("gpu-01")  # it was answered
+    status, _ = await forgetting
+    assert status == 200
+    assert c.records.get("gpu-01") is None
+    assert c.store.database.read("SELECT name FROM machines") == []

@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
+import subprocess
+from typing import Any
 
-from .rig import Cluster, alive, invariants, machine_report, until
+from .rig import BIN, Cluster, alive, invariants, machine_report, until
+
+
+def _forget(cluster: Cluster, machine: str) -> dict[str, Any]:
+    """`astra astraeus machine forget MACHINE --yes -o json`, as an admin would run it."""
+    c = cluster.coordinator
+    token = cluster.root / "admin.token"
+    token.write_text(c.admin)
+    env = {"PATH": os.environ.get("PATH", ""), "ASTRA_CONFIG": str(cluster.root / "none.toml")}
+    done = subprocess.run(
+        [str(BIN / "astra"), "astraeus", "machine", "forget", machine, "--yes", "-o", "json",
+         "--api", c.url, "--token-file", str(token)],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
 
 
 def test_a_forgotten_machine_gives_its_gpus_back(cluster: Cluster) -> None:
     """node-a dies (its agent and worker killed) while `gone` runs there: the task turns Lost
-    and its GPUs stay held for ever, so `next` waits. The admin forgets node-a: the machine is
-    gone, its old agent token refused, the Lost task's message says why its GPUs came back, and
-    the coordinator's log records it. The machine reinstalled (an empty agent state, a new
-    token) comes back as new, and `next` is placed there and runs."""
+    and its GPUs stay held for ever, so `next` waits. The admin forgets node-a (`astra astraeus
+    machine forget --yes`): the machine is gone, its old agent token refused, the Lost task's
+    message says why its GPUs came back, and the coordinator's log records it. The machine
+    reinstalled (an empty agent state, a new token) comes back as new, and `next` is placed
+    there and runs."""
     c = cluster.coordinator
     agent = cluster.agent("node-a")
     cluster.submit("gone", 8)
@@ -29,7 +48,7 @@ def test_a_forgotten_machine_gives_its_gpus_back(cluster: Cluster) -> None:
     assert cluster.machine("node-a")["gpus_free"] == 0  # held: its worker might still run
     assert cluster.run("next")["state"] == "Pending"
 
-    forgotten = c.ok("POST", "/api/v1/machines/node-a/forget")
+    forgotten = _forget(cluster, "node-a")
     assert (forgotten["tasks_lost"], forgotten["gpus_released"]) == ([], 8)
     assert forgotten["agent_tokens_revoked"] == 1
     assert c.call("GET", "/api/v1/machines/node-a")[0] == 404
