@@ -17,7 +17,7 @@ from astraeus.shared.machines import (
 )
 
 from .bodies import body
-from .context import Context
+from .context import Context, printable
 from .errors import CliError, Exit
 from .flags import parse_pairs
 from .machines_view import machine_page, machine_rows
@@ -89,12 +89,13 @@ def _confirm(detail: MachineDetail) -> None:
         )
     runs = ", ".join(detail.runs) or "none"
     seen = detail.last_seen.isoformat(timespec="seconds") if detail.last_seen else "never"
-    sys.stderr.write(
+    question = (
         f"Forget machine {detail.name} ({detail.state}, last seen {seen})? Its tasks end Lost"
         f" (runs: {runs}) and its {detail.gpus_allocated} GPU(s) in use are released; its"
         " reservations and agent tokens are removed. Only for a machine that will never"
         " return. [y/N] "
     )
+    sys.stderr.write(printable(question))  # names and runs came from agents and users
     sys.stderr.flush()
     if sys.stdin.readline().strip().lower() not in ("y", "yes"):
         raise CliError(f"{detail.name} not forgotten", Exit.FAILED)
