@@ -376,6 +376,20 @@ class MachineRecords:
             self._touch(name)
         return updated
 
+    def forget(self, name: str) -> bool:
+        """Drop a machine whose row is gone (`Machines.remove`, once committed); False when it
+        was not kept. Counted as a full reload: what was built from every machine (snapshots,
+        the placement state) is built again without it."""
+        with self._lock:
+            found = self._records.pop(name, None)
+            self._seen.pop(name, None)
+            self._versions.pop(name, None)
+            self._row_of.pop(name, None)
+            self._ignored.pop(name, None)
+            self.changes += 1
+            self._changed, self._listed_since = {}, self.changes
+        return found is not None
+
     def ensure(self, name: str, now: datetime) -> MachineRecord:
         """A machine known by name before it reports (its agent token was just made)."""
         record = self._records.get(name)

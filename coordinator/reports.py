@@ -27,6 +27,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from astraeus.coordinator.domain.lifecycle import (
+    FORGOTTEN,
+    FORGOTTEN_NOTE,
     NO_WORKER,
     Move,
     ends_lost_without_worker,
@@ -40,17 +42,23 @@ from astraeus.coordinator.domain.rendezvous import Worker, rendezvous
 from astraeus.coordinator.machine_records import MachineRecord, MachineRecords
 from astraeus.coordinator.store import StorageError, Store
 from astraeus.coordinator.store.agents import (
+    gpus_held_on,
+    held_on,
     live_tasks_on,
+    task_names,
     updated_task,
     write_end,
     write_forward,
     write_lost,
+    write_lost_freed,
     write_lost_held,
     write_release,
 )
 from astraeus.coordinator.store.db import Row
+from astraeus.coordinator.store.machines import Machines
 from astraeus.coordinator.store.port_rows import refuse_ports
 from astraeus.coordinator.store.runs import run_tasks, stop_live_tasks, write_run_state
+from astraeus.coordinator.store.tokens import Tokens
 from astraeus.shared import (
     AgentReport,
     Assignment,
@@ -61,6 +69,7 @@ from astraeus.shared import (
     TaskState,
     TaskUpdate,
 )
+from astraeus.shared.machines import ForgottenMachine
 
 if TYPE_CHECKING:  # the scheduler package imports this module
     from astraeus.coordinator.scheduler.port_grants import Ports
@@ -269,6 +278,52 @@ class Reports:
         if lost:
             self.holding = self._store.agents.holding()
         return lost
+
+    def forget(self, machine: str, now: datetime, by: str) -> ForgottenMachine | None:
+        """An admin says `machine` will never return (`by`: who, for the log): in one
+        transaction its live tasks end Lost with their GPUs given back at once, Lost tasks still
+        holding GPUs there give them back, their runs settle, and its row, reservations and
+        agent tokens go; then its record. None when no such machine (on the writer thread while
+        it runs).
+
+        Nothing else frees a silent machine's GPUs (`mark_silent` keeps them held): the admin's
+        word is what says no worker of it runs any more."""
+        if self.records.get(machine) is None:
+            return None
+        at = now.isoformat()
+        with self._store.database.write() as conn:
+            gpus = gpus_held_on(conn, machine)
+            live = live_tasks_on(conn, machine)
+            lost = task_names(conn, [task_id for task_id, _ in live])
+            message = FORGOTTEN.format(machine=machine, at=at)
+            for task_id, _ in live:
+                settle_run(conn, write_lost_freed(conn, task_id, message, now), now)
+            for task_id in held_on(conn, machine):
+                write_release(conn, task_id, FORGOTTEN_NOTE.format(machine=machine, at=at))
+            tokens = Tokens.revoke_agents_of(conn, machine)
+            reservations = Machines.remove(conn, machine)
+        self.records.forget(machine)
+        self.holding.discard(machine)
+        self.ports.forget(machine)
+        log.warning(
+            "machine %s forgotten by %s: %d task(s) Lost (%s), %d GPU(s) given back,"
+            " %d reservation(s) removed, %d agent token(s) revoked",
+            machine,
+            by,
+            len(lost),
+            ", ".join(lost) or "none",
+            gpus,
+            reservations,
+            tokens,
+        )
+        return ForgottenMachine(
+            name=machine,
+            forgotten_at=now,
+            tasks_lost=lost,
+            gpus_released=gpus,
+            reservations_removed=reservations,
+            agent_tokens_revoked=tokens,
+        )
 
     def _refresh_machine(self, machine: str) -> None:
         if self._store.agents.holds(machine):

@@ -80,8 +80,10 @@ class Settings:
     """Serve plain HTTP on a non-loopback address (tokens then cross the network in clear)."""
     down_after_seconds: float = 30.0
     """A machine whose reports stop for this long is Down."""
-    lost_after_seconds: float = 60.0
-    """A task on a Down machine becomes Lost this long after the machine's last report."""
+    lost_after_seconds: float = 300.0
+    """A task on a silent machine becomes Lost this long after the machine's last report; until
+    then it is shown with `machine_silent_since` and keeps running (Slurm's `SlurmdTimeout` and
+    Kubernetes' eviction wait 5 minutes too)."""
     report_interval_seconds: float = 5.0
     """Told to agents in every reply."""
     max_report_delay_seconds: float = 0.25

@@ -108,6 +108,27 @@ class MachineView(WireModel):
     )
 
 
+class ForgottenMachine(WireModel):
+    """What forgetting a machine did: its tasks ended, GPUs given back, what went with it."""
+
+    name: str
+    forgotten_at: datetime
+    tasks_lost: list[str] = Field(
+        default_factory=list,
+        description="its live tasks, ended Lost (`workspace/task`); their runs settle as for any"
+        " Lost task (a gang fails and its other workers are told to stop)",
+    )
+    gpus_released: int = Field(
+        default=0, description="GPUs its tasks held (live ones, and Lost ones still held)"
+    )
+    reservations_removed: int = 0
+    agent_tokens_revoked: int = Field(
+        default=0,
+        description="its agent tokens, revoked: its agent is refused until an admin makes a"
+        " new token, with which it comes back as a new machine",
+    )
+
+
 class MachineDetail(MachineView):
     gpus: list[GpuView] = Field(default_factory=list)
     reservations: list[StoredReservation] = Field(default_factory=list)

@@ -128,8 +128,14 @@ class Task(WireModel):
     message: str | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    machine_silent_since: datetime | None = Field(
+        default=None,
+        description="while the task's machine is silent (Down) and the task not yet Lost: when"
+        " the machine was last heard. The worker may well still run: the task keeps its state"
+        " and becomes Lost only `lost_after_seconds` (300) after that",
+    )
 
-    @field_serializer("started_at", "ended_at")
+    @field_serializer("started_at", "ended_at", "machine_silent_since")
     def _iso(self, value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 
@@ -159,8 +165,13 @@ class Run(WireModel):
     tasks: list[Task] = Field(default_factory=list)
     submitted_at: datetime
     first_evaluated_at: datetime | None = None
+    machine_silent_since: datetime | None = Field(
+        default=None,
+        description="while a machine running one of its tasks is silent (Down): the earliest"
+        " such task's `machine_silent_since`; the run keeps running meanwhile",
+    )
 
-    @field_serializer("submitted_at", "first_evaluated_at")
+    @field_serializer("submitted_at", "first_evaluated_at", "machine_silent_since")
     def _iso(self, value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 

@@ -1,7 +1,9 @@
-"""Machines: list and get (members see their pools' only), cordon, labels, reservations."""
+"""Machines: list and get (members see their pools' only), cordon, labels, reservations, and
+forgetting one that will never return."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from datetime import datetime
 
@@ -15,6 +17,7 @@ from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
 from astraeus.shared.machines import (
     CordonBody,
+    ForgottenMachine,
     GpuView,
     LabelsBody,
     MachineDetail,
@@ -26,8 +29,8 @@ from astraeus.shared.machines import (
 from astraeus.shared.reasons import ANOTHER_WORKSPACE
 
 from .auth import principal, require_admin, visible_pools
-from .errors import not_found, read_model, row_id
-from .keys import CLOCK, RECORDS, SCHEDULER, STORE
+from .errors import ApiError, not_found, read_model, row_id
+from .keys import CLOCK, RECORDS, REPORTING, SCHEDULER, STORE
 from .routes import Route
 
 
@@ -232,6 +235,39 @@ async def remove_reservation(request: web.Request) -> web.Response:
     return web.Response(status=204)
 
 
+FORGET_WAIT_SECONDS = 10.0
+"""How long a forget waits for a report of the machine being received to finish."""
+
+
+async def forget(request: web.Request) -> web.Response:
+    """End the machine's tasks Lost, give their GPUs back, and remove it with its reservations
+    and agent tokens (`Reports.forget`). Its reports wait meanwhile: one being received
+    finishes first (else 409), later ones get 429 until it is done, and 401 after (the agent
+    token is gone), so no report brings the machine back half-forgotten."""
+    who = require_admin(request)
+    record = _record(request)
+    reporting = request.app[REPORTING]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FORGET_WAIT_SECONDS
+    while record.name in reporting:
+        if loop.time() > deadline:
+            raise ApiError(
+                409,
+                f"a report for machine {record.name!r} is still being received: try again",
+                headers={"Retry-After": "1"},
+            )
+        await asyncio.sleep(0.05)
+    reporting.add(record.name)  # no await since the check: nothing came in between
+    try:
+        by = f"admin token {who.token_id}"
+        forgotten = await request.app[SCHEDULER].forget(record.name, by)
+    finally:
+        reporting.discard(record.name)
+    if forgotten is None:  # forgotten meanwhile by another request
+        not_found("machine", record.name)
+    return _json(forgotten)
+
+
 _M = "/api/v1/machines/{name}"
 
 ROUTES = (
@@ -264,6 +300,16 @@ ROUTES = (
         "admin",
         body=LabelsBody,
         response=MachineDetail,
+    ),
+    Route(
+        "POST",
+        f"{_M}/forget",
+        forget,
+        "Forget a machine that will never return: its tasks end Lost and their GPUs return;"
+        " its row, reservations and agent tokens go",
+        "admin",
+        response=ForgottenMachine,
+        errors={409: "a report of this machine is still being received; Retry-After says when"},
     ),
     Route(
         "GET",

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 from aiohttp import web
 
 from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store import NameTakenError
-from astraeus.shared import Run, RunSpec, RunState, Task
+from astraeus.shared import MachineState, Run, RunSpec, RunState, Task
 from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
 
 from .auth import workspace_of
 from .errors import fail, not_found, read_model
 from .grouping import QUERY, group, group_run, wants_grouped
-from .keys import CLOCK, SCHEDULER, STORE
+from .keys import CLOCK, RECORDS, SCHEDULER, STORE
 from .routes import Route
 
 
@@ -20,6 +23,44 @@ def _json(model: Run | Task | RunList | DryRun | LogView, status: int = 200) -> 
     return web.Response(
         text=model.model_dump_json(), status=status, content_type="application/json"
     )
+
+
+Silence = Callable[[str | None], datetime | None]
+"""A machine's name to when it was last heard, while it is silent (Down); else None."""
+
+
+def _silence(request: web.Request) -> Silence:
+    """Silence is not death: a live task whose machine is Down is shown with when the machine
+    was last heard (`machine_silent_since`) and keeps its state until `lost_after_seconds`."""
+    app = request.app
+    records, scheduler, now = app[RECORDS], app[SCHEDULER], app[CLOCK].now()
+    found: dict[str, datetime | None] = {}
+
+    def since(machine: str | None) -> datetime | None:
+        if machine is None:
+            return None
+        if machine not in found:
+            record = records.get(machine)
+            down = record is not None and (
+                record.state(now, scheduler.down_after, scheduler.heard_since) == MachineState.DOWN
+            )
+            found[machine] = record.last_seen if down and record is not None else None
+        return found[machine]
+
+    return since
+
+
+def _task_silence(task: Task, since: Silence) -> Task:
+    silent = since(task.machine) if task.state.holds_resources else None
+    return task.model_copy(update={"machine_silent_since": silent}) if silent else task
+
+
+def _run_silence(run: Run, since: Silence) -> Run:
+    tasks = [_task_silence(task, since) for task in run.tasks]
+    heard = [task.machine_silent_since for task in tasks if task.machine_silent_since]
+    if not heard:
+        return run
+    return run.model_copy(update={"tasks": tasks, "machine_silent_since": min(heard)})
 
 
 async def create_run(request: web.Request) -> web.Response:
@@ -98,7 +139,8 @@ async def list_runs(request: web.Request) -> web.Response:
         )
     workspace = workspace_of(request, request.query.get("workspace"))
     runs = request.app[STORE].runs.find(workspace, state, int(raw_limit))
-    return _json(RunList(runs=runs))
+    since = _silence(request)
+    return _json(RunList(runs=[_run_silence(run, since) for run in runs]))
 
 
 async def get_run(request: web.Request) -> web.Response:
@@ -108,6 +150,7 @@ async def get_run(request: web.Request) -> web.Response:
     run = request.app[STORE].runs.get(workspace, name)
     if run is None:
         not_found("run", name)
+    run = _run_silence(run, _silence(request))
     return _json(group_run(run) if grouping else run)
 
 
@@ -119,7 +162,7 @@ async def cancel_run(request: web.Request) -> web.Response:
     if run is None:
         not_found("run", name)
     request.app[SCHEDULER].poke()
-    return _json(run)
+    return _json(_run_silence(run, _silence(request)))
 
 
 async def get_task(request: web.Request) -> web.Response:
@@ -129,6 +172,7 @@ async def get_task(request: web.Request) -> web.Response:
     task = request.app[STORE].runs.task(workspace, name)
     if task is None:
         not_found("task", name)
+    task = _task_silence(task, _silence(request))
     return _json(group(task) if grouping else task)
 
 

@@ -1,11 +1,14 @@
-"""`machines`, `machine NAME`, `cordon`, `uncordon`, `label`, `reserve`, `unreserve`."""
+"""`machines`, `machine NAME`, `machine forget NAME`, `cordon`, `uncordon`, `label`, `reserve`,
+`unreserve`."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from astraeus.shared.machines import (
     CordonBody,
+    ForgottenMachine,
     LabelsBody,
     MachineDetail,
     MachineList,
@@ -14,8 +17,8 @@ from astraeus.shared.machines import (
 )
 
 from .bodies import body
-from .context import Context
-from .errors import Exit
+from .context import Context, printable
+from .errors import CliError, Exit
 from .flags import parse_pairs
 from .machines_view import machine_page, machine_rows
 
@@ -31,10 +34,71 @@ def _detail(ctx: Context, name: str) -> MachineDetail:
     return MachineDetail.model_validate(ctx.api.get(f"/machines/{name}"))
 
 
+FORGET = "forget"
+
+
 def machine(ctx: Context, args: argparse.Namespace) -> int:
+    """`machine NAME`, or `machine forget NAME`."""
+    if args.name == FORGET and args.forgotten is not None:
+        return forget(ctx, args.forgotten, yes=args.yes)
+    if args.forgotten is not None:
+        raise CliError(
+            f"unknown machine action {args.name!r}: `machine NAME` shows a machine,"
+            " `machine forget NAME` forgets one",
+            Exit.USAGE,
+        )
+    if args.name == FORGET:
+        raise CliError("forget needs the machine: astra astraeus machine forget NAME", Exit.USAGE)
+    if args.yes:
+        raise CliError("--yes goes with `machine forget NAME`", Exit.USAGE)
     detail = _detail(ctx, args.name)
     ctx.emit(detail, machine_page(detail))
     return Exit.OK
+
+
+def forget(ctx: Context, name: str, *, yes: bool) -> int:
+    """Forget a machine that will never return, once the admin said yes (or gave `--yes`)."""
+    if not yes:
+        _confirm(_detail(ctx, name))
+    done = ForgottenMachine.model_validate(ctx.api.post(f"/machines/{name}/forget"))
+    lost = ", ".join(done.tasks_lost) or "none"
+    ctx.emit(
+        done,
+        [
+            f"{done.name} forgotten: {_count(len(done.tasks_lost), 'task')} Lost ({lost}),"
+            f" {_count(done.gpus_released, 'GPU')} released,"
+            f" {_count(done.reservations_removed, 'reservation')} removed,"
+            f" {_count(done.agent_tokens_revoked, 'agent token')} revoked",
+        ],
+    )
+    return Exit.OK
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _confirm(detail: MachineDetail) -> None:
+    """Ask on the terminal (the question on stderr, so `-o json` stays clean); refuse without
+    one, where nobody can answer."""
+    if not sys.stdin.isatty():
+        raise CliError(
+            f"forget asks for confirmation on a terminal: add --yes to forget {detail.name}"
+            " without one",
+            Exit.USAGE,
+        )
+    runs = ", ".join(detail.runs) or "none"
+    seen = detail.last_seen.isoformat(timespec="seconds") if detail.last_seen else "never"
+    question = (
+        f"Forget machine {detail.name} ({detail.state}, last seen {seen})? Its tasks end Lost"
+        f" (runs: {runs}) and its {detail.gpus_allocated} GPU(s) in use are released; its"
+        " reservations and agent tokens are removed. Only for a machine that will never"
+        " return. [y/N] "
+    )
+    sys.stderr.write(printable(question))  # names and runs came from agents and users
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CliError(f"{detail.name} not forgotten", Exit.FAILED)
 
 
 def cordon(ctx: Context, args: argparse.Namespace) -> int:

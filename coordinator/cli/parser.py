@@ -116,6 +116,18 @@ def _name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name")
 
 
+def _machine(parser: argparse.ArgumentParser) -> None:
+    """`machine NAME` shows it; `machine forget NAME [--yes]` forgets it (admin)."""
+    parser.usage = "%(prog)s [options] NAME\n       %(prog)s [options] forget NAME [--yes]"
+    parser.add_argument("name", metavar="NAME", help="the machine; or `forget`, then the machine")
+    parser.add_argument("forgotten", nargs="?", metavar="NAME", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="forget without asking (needed without a terminal)",
+    )
+
+
 def _status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name")
     parser.add_argument("--why", action="store_true", help="every machine and what keeps it out")
@@ -213,7 +225,12 @@ COMMANDS: tuple[Verb, ...] = (
     Verb("logs", "a run's or a task's output", "logs.logs", _logs),
     Verb("cancel", "cancel a run", "runs.cancel", _name),
     Verb("machines", "the machines you may use", "machines.machines"),
-    Verb("machine", "one machine in detail", "machines.machine", _name),
+    Verb(
+        "machine",
+        "one machine in detail; `machine forget NAME`: forget one that will never return (admin)",
+        "machines.machine",
+        _machine,
+    ),
     Verb("cordon", "stop placing runs on a machine", "machines.cordon", _cordon),
     Verb("uncordon", "accept runs again", "machines.uncordon", _name),
     Verb("label", "set the labels admins give a machine", "machines.label", _label),

@@ -46,7 +46,12 @@ def task_detail(task: Task) -> str:
         parts += [text for text in (task.message, task.reason) if text]
         return ", ".join(parts)
     gpus = len(task.assigned_gpu_ids)
-    return f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
+    parts = [f"{gpus} GPU{'s' if gpus != 1 else ''}"] if gpus else []
+    if task.machine_silent_since is not None:
+        # Silence is not death: the worker may still run, and the task is not Lost yet.
+        heard = task.machine_silent_since.isoformat(timespec="seconds")
+        parts.append(f"machine silent since {heard}")
+    return ", ".join(parts)
 
 
 def task_lines(run: Run) -> list[str]:

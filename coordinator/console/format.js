@@ -46,6 +46,14 @@ export function stateText(machine) {
     .join(", ");
 }
 
+/** A live task whose machine fell silent (Down): since when, and that it keeps running until it
+ * is heard again or counted Lost (the coordinator's `lost_after_seconds`); "" otherwise. `time`
+ * formats the ISO time. */
+export function silentText(task, time = (iso) => iso) {
+  if (!task.machine_silent_since) return "";
+  return `Machine silent since ${time(task.machine_silent_since)}: still running unless it stays silent long enough to be Lost`;
+}
+
 /** Per model, in the order first seen: how many GPUs, and how many are free (neither faulted nor
  * held: at risk counts as free, as in the API's `gpus_free`). */
 export function modelCounts(gpus) {

@@ -3,7 +3,7 @@
 import { clusterMapData, enc, get, post } from "./api.js";
 import { askedRules } from "./asked.js";
 import { badge, errorBox, gib, h, mount, table, when } from "./dom.js";
-import { count } from "./format.js";
+import { count, silentText } from "./format.js";
 import { clusterMap } from "./map.js";
 import { machineRows } from "./mapmodel.js";
 import { shapeText } from "./runs.js";
@@ -284,6 +284,8 @@ function tasksPanel(run) {
 }
 
 function taskNote(task) {
+  const silent = silentText(task, when);
+  if (silent) return silent;
   if (task.exit_code !== null && task.exit_code !== undefined) return `exit code ${task.exit_code}${task.message ? `: ${task.message}` : ""}`;
   return task.message || task.reason || "";
 }

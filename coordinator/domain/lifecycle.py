@@ -43,6 +43,17 @@ NO_WORKER = "the agent on {machine} has no worker for it: how it ended was not r
 the database was restored from a backup older than the task's end)."""
 
 
+FORGOTTEN = "machine {machine} was forgotten by an admin at {at}: it will not come back"
+"""A live task on a machine an admin forgot (`astra astraeus machine forget`): it ends Lost and
+its GPUs, cores and memory return at once, only because an admin said the machine is gone."""
+
+FORGOTTEN_NOTE = (
+    "; machine {machine} was forgotten by an admin at {at}: its GPUs are no longer held"
+)
+"""Added to a Lost task's message when its GPUs, held while its worker might still run, are
+given back because an admin forgot its machine."""
+
+
 def move(current: TaskState, held: bool, update: TaskState) -> Move:
     """What an agent's update to state `update` does to a task in state `current` (`held`: a
     Lost task whose GPUs are still held)."""

@@ -34,6 +34,7 @@ from astraeus.coordinator.store.faults import StorageError
 from astraeus.coordinator.store.unstarted import commit_reshape
 from astraeus.shared import RunSpec, reasons
 from astraeus.shared.clock import Clock
+from astraeus.shared.machines import ForgottenMachine
 from astraeus.shared.reasons import ReasonKind
 
 from .compute import PassInputs, PassState, compute_pass, dry_pass
@@ -260,6 +261,16 @@ class Scheduler:
             if record.last_seen is not None and record.last_seen < cutoff
         ]
         return self._reports.mark_silent(silent, now) if silent else 0
+
+    async def forget(self, machine: str, by: str) -> ForgottenMachine | None:
+        """Forget a machine that will never return (`Reports.forget`), between passes: a pass
+        deciding meanwhile could place a run on it. None when there is no such machine."""
+        async with self._lock:
+            now = self._clock.now()
+            forgotten = await self._store.database.run(self._reports.forget, machine, now, by)
+        if forgotten is not None:
+            self.poke()  # its runs' other workers stop, and what waited may fit elsewhere
+        return forgotten
 
     async def dry_run(self, spec: RunSpec, workspace: str) -> Placement | Waiting[Candidate]:
         """Where `spec` would go if submitted to `workspace` now, behind the queue ahead of it

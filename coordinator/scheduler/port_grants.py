@@ -74,6 +74,11 @@ class Ports:
                 self.busy[machine] = dict(kept)
         return len(chosen)
 
+    def forget(self, machine: str) -> None:
+        """A forgotten machine's busy ports: a machine of that name later is a new one."""
+        with self._lock:
+            self.busy.pop(machine, None)
+
     def busy_on(self, machine: str, now: datetime) -> set[int]:
         with self._lock:
             marks = self.busy.get(machine, {})

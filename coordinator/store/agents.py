@@ -193,6 +193,43 @@ def live_tasks_on(conn: sqlite3.Connection, machine: str) -> list[tuple[int, int
     return [(int(task_id), int(run_seq)) for task_id, run_seq in rows]
 
 
+def held_on(conn: sqlite3.Connection, machine: str) -> list[int]:
+    """The id of each Lost task holding GPUs on `machine`, inside the caller's transaction."""
+    rows = conn.execute("SELECT id FROM tasks WHERE machine = ? AND held = 1", (machine,))
+    return [int(row[0]) for row in rows.fetchall()]
+
+
+def write_lost_freed(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> int:
+    """A live task (of any live state) ends Lost and its GPUs, cores and memory return at once;
+    returns its run's seq."""
+    row = conn.execute(
+        "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ?, held = 0 WHERE id = ?"
+        " RETURNING run_seq",
+        (message, now.isoformat(), task_id),
+    ).fetchone()
+    conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
+    return int(row[0])
+
+
+def gpus_held_on(conn: sqlite3.Connection, machine: str) -> int:
+    """How many of `machine`'s GPUs tasks hold (live ones and held Lost ones)."""
+    row = conn.execute("SELECT count(*) FROM gpu_holds WHERE machine = ?", (machine,)).fetchone()
+    return int(row[0])
+
+
+def task_names(conn: sqlite3.Connection, task_ids: Collection[int]) -> list[str]:
+    """`workspace/task` of each task (names repeat across workspaces), in id order."""
+    found = []
+    for task_id in sorted(task_ids):
+        row = conn.execute(
+            "SELECT runs.workspace, tasks.name FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+            " WHERE tasks.id = ?",
+            (task_id,),
+        ).fetchone()
+        found.append(f"{row[0]}/{row[1]}")
+    return found
+
+
 def write_lost_held(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> None:
     """The task is Lost, its GPUs, cores and memory still held on its machine (`held`)."""
     conn.execute(

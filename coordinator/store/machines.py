@@ -112,6 +112,14 @@ class Machines:
                 "UPDATE machines SET labels = ? WHERE name = ?", (json.dumps(labels), name)
             )
 
+    @staticmethod
+    def remove(conn: sqlite3.Connection, name: str) -> int:
+        """The machine's row and its reservations, deleted inside the caller's transaction;
+        returns how many reservations went with it."""
+        reservations = conn.execute("DELETE FROM reservations WHERE machine = ?", (name,))
+        conn.execute("DELETE FROM machines WHERE name = ?", (name,))
+        return reservations.rowcount
+
     def ensure(self, name: str, now: datetime) -> None:
         """A machine known by name before it reports (its agent token was just made)."""
         with self._database.write() as conn:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -94,6 +95,13 @@ class Tokens:
         with self._database.write() as conn:
             cursor = conn.execute("DELETE FROM tokens WHERE id = ?", (token_id,))
         return cursor.rowcount > 0
+
+    @staticmethod
+    def revoke_agents_of(conn: sqlite3.Connection, machine: str) -> int:
+        """Every agent token of `machine`, revoked inside the caller's transaction; returns how
+        many."""
+        cursor = conn.execute("DELETE FROM tokens WHERE role = 'agent' AND machine = ?", (machine,))
+        return cursor.rowcount
 
     def count(self) -> int:
         row = self._database.read_one("SELECT count(*) AS n FROM tokens")

@@ -117,7 +117,7 @@ async def test_logs_are_kept_per_task_and_capped(aiohttp_client: Any, tmp_path: 
 
 
 async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Cluster) -> None:
-    """No report for 30 s: Down; past the grace period its tasks are Lost, their GPUs still
+    """No report for 30 s: Down; past the grace period (300 s) its tasks are Lost, their GPUs still
     held there while the machine comes back still running the worker, and free once its agent
     reports the worker ended."""
     c = fake_cluster
@@ -127,7 +127,9 @@ async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Clu
     assert machine["state"] == "Down"
     result = await c.run_pass()
     assert result.lost == 0  # Down, but still inside the grace period
-    c.clock.advance(30)
+    c.clock.advance(268)
+    assert (await c.run_pass()).lost == 0  # silent 299 s: still within the 300 s default
+    c.clock.advance(2)
     result = await c.run_pass()
     assert result.lost == 1
     _, task = await c.call("GET", "/api/v1/tasks/finetune-0", c.tokens["vision"])
@@ -153,7 +155,7 @@ async def test_silent_machine_goes_down_and_its_tasks_are_lost(fake_cluster: Clu
     assert (task["state"], task["message"]) == (
         "Lost",
         "machine gpu-01 stopped reporting at 2026-10-01T09:00:00+00:00; its worker ended at"
-        " 2026-10-01T09:01:01+00:00 (stopped with SIGTERM)",
+        " 2026-10-01T09:05:01+00:00 (stopped with SIGTERM)",
     )
 
 

@@ -175,7 +175,7 @@ async def test_a_lost_tasks_gpus_stay_in_use_while_held(fake_cluster: Cluster) -
     await c.submit("vision", "finetune", gpus=8)
     await c.run_pass()
     await c.report("gpu-01", [{"task": "finetune-0", "state": "Running"}], tasks=["finetune-0"])
-    c.clock.advance(61)
+    c.clock.advance(301)
     assert (await c.run_pass()).lost == 1
     _, answer = await c.call("GET", "/api/v1/cluster/map")
     (machine,) = answer["machines"]

@@ -17,7 +17,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.api import SCHEDULER, all_routes, create_app
+from astraeus.coordinator.api import RECORDS, SCHEDULER, all_routes, create_app
 from astraeus.coordinator.api.openapi import document
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.settings import Settings
@@ -320,6 +320,8 @@ def test_after_hostile_reports_runs_are_still_placed(server: Server, tmp_path: P
     again = Store.open(server.settings.db)
     try:
         read = {r.name: r.report is not None for r in MachineRecords(again).all()}
-        assert read == {"gpu-01": True, "evil": True}
+        # The route fuzzing may have forgotten gpu-01 (`POST /api/v1/machines/{name}/forget`).
+        kept = {"gpu-01": True} if server.app[RECORDS].get("gpu-01") is not None else {}
+        assert read == {**kept, "evil": True}
     finally:
         again.close()

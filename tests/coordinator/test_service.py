@@ -38,6 +38,13 @@ def test_later_sources_win(tmp_path: Path) -> None:
     assert (settings.host, settings.port) == ("10.0.0.5", 9000)
 
 
+def test_a_silent_machines_tasks_are_lost_after_five_minutes_by_default() -> None:
+    """Silence is not death (issue 25.3): tasks of a silent machine become Lost only after 300 s,
+    Slurm's `SlurmdTimeout` and Kubernetes' eviction timeout; the machine is Down after 30 s."""
+    settings = load(env={})
+    assert (settings.down_after_seconds, settings.lost_after_seconds) == (30.0, 300.0)
+
+
 @pytest.mark.parametrize(
     ("toml", "env", "message"),
     [

@@ -239,9 +239,10 @@ class Cluster:
         self.out.mkdir()
         self.member = ""
 
-    def start(self) -> None:
+    def start(self, env: dict[str, str] | None = None) -> None:
+        """The coordinator (with `env` over `FAST`), the workspace and its member token."""
         c = self.coordinator
-        c.start()
+        c.start(env)
         c.ok("PUT", "/api/v1/workspaces/faults", {})
         self.member = c.ok("POST", "/api/v1/tokens", {"role": "member", "workspace": "faults"})[
             "token"

@@ -15,6 +15,7 @@ import {
   nvlinkText,
   parseLabels,
   reservationText,
+  silentText,
   speedText,
   stateText,
 } from "../../../coordinator/console/format.js";
@@ -100,4 +101,14 @@ test("a reservation in words", () => {
 
 test("Ethernet speed as the CLI prints it", () => {
   assert.deepEqual([speedText(100000), speedText(2500), speedText(100), speedText(null)], ["100 Gb/s", "2.5 Gb/s", "100 Mb/s", ""]);
+});
+
+test("a task on a silent machine says since when, and that it still runs", () => {
+  const task = { state: "Running", machine_silent_since: "2026-10-01T09:00:00+00:00" };
+  assert.equal(
+    silentText(task, (iso) => iso.slice(11, 16)),
+    "Machine silent since 09:00: still running unless it stays silent long enough to be Lost",
+  );
+  assert.equal(silentText({ state: "Running", machine_silent_since: null }), "");
+  assert.equal(silentText({ state: "Lost" }), "");
 });
