@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import until
 
 from .forwarder import Forwarder
-from .test_real_processes import AS_THIS_USER, FAST, Cluster, _until
+from .test_real_processes import AS_THIS_USER, FAST, Cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples/distributed"
 PASSED = re.compile(r"rank (\d+) of (\d+) \(local rank (\d+)\): barrier at ([0-9.]+):(\d+) passed")
@@ -38,7 +39,7 @@ class Rig:
     def run(self, name: str, *argv: str) -> dict[str, Any]:
         """Submit a run and wait for it to end; answers its status."""
         self.astra("astraeus", "run", "--name", name, *argv)
-        return dict(_until(f"{name} to end", lambda: self._ended(name)))
+        return dict(until(f"{name} to end", lambda: self._ended(name)))
 
     def _ended(self, name: str) -> dict[str, Any] | None:
         run = json.loads(self.astra("astraeus", "status", name, "-o", "json"))
@@ -52,7 +53,7 @@ class Rig:
             got = sorted((int(r), int(w), int(lr), a, int(p)) for r, w, lr, a, p in found)
             return got if len(got) == workers else None
 
-        return list(_until(f"{name}'s {workers} log lines", lines))
+        return list(until(f"{name}'s {workers} log lines", lines))
 
     def machines(self) -> dict[str, dict[str, Any]]:
         listed = json.loads(self.astra("astraeus", "machines", "-o", "json"))
@@ -84,7 +85,7 @@ def start(
         )  # fmt: skip
     rig = Rig(cluster, admin, member)
     total = 8 * len(agents)
-    _until("every agent's GPUs", lambda: _free(rig) == total)
+    until("every agent's GPUs", lambda: _free(rig) == total)
     return rig
 
 

@@ -17,15 +17,14 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import until
 
 from astraeus.shared import SCHEMA_VERSION
 from astraeus.shared.fake_gpu import gpu_uuid
@@ -69,18 +68,6 @@ while not (out / (run + ".release")).exists():
 """
 """Writes `<run>.start` (pid, time), exits 0 once `<run>.release` exists; on SIGTERM it takes
 half a second, writes `<run>.term` (time) and exits."""
-
-
-def until(what: str, check: Callable[[], Any], deadline: float = DEADLINE_SECONDS) -> Any:
-    """Poll `check` until it answers something true; fail naming `what` after the deadline."""
-    end = time.monotonic() + deadline
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > end:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def alive(pid: int) -> bool:

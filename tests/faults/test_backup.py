@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from helpers import until
 
-from .rig import BIN, PATIENT, Coordinator, Process, invariants, machine_report, until
+from .rig import BIN, PATIENT, Coordinator, Process, invariants, machine_report
 
 RUNS = 200
 SUMMARY = re.compile(

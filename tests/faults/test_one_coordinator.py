@@ -9,8 +9,9 @@ import socket
 from pathlib import Path
 
 import aiohttp
+from helpers import until
 
-from .rig import PATIENT, Coordinator, alive, invariants, machine_report, until
+from .rig import PATIENT, Coordinator, alive, invariants, machine_report
 
 REFUSAL = re.compile(
     r"astraeus-coordinator: (?P<db>\S+) is in use by another coordinator \(pid (?P<pid>\d+)"

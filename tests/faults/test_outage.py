@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from .rig import LOST_AFTER, Cluster, Proxy, alive, invariants, until
+from helpers import until
+
+from .rig import LOST_AFTER, Cluster, Proxy, alive, invariants
 
 
 def test_an_outage_costs_no_running_job(cluster: Cluster) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from .rig import Cluster, Proxy, alive, invariants, until
+from helpers import until
+
+from .rig import Cluster, Proxy, alive, invariants
 
 STOPPED = "cancelled: no longer assigned by the coordinator; stopped with SIGTERM"
 

@@ -13,7 +13,6 @@ from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from astraeus.agent.runtime import (
@@ -40,8 +39,6 @@ from astraeus.shared.fake_gpu import gpu_uuid
 from astraeus.shared.sdnotify import Notifier
 
 TOKEN = "agent-token-gpu-01"  # noqa: S105 - a test token, not a secret
-WAIT_SECONDS = 30.0
-"""How long a test waits for something to happen before failing; generous for a busy machine."""
 
 
 def uuid(i: int) -> str:
@@ -257,16 +254,6 @@ def kill_leftovers(rig: Harness) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-
-
-async def until(check: Callable[[], object], what: str) -> None:
-    """Wait until `check()` is true; fail naming `what` after WAIT_SECONDS."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while not check():
-        if loop.time() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,122 @@
+"""What every test folder shares: one way to wait for something to become true, and loopback
+ports held for as long as a test needs them.
+
+pytest puts `tests/` on `sys.path` (`pythonpath` in pyproject.toml), so any test or rig module
+imports these as `from helpers import until`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
+
+WAIT_SECONDS = 60.0
+"""How long any wait may take before the test fails saying what it waited for. Generous: only
+a hang reaches it, so nothing here asserts how fast anything is."""
+
+EVERY_SECONDS = 0.05
+"""How often a wait asks again."""
+
+
+def _gave_up(what: str, within: float, last: object) -> None:
+    shown = repr(last)
+    if len(shown) > 300:
+        shown = shown[:300] + "..."
+    pytest.fail(f"gave up after {within:g} s waiting for {what} (last answer: {shown})")
+
+
+def until(
+    what: str,
+    check: Callable[[], T],
+    *,
+    within: float = WAIT_SECONDS,
+    every: float = EVERY_SECONDS,
+) -> T:
+    """Ask `check()` every `every` seconds until it answers something true, and answer that;
+    fail naming `what` (and the last answer) after `within` seconds. Blocks the thread: from
+    a coroutine use `until_async`."""
+    end = time.monotonic() + within
+    while True:
+        answer = check()
+        if answer:
+            return answer
+        if time.monotonic() > end:
+            _gave_up(what, within, answer)
+        time.sleep(every)
+
+
+async def until_async(
+    what: str,
+    check: Callable[[], T | Awaitable[T]],
+    *,
+    within: float = WAIT_SECONDS,
+    every: float = EVERY_SECONDS,
+) -> T:
+    """`until` for a coroutine: the event loop runs on between tries. `check` may be a plain
+    function or a coroutine function (its result is awaited)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + within
+    while True:
+        answer = check()
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer:
+            return answer  # type: ignore[return-value]
+        if loop.time() > end:
+            _gave_up(what, within, answer)
+        await asyncio.sleep(every)
+
+
+def _held(address: str, port: int) -> socket.socket:
+    """A TCP socket bound to `address:port` with SO_REUSEADDR and not listening."""
+    held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind((address, port))
+    except OSError:
+        held.close()
+        raise
+    return held
+
+
+@contextlib.contextmanager
+def refusing_port() -> Iterator[int]:
+    """A loopback port held, bound but not listening, for as long as the block runs: a
+    connection to it is refused, and no other program can listen on it meanwhile (so it is
+    never "a port that was free a moment ago")."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
+
+
+@contextlib.contextmanager
+def reserved_ports(count: int, tries: int = 50) -> Iterator[int]:
+    """`count` consecutive loopback ports, held for as long as the block runs; answers the
+    first.
+
+    Each is bound on 127.0.0.1 with SO_REUSEADDR and not listening. A program that binds with
+    SO_REUSEADDR itself (Python's `socket.create_server`, PyTorch's TCPStore, an agent checking
+    that a rendezvous port is free) can still take one and listen there; anything else that
+    tries to bind one is refused. So a range handed to a child process stays usable by it
+    alone, instead of being a guess that some other program may take first.
+    """
+    for _ in range(tries):
+        with contextlib.ExitStack() as stack:
+            first = int(stack.enter_context(_held("127.0.0.1", 0)).getsockname()[1])
+            try:
+                for port in range(first + 1, first + count):
+                    stack.enter_context(_held("127.0.0.1", port))
+            except (OSError, OverflowError):
+                continue  # a port of the range is taken or past 65535: another first port
+            yield first
+            return
+    raise RuntimeError(f"no {count} consecutive loopback ports could be held in {tries} tries")
