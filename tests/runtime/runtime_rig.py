@@ -4,9 +4,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -254,12 +253,3 @@ def kill_leftovers(rig: Harness) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-
-
-@contextlib.contextmanager
-def refusing_port() -> Iterator[int]:
-    """A loopback port held, bound but not listening, for as long as the block runs: a
-    connection to it is refused, and no other program can take it meanwhile."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield int(held.getsockname()[1])

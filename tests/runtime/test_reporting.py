@@ -8,16 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from helpers import until_async
-from runtime_rig import (
-    TOKEN,
-    Coordinator,
-    Harness,
-    assignment,
-    machine_report,
-    refusing_port,
-    uid_of,
-)
+from helpers import refusing_port, until_async
+from runtime_rig import TOKEN, Coordinator, Harness, assignment, machine_report, uid_of
 
 from astraeus.agent.runtime import Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
