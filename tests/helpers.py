@@ -76,12 +76,15 @@ async def until_async(
         await asyncio.sleep(every)
 
 
-def _held(address: str, port: int) -> socket.socket:
-    """A TCP socket bound to `address:port` with SO_REUSEADDR and not listening."""
+def hold_port(port: int = 0) -> socket.socket:
+    """A loopback TCP port held (`port`, or one the kernel picks): a socket bound to it on
+    127.0.0.1 with SO_REUSEADDR and not listening. Programs that bind with SO_REUSEADDR (asyncio
+    and aiohttp servers, `socket.create_server`) can still listen there, again and again;
+    nothing else can bind it until the socket is closed. See `reserved_ports`."""
     held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        held.bind((address, port))
+        held.bind(("127.0.0.1", port))
     except OSError:
         held.close()
         raise
@@ -111,10 +114,10 @@ def reserved_ports(count: int, tries: int = 50) -> Iterator[int]:
     """
     for _ in range(tries):
         with contextlib.ExitStack() as stack:
-            first = int(stack.enter_context(_held("127.0.0.1", 0)).getsockname()[1])
+            first = int(stack.enter_context(hold_port()).getsockname()[1])
             try:
                 for port in range(first + 1, first + count):
-                    stack.enter_context(_held("127.0.0.1", port))
+                    stack.enter_context(hold_port(port))
             except (OSError, OverflowError):
                 continue  # a port of the range is taken or past 65535: another first port
             yield first

@@ -19,12 +19,13 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import weakref
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import until
+from helpers import hold_port, until
 
 from astraeus.shared import SCHEMA_VERSION
 from astraeus.shared.fake_gpu import gpu_uuid
@@ -135,9 +136,14 @@ class Coordinator:
     def __init__(self, root: Path, db: Path | None = None, port: int = 0) -> None:
         self.root = root
         self.db = db or root / "astraeus.db"
+        if not port:
+            held = hold_port()
+            weakref.finalize(self, held.close)
+            port = int(held.getsockname()[1])
         self.port = port
-        """0 until the first start: the coordinator binds port 0 and says which it got; a restart
-        listens on that same port, which agents and proxies know."""
+        """Every start listens on this port, which agents and proxies know. It is held for as
+        long as this object lives (`hold_port`), so between a kill and a restart no other
+        program can take it."""
         self.process: Process | None = None
         self.admin = ""
 
