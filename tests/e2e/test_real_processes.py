@@ -171,6 +171,7 @@ def _run(cluster: Cluster, token: str) -> dict[str, Any]:
     )
 
 
+@pytest.mark.slow
 def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_path: Path) -> None:
     """A coordinator and two fake-H100 agents as processes run a 16-GPU run as 2 × 8: each
     worker sees its 8 GPU UUIDs, WORLD_SIZE=2, its own RANK and NCCL_IB_HCA as `=port,...`; the

@@ -22,6 +22,8 @@ from helpers import reserved_ports, until
 from .forwarder import Forwarder
 from .test_real_processes import AS_THIS_USER, FAST, Cluster
 
+pytestmark = pytest.mark.slow  # four agents and real distributed runs
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples/distributed"
 PASSED = re.compile(r"rank (\d+) of (\d+) \(local rank (\d+)\): barrier at ([0-9.]+):(\d+) passed")
 MACHINES = ("node-a", "node-b", "node-c", "node-d")

@@ -9,9 +9,12 @@ import socket
 from pathlib import Path
 
 import aiohttp
+import pytest
 from helpers import until, until_async
 
 from .rig import PATIENT, Coordinator, alive, invariants, machine_report
+
+pytestmark = pytest.mark.slow  # several coordinator processes each
 
 REFUSAL = re.compile(
     r"astraeus-coordinator: (?P<db>\S+) is in use by another coordinator \(pid (?P<pid>\d+)"
