@@ -136,6 +136,7 @@ def _clocks(store: Store) -> dict[str, str]:
     return {row["name"]: row["first_evaluated_at"] for row in rows if row["first_evaluated_at"]}
 
 
+@pytest.mark.slow  # 200 runs over 20 machines through a SIGKILL and a restart
 async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
     """Killed with SIGKILL while passes commit: its pass worker exits too, and after a restart
     every run is still there, no GPU is held twice, pending runs get placed, and patience clocks
