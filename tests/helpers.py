@@ -103,23 +103,32 @@ def refusing_port() -> Iterator[int]:
 
 @contextlib.contextmanager
 def reserved_ports(count: int, tries: int = 50) -> Iterator[int]:
-    """`count` consecutive loopback ports, held for as long as the block runs; answers the
-    first.
+    """A range of `count` consecutive loopback ports, held for as long as the block runs;
+    answers the first, which the kernel chose (bind to port 0) and is always held.
 
-    Each is bound on 127.0.0.1 with SO_REUSEADDR and not listening. A program that binds with
-    SO_REUSEADDR itself (Python's `socket.create_server`, PyTorch's TCPStore, an agent checking
-    that a rendezvous port is free) can still take one and listen there; anything else that
-    tries to bind one is refused. So a range handed to a child process stays usable by it
-    alone, instead of being a guess that some other program may take first.
+    Each held port is bound on 127.0.0.1 with SO_REUSEADDR and not listening. A program that
+    binds with SO_REUSEADDR itself (Python's `socket.create_server`, PyTorch's TCPStore, an
+    agent checking that a rendezvous port is free) can still take it and listen there;
+    another program's plain bind is refused. A port of the range that some connection uses
+    right now (on a busy machine, the odd ports the kernel gives to outgoing connections,
+    and their TIME_WAIT) cannot be held and is left out: an agent finds it busy and the
+    coordinator gives another, as it would in production. At least half the range is held,
+    so a range handed to a child process is never a guess that others may take first.
     """
     for _ in range(tries):
         with contextlib.ExitStack() as stack:
             first = int(stack.enter_context(hold_port()).getsockname()[1])
-            try:
-                for port in range(first + 1, first + count):
+            if first + count - 1 > 65535:
+                continue
+            held = 1
+            for port in range(first + 1, first + count):
+                with contextlib.suppress(OSError):  # in use by a connection now: left out
                     stack.enter_context(hold_port(port))
-            except (OSError, OverflowError):
-                continue  # a port of the range is taken or past 65535: another first port
+                    held += 1
+            if 2 * held < count:
+                continue  # too busy a stretch: another first port
             yield first
             return
-    raise RuntimeError(f"no {count} consecutive loopback ports could be held in {tries} tries")
+    raise RuntimeError(
+        f"no {count} consecutive loopback ports, half of them free to hold, found in {tries} tries"
+    )

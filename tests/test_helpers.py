@@ -40,14 +40,18 @@ def test_a_refusing_port_refuses_connections() -> None:
 
 
 def test_reserved_ports_are_refused_to_others_and_open_to_create_server() -> None:
-    """Another program's plain bind on a held port fails; a server binding with SO_REUSEADDR
-    (as `socket.create_server` does) takes it and listens."""
+    """Another program's plain bind on a port of the range fails (held here, or in use by a
+    connection); a server binding with SO_REUSEADDR (as `socket.create_server` does) takes the
+    first port, which is always held, and listens there."""
     with reserved_ports(3) as first:
         for port in range(first, first + 3):
-            with socket.socket() as other, pytest.raises(OSError, match="Address already in use"):
+            with (
+                socket.socket() as other,
+                pytest.raises(OSError, match="Address already in use"),
+            ):
                 other.bind(("127.0.0.1", port))
         with (
-            socket.create_server(("127.0.0.1", first + 2)) as server,
-            socket.create_connection(("127.0.0.1", first + 2), timeout=5),
+            socket.create_server(("127.0.0.1", first)) as server,
+            socket.create_connection(("127.0.0.1", first), timeout=5),
         ):
             server.accept()[0].close()
