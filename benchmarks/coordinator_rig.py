@@ -116,9 +116,12 @@ class Coordinator:
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
         self.db = self.dir / "astraeus.db"
         shutil.copy(cluster.db, self.db)
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        # The port stays held (bound with SO_REUSEADDR, not listening) until __aexit__: the
+        # service, which binds with SO_REUSEADDR too, listens there; no other program can.
+        self.held = socket.socket()
+        self.held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.held.bind(("127.0.0.1", 0))
+        self.port = self.held.getsockname()[1]
         self.base = f"http://127.0.0.1:{self.port}"
         self.env = {
             **os.environ,
@@ -159,6 +162,7 @@ class Coordinator:
         if self.process is not None:
             self.process.terminate()
             await self.process.wait()
+        self.held.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     async def call(self, method: str, path: str, token: str, body: Any = None) -> Any:

@@ -5,43 +5,38 @@ import asyncio
 import importlib.util
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import refusing_port
 
 from .conftest import require_capture
 
 LOGGER = "INFO astraeus.agent.backends.select: "
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _first_lines(tmp_path: Path, *args: str, count: int) -> list[str]:
     """Start `astraeus-agent run` against a coordinator that is not there; read `count` lines
     of its log, then stop it with SIGTERM."""
     (tmp_path / "token").write_text("token\n")
-    agent = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "astraeus.agent.cli", "run", *args,
-        "--coordinator", f"http://127.0.0.1:{_closed_port()}", "--name", "gpu-01",
-        "--token-file", str(tmp_path / "token"), "--state-dir", str(tmp_path / "state"),
-        env={**os.environ, "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1"},
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert agent.stderr is not None
-    try:
-        lines = [
-            (await asyncio.wait_for(agent.stderr.readline(), 30)).decode().rstrip("\n")
-            for _ in range(count)
-        ]
-    finally:
-        agent.send_signal(signal.SIGTERM)
-        await agent.communicate()
+    with refusing_port() as port:
+        agent = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "astraeus.agent.cli", "run", *args,
+            "--coordinator", f"http://127.0.0.1:{port}", "--name", "gpu-01",
+            "--token-file", str(tmp_path / "token"), "--state-dir", str(tmp_path / "state"),
+            env={**os.environ, "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1"},
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert agent.stderr is not None
+        try:
+            lines = [
+                (await asyncio.wait_for(agent.stderr.readline(), 30)).decode().rstrip("\n")
+                for _ in range(count)
+            ]
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            await agent.communicate()
     return lines
 
 

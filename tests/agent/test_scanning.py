@@ -1,6 +1,5 @@
 """Change detection: udev events and port state changes trigger a rescan; no udev degrades."""
 
-import asyncio
 import contextlib
 import os
 from collections.abc import Callable
@@ -8,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers import until_async
 
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.inventory import Scanner
@@ -70,14 +70,6 @@ def test_udev_without_netlink_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
         udev_monitor()
 
 
-async def _wait_for(condition: Callable[[], bool]) -> None:
-    for _ in range(3000):  # a ceiling for a loaded machine, not a timing assertion
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never became true")
-
-
 def _service(
     machine: FakeMachine, tmp_path: Path, clock: FakeClock, monitor: object
 ) -> ScanService:
@@ -102,7 +94,7 @@ async def test_udev_event_triggers_rescan(
     assert service.scans == 1
     assert service.watching == "udev events for infiniband, net, pci, drm"
     monitor.emit(FakeDevice("add", "pci", "0000:c1:00.0"))
-    await _wait_for(lambda: service.scans == 2)
+    await until_async("a second scan", lambda: service.scans == 2)
     assert service.last_cause == "udev: add pci 0000:c1:00.0"
     await service.stop()
     monitor.close()
@@ -121,7 +113,7 @@ async def test_port_change_triggers_rescan_without_udev(
         "udev events unavailable: no netlink; scanning every 3600 s and polling ports"
     )
     machine.set_port_state(0, "1: DOWN", "2: Polling")
-    await _wait_for(lambda: service.scans == 2)
+    await until_async("a second scan", lambda: service.scans == 2)
     assert service.report is not None
     assert service.report.rdma_ports[0].state == "DOWN"
     assert service.last_cause == "port mlx5_0:1: 4: ACTIVE/5: LinkUp -> 1: DOWN/2: Polling"
@@ -136,8 +128,14 @@ async def test_xid_event_triggers_rescan(
     service = _service(machine, tmp_path, clock, WatchUnavailableError("no udev"))
     await service.start()
     machine.inject_xid(6, 79)
-    await _wait_for(lambda: service.scans >= 2 and service.report is not None
-                    and service.report.gpus[6].health.state == "faulted")  # fmt: skip
+    await until_async(
+        "GPU 6 faulted by a rescan",
+        lambda: (
+            service.scans >= 2
+            and service.report is not None
+            and service.report.gpus[6].health.state == "faulted"
+        ),
+    )
     assert service.last_cause == "Xid event"
     await service.stop()
 

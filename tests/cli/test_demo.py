@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from astraeus.agent.runtime import StateDir
 from astraeus.agent.runtime.launch import proc_alive
 from astraeus.coordinator.cli.render import CONTAINER_HINT
@@ -53,6 +55,7 @@ def _no_live_workers(state_dir: Path) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_demo_for_tells_the_whole_story_and_stops(tmp_path: Path) -> None:
     """`astra demo --for 1` shows shapes, the ladder, at-risk fallback, healthy_only waiting with
     per-machine reasons, a run starting when another ends, workers sharing a machine in Any
@@ -146,6 +149,7 @@ def test_demo_on_a_busy_port_says_so(tmp_path: Path) -> None:
     assert err == f"astra: the demo cannot start on 127.0.0.1:{port}: the port is in use\n"
 
 
+@pytest.mark.slow
 def test_every_line_the_demo_prints_runs_as_printed_in_another_shell(tmp_path: Path) -> None:
     """The follow-along line, each `$` command of the story and each `Try` line run as printed
     in a fresh shell; the guide's first example waits for a container runtime, and says how to

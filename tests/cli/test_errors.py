@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import os
-import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import refusing_port
 
 from astraeus.coordinator.cli.config import resolve
 from astraeus.coordinator.cli.errors import CliError, Exit
@@ -21,15 +19,6 @@ from .conftest import Astra
 from .rig import Coordinator
 
 ASTRA = Path(sys.executable).parent / "astra"
-
-
-@contextlib.contextmanager
-def refusing_port() -> Iterator[int]:
-    """A loopback port held, bound but not listening, for as long as the block runs: a
-    connection to it is refused, and no other program can take it meanwhile."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield int(held.getsockname()[1])
 
 
 def _astra(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -211,6 +211,7 @@ def requests(draw: st.DrawFn) -> tuple[str, str, str, Any, str]:
     return method.upper(), path, who, body, model or ""
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requests())
 def test_no_input_produces_a_500(server: Server, request: tuple[str, str, str, Any, str]) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import multiprocessing
 from pathlib import Path
 
 import pytest
+from helpers import until_async
 from pytest_aiohttp import AiohttpClient
 
 from astraeus.coordinator.scheduler import worker_pool
@@ -72,11 +72,7 @@ async def test_a_worker_started_ahead_serves_the_passes(
     """A pass worker started before the app (as the service starts it before loading its
     store) runs before any pass, and the passes are computed in that same process."""
     pool = worker_pool(start_now=True)
-    for _ in range(300):
-        if multiprocessing.active_children():
-            break
-        await asyncio.sleep(0.05)
-    [started] = multiprocessing.active_children()
+    [started] = await until_async("the pass worker to start", multiprocessing.active_children)
     c = await make_cluster(aiohttp_client, tmp_path, pass_process=True, pass_pool=pool)
     try:
         await c.workspace("vision")

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import until_async
 
+from astraeus.coordinator.api.keys import REPORTING
 from astraeus.coordinator.startup import private_dir
 from astraeus.coordinator.store import Store
 from astraeus.shared.report import MAX_GPUS
@@ -162,7 +164,9 @@ async def test_one_report_in_flight_per_machine(fake_cluster: Cluster) -> None:
         c.client.put("/api/v1/machines/gpu-01/report", data=slowly(), headers=headers)
     )
     await arrived.wait()
-    await asyncio.sleep(0.1)  # the server is reading the first body now
+    await until_async(
+        "the server to read the first body", lambda: "gpu-01" in c.client.app[REPORTING]
+    )
     second = await c.client.put("/api/v1/machines/gpu-01/report", data=raw, headers=headers)
     assert (second.status, second.headers["Retry-After"]) == (429, "5")
     assert (await second.json())["error"] == (

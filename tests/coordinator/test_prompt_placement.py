@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+
+from helpers import until_async
 
 from .conftest import ClientFactory, Cluster, make_cluster
 from .fakes import FirstFitSession
@@ -33,10 +34,11 @@ async def test_a_submission_does_not_wait_for_the_debounce(
         await c.workspace("vision")
         await c.report("gpu-01")  # a new machine: a pass is asked for, after the debounce
         await c.submit("vision", "train", gpus=1)
-        for _ in range(200):
-            if await _state(c, "train") != "Pending":
-                break
-            await asyncio.sleep(0.025)
+
+        async def left_pending() -> bool:
+            return await _state(c, "train") != "Pending"
+
+        await until_async("the pass after the debounce to place train", left_pending)
         assert await _state(c, "train") == "Running"
     finally:
         c.store.close()

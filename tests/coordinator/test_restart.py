@@ -6,13 +6,14 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from helpers import until_async
 
 from astraeus.coordinator.store import Store
 
@@ -27,17 +28,6 @@ RUNS = 200
 DEADLINE_SECONDS = 30.0
 """How long any wait here may take before the test fails, saying what it waited for."""
 LISTENING = "astraeus-coordinator: listening on "
-
-
-async def until(what: str, check: Callable[[], Awaitable[object]]) -> Any:
-    """`check()`'s first true answer; the test fails naming `what` after DEADLINE_SECONDS."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_SECONDS
-    while not (answer := await check()):
-        if loop.time() > deadline:
-            pytest.fail(f"gave up after {DEADLINE_SECONDS:g} s waiting for {what}")
-        await asyncio.sleep(0.05)
-    return answer
 
 
 class Coordinator:
@@ -146,6 +136,7 @@ def _clocks(store: Store) -> dict[str, str]:
     return {row["name"]: row["first_evaluated_at"] for row in rows if row["first_evaluated_at"]}
 
 
+@pytest.mark.slow  # 200 runs over 20 machines through a SIGKILL and a restart
 async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
     """Killed with SIGKILL while passes commit: its pass worker exits too, and after a restart
     every run is still there, no GPU is held twice, pending runs get placed, and patience clocks
@@ -181,7 +172,7 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
         async def explained() -> bool:
             return any(r["reason"] for r in await _pending(c, member))
 
-        await until("a first pass to commit", explained)
+        await until_async("a first pass to commit", explained)
         # Kill while the second half arrives and each arrival triggers passes: once the first
         # of them is answered, arrivals are being taken and passes triggered.
         tasks = [asyncio.ensure_future(s) for s in submissions[RUNS // 2 :]]
@@ -199,7 +190,7 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
         async def orphans_gone() -> bool:
             return not _alive(orphans)
 
-        await until("the pass worker to notice its parent is gone", orphans_gone)
+        await until_async("the pass worker to notice its parent is gone", orphans_gone)
 
         store = Store.open(tmp_path / "astraeus.db")
         stored = sum(store.runs.counts_by_state().values())
@@ -233,7 +224,7 @@ async def test_sigkill_mid_pass_loses_nothing(tmp_path: Path) -> None:
             pending = await _pending(c, member)
             return not set(clocks) <= {run["name"] for run in pending}
 
-        await until("runs that waited before the kill to be placed again", placing_again)
+        await until_async("runs that waited before the kill to be placed again", placing_again)
         store = Store.open(tmp_path / "astraeus.db")
         assert sum(store.runs.counts_by_state().values()) == stored
         assert assert_no_gpu_held_twice(store) > 0

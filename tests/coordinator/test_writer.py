@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import until_async
 
+from astraeus.coordinator.api.keys import REPORTING
 from astraeus.coordinator.store import StorageError
 from astraeus.coordinator.store.db import Database
 
@@ -180,7 +182,9 @@ async def test_a_second_report_while_one_waits_for_the_writer_is_429(fake_cluste
     gate = _hold_writer(c)
     try:
         first = asyncio.ensure_future(c.report("gpu-01", gpus=4))  # a changed report: a write
-        await asyncio.sleep(0.05)
+        await until_async(
+            "the first report to be in flight", lambda: "gpu-01" in c.client.app[REPORTING]
+        )
         body = {"report": report("gpu-01")}
         second = await c.client.put(
             "/api/v1/machines/gpu-01/report", json=body, headers=c.auth(c.agent_token("gpu-01"))
@@ -239,8 +243,11 @@ async def test_jobs_in_turn_let_other_writes_in_between(database: Database) -> N
     gate = threading.Event()
     order: list[str] = []
 
+    first_running = threading.Event()
+
     def chunk(n: int) -> int:
         if n == 0:
+            first_running.set()
             gate.wait(5)
         if n == 2:
             raise ValueError("chunk 2 is bad")
@@ -250,7 +257,7 @@ async def test_jobs_in_turn_let_other_writes_in_between(database: Database) -> N
     chain = asyncio.ensure_future(
         database.run_in_turn([lambda n=n: chunk(n) for n in range(4)])  # type: ignore[misc]
     )
-    await asyncio.sleep(0.05)
+    await until_async("chunk 0 to run", first_running.is_set)
     between = database.run(lambda: order.append("report"))
     gate.set()
     await between

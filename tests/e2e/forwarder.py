@@ -31,7 +31,13 @@ class Forwarder:
                 client, _ = self.server.accept()
             except OSError:
                 return  # closed
-            upstream = socket.create_connection(self.upstream(), source_address=(self.source, 0))
+            try:
+                upstream = socket.create_connection(
+                    self.upstream(), source_address=(self.source, 0)
+                )
+            except OSError:  # the upstream is down (it stops before its agents): as a proxy
+                client.close()  # would, close the client's connection and keep accepting
+                continue
             self._spawn(_pump, client, upstream)
             self._spawn(_pump, upstream, client)
 

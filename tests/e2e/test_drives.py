@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import until
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -22,7 +23,7 @@ from astraeus.coordinator.placement import (
 )
 from astraeus.shared import MachineReport, MachineState, RequestedResources
 
-from .test_real_processes import AS_THIS_USER, FAST, Cluster, _until
+from .test_real_processes import AS_THIS_USER, FAST, Cluster
 
 WORKER = (
     "import os,pathlib,sys; d=pathlib.Path(os.environ['ASTRAEUS_DRIVE_DATASETS']); "
@@ -67,7 +68,7 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, str]:
             "--name", name, "--backend", "fake:l40s-pcie", "--state-dir", str(tmp_path / name),
             *flags, env=AS_THIS_USER,
         )  # fmt: skip
-    _until("both agents to report their drives", lambda: _drives(cluster, admin))
+    until("both agents to report their drives", lambda: _drives(cluster, admin))
     return admin, member
 
 
@@ -128,7 +129,7 @@ def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_p
         "astraeus", "run", "--name", "prep", "--cpus", "1", "--drive", "datasets=/data",
         "--", *command, token=member,
     )  # fmt: skip
-    done = _until("prep to end", lambda: _ended(cluster, member, "prep"))
+    done = until("prep to end", lambda: _ended(cluster, member, "prep"))
     assert done["state"] == "Succeeded", done
     assert done["tasks"][0]["machine"] == "node-b"
     assert out.read_text() == str(tmp_path / "disk")
@@ -138,9 +139,7 @@ def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_p
         mount = {"drives": [{"name": drive, "mount_path": "/d"}]}
         spec = {"name": name, "command": ["true"], "requested_resources": mount}
         _api(cluster, "/runs", member, spec)
-    waiting = _until(
-        "both to be explained", lambda: _explained(cluster, member, "nowhere", "stale")
-    )
+    waiting = until("both to be explained", lambda: _explained(cluster, member, "nowhere", "stale"))
     assert waiting == {
         "nowhere": "drive missing does not exist",
         "stale": "drive ghost is not reachable from this machine",

@@ -8,13 +8,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import until
 
 BIN = Path(sys.executable).parent
 DEADLINE_SECONDS = 60.0
@@ -46,18 +46,6 @@ def _listening(log: Path) -> str | None:
         if line.startswith(LISTENING):
             return line.removeprefix(LISTENING).strip()
     return None
-
-
-def _until(what: str, check: Callable[[], Any]) -> Any:
-    """Poll `check` until it answers something true; fail naming `what` after the deadline."""
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.1)
 
 
 def _children() -> dict[int, list[int]]:
@@ -124,13 +112,13 @@ class Cluster:
             "--state-dir", str(state), "--db", str(state / "astraeus.db"), *extra, env=env,
         )  # fmt: skip
         log = self.root / "coordinator.log"
-        self.url = _until("the coordinator to say where it listens", lambda: _listening(log))
+        self.url = until("the coordinator to say where it listens", lambda: _listening(log))
 
     def admin_token(self, state: Path) -> str:
         """The admin token the coordinator wrote into `state`, once the coordinator answers."""
         path = state / "admin.token"
-        admin = _until("the admin token file", lambda: path.exists() and path.read_text())
-        _until("the coordinator to answer", lambda: _answers(self.url))
+        admin = until("the admin token file", lambda: path.exists() and path.read_text())
+        until("the coordinator to answer", lambda: _answers(self.url))
         return str(admin).strip()
 
     def member_of_e2e(self, admin: str) -> str:
@@ -183,6 +171,7 @@ def _run(cluster: Cluster, token: str) -> dict[str, Any]:
     )
 
 
+@pytest.mark.slow
 def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_path: Path) -> None:
     """A coordinator and two fake-H100 agents as processes run a 16-GPU run as 2 × 8: each
     worker sees its 8 GPU UUIDs, WORLD_SIZE=2, its own RANK and NCCL_IB_HCA as `=port,...`; the
@@ -203,7 +192,7 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
             "--name", name, "--backend", "fake:h100-sxm", "--state-dir", str(tmp_path / name),
             env=AS_THIS_USER,
         )  # fmt: skip
-    _until("both agents to report their GPUs", lambda: _gpus_up(cluster, member) == 16)
+    until("both agents to report their GPUs", lambda: _gpus_up(cluster, member) == 16)
 
     out_dir = tmp_path / "out"
     out_dir.mkdir()
@@ -214,11 +203,11 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     assert submitted.startswith("spread submitted to e2e: ")
     assert submitted.rstrip().endswith("/console/#/runs/spread")
 
-    running = _until("the run to be Running", lambda: _state(cluster, member, "Running"))
+    running = until("the run to be Running", lambda: _state(cluster, member, "Running"))
     assert (running["shape"]["tasks"], running["shape"]["gpus_each"]) == (2, 8)
     status = cluster.astra("astraeus", "status", "spread", token=member)
     assert status.startswith("spread: Running — 2 machines × 8 GPUs")
-    envs = _until("both workers' environments", lambda: _envs(out_dir))
+    envs = until("both workers' environments", lambda: _envs(out_dir))
     cluster.remember_descendants()  # the workers, while they live
 
     assert sorted(env["RANK"] for env in envs) == ["0", "1"]
@@ -233,7 +222,7 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     assert {t["machine"] for t in running["tasks"]} == {"node-a", "node-b"}
 
     (out_dir / "release").touch()
-    done = _until("the run to end", lambda: _state(cluster, member, "Succeeded", "Failed"))
+    done = until("the run to end", lambda: _state(cluster, member, "Succeeded", "Failed"))
     assert done["state"] == "Succeeded"
 
     cluster.stop()

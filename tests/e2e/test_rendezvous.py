@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import reserved_ports, until
 
 from .forwarder import Forwarder
-from .test_real_processes import AS_THIS_USER, FAST, Cluster, _until
+from .test_real_processes import AS_THIS_USER, FAST, Cluster
+
+pytestmark = pytest.mark.slow  # four agents and real distributed runs
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples/distributed"
 PASSED = re.compile(r"rank (\d+) of (\d+) \(local rank (\d+)\): barrier at ([0-9.]+):(\d+) passed")
@@ -38,7 +41,7 @@ class Rig:
     def run(self, name: str, *argv: str) -> dict[str, Any]:
         """Submit a run and wait for it to end; answers its status."""
         self.astra("astraeus", "run", "--name", name, *argv)
-        return dict(_until(f"{name} to end", lambda: self._ended(name)))
+        return dict(until(f"{name} to end", lambda: self._ended(name)))
 
     def _ended(self, name: str) -> dict[str, Any] | None:
         run = json.loads(self.astra("astraeus", "status", name, "-o", "json"))
@@ -52,7 +55,7 @@ class Rig:
             got = sorted((int(r), int(w), int(lr), a, int(p)) for r, w, lr, a, p in found)
             return got if len(got) == workers else None
 
-        return list(_until(f"{name}'s {workers} log lines", lines))
+        return list(until(f"{name}'s {workers} log lines", lines))
 
     def machines(self) -> dict[str, dict[str, Any]]:
         listed = json.loads(self.astra("astraeus", "machines", "-o", "json"))
@@ -84,7 +87,7 @@ def start(
         )  # fmt: skip
     rig = Rig(cluster, admin, member)
     total = 8 * len(agents)
-    _until("every agent's GPUs", lambda: _free(rig) == total)
+    until("every agent's GPUs", lambda: _free(rig) == total)
     return rig
 
 
@@ -94,21 +97,16 @@ def _free(rig: Rig) -> int:
 
 @pytest.fixture(scope="module")
 def held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Rig, int]]:
-    """Four agents, and another program listening on the first port of the range."""
-    holder = socket.create_server(("127.0.0.1", 0))
-    first = int(holder.getsockname()[1])
+    """Four agents, and another program listening on the first port of the range (the rest of
+    the range is held for the test's workers alone: `reserved_ports`)."""
     root = tmp_path_factory.mktemp("rendezvous")
-    cluster = Cluster(root)
-    try:
-        yield (
-            start(
-                cluster, root, ports=f"{first}-{first + 40}", agents={name: [] for name in MACHINES}
-            ),
-            first,
-        )
-    finally:
-        cluster.stop()
-        holder.close()
+    with reserved_ports(41) as first, socket.create_server(("127.0.0.1", first)):
+        cluster = Cluster(root)
+        try:
+            agents: dict[str, list[str]] = {name: [] for name in MACHINES}
+            yield start(cluster, root, ports=f"{first}-{first + 40}", agents=agents), first
+        finally:
+            cluster.stop()
 
 
 def _barrier() -> list[str]:
@@ -184,21 +182,19 @@ def test_behind_a_proxy_workers_meet_at_the_advertised_addresses(tmp_path: Path)
     a 2 × 8 run's workers meet at worker 0's advertised address, never the proxy's."""
     cluster = Cluster(tmp_path)
     forwarder = Forwarder(lambda: ("127.0.0.1", cluster.port), source="127.0.0.9")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        first = int(probe.getsockname()[1])
     advertised = {"node-a": "127.0.0.2", "node-b": "127.0.0.3"}
     agents = {name: ["--advertise-address", addr] for name, addr in advertised.items()}
-    try:
-        via = f"http://127.0.0.1:{forwarder.port}"
-        rig = start(cluster, tmp_path, ports=f"{first}-{first + 20}", agents=agents, via=via)
-        machines = rig.machines()
-        assert {name: machines[name]["address"] for name in agents} == advertised
-        run = rig.run("proxied", "--gpus", "16", "--machines", "2", *_barrier())
-        assert run["state"] == "Succeeded"
-        lines = rig.passed("proxied", 2)
-        lead = next(t["machine"] for t in run["tasks"] if t["name"] == "proxied-0")
-        assert {addr for _, _, _, addr, _ in lines} == {advertised[lead]}
-    finally:
-        cluster.stop()
-        forwarder.close()
+    with reserved_ports(21) as first:
+        try:
+            via = f"http://127.0.0.1:{forwarder.port}"
+            rig = start(cluster, tmp_path, ports=f"{first}-{first + 20}", agents=agents, via=via)
+            machines = rig.machines()
+            assert {name: machines[name]["address"] for name in agents} == advertised
+            run = rig.run("proxied", "--gpus", "16", "--machines", "2", *_barrier())
+            assert run["state"] == "Succeeded"
+            lines = rig.passed("proxied", 2)
+            lead = next(t["machine"] for t in run["tasks"] if t["name"] == "proxied-0")
+            assert {addr for _, _, _, addr, _ in lines} == {advertised[lead]}
+        finally:
+            cluster.stop()
+            forwarder.close()

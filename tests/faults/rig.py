@@ -17,15 +17,15 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
+import weakref
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import hold_port, until
 
 from astraeus.shared import SCHEMA_VERSION
 from astraeus.shared.fake_gpu import gpu_uuid
@@ -69,18 +69,6 @@ while not (out / (run + ".release")).exists():
 """
 """Writes `<run>.start` (pid, time), exits 0 once `<run>.release` exists; on SIGTERM it takes
 half a second, writes `<run>.term` (time) and exits."""
-
-
-def until(what: str, check: Callable[[], Any], deadline: float = DEADLINE_SECONDS) -> Any:
-    """Poll `check` until it answers something true; fail naming `what` after the deadline."""
-    end = time.monotonic() + deadline
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > end:
-            pytest.fail(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def alive(pid: int) -> bool:
@@ -148,9 +136,14 @@ class Coordinator:
     def __init__(self, root: Path, db: Path | None = None, port: int = 0) -> None:
         self.root = root
         self.db = db or root / "astraeus.db"
+        if not port:
+            held = hold_port()
+            weakref.finalize(self, held.close)
+            port = int(held.getsockname()[1])
         self.port = port
-        """0 until the first start: the coordinator binds port 0 and says which it got; a restart
-        listens on that same port, which agents and proxies know."""
+        """Every start listens on this port, which agents and proxies know. It is held for as
+        long as this object lives (`hold_port`), so between a kill and a restart no other
+        program can take it."""
         self.process: Process | None = None
         self.admin = ""
 

@@ -11,8 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
+from helpers import until
 
-from .rig import BIN, PATIENT, Coordinator, Process, invariants, machine_report, until
+from .rig import BIN, PATIENT, Coordinator, Process, invariants, machine_report
+
+pytestmark = pytest.mark.slow  # a backup of a live coordinator under 200 submissions
 
 RUNS = 200
 SUMMARY = re.compile(

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from helpers import until, until_async
 
-from .rig import PATIENT, Coordinator, alive, invariants, machine_report, until
+from .rig import PATIENT, Coordinator, alive, invariants, machine_report
+
+pytestmark = pytest.mark.slow  # several coordinator processes each
 
 REFUSAL = re.compile(
     r"astraeus-coordinator: (?P<db>\S+) is in use by another coordinator \(pid (?P<pid>\d+)"
@@ -117,13 +120,13 @@ async def test_sigterm_stops_cleanly_under_load(tmp_path: Path) -> None:
     async with aiohttp.ClientSession(headers=headers) as http:
         await asyncio.gather(*(submit(http, i) for i in range(40)))
         await asyncio.to_thread(until, "a first placement", lambda: _placed(c))
+        before = len(accepted)
         more = [asyncio.ensure_future(submit(http, i)) for i in range(40, 120)]
-        await asyncio.sleep(0.1)  # while they arrive and passes commit
-        workers = _children(c.process.proc.pid)
-        c.process.signal(signal.SIGTERM)
+        await until_async("more runs to arrive", lambda: len(accepted) > before)
+        workers = await until_async("the pass worker", lambda: _children(c.process.proc.pid))
+        c.process.signal(signal.SIGTERM)  # while the rest arrive and passes commit
         await asyncio.gather(*more)
     assert await asyncio.to_thread(c.process.wait) == 0
-    assert workers  # the pass worker was running
     until("the pass worker to end", lambda: not any(alive(pid) for pid in workers))
     assert not _wal(c.db).exists()
     states = invariants(c.db)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import time
 
-from .rig import LOST_AFTER, Cluster, Proxy, alive, invariants, until
+import pytest
+from helpers import until
+
+from .rig import LOST_AFTER, Cluster, Proxy, alive, invariants
+
+pytestmark = pytest.mark.slow  # real processes through an outage past the Lost grace
 
 
 def test_an_outage_costs_no_running_job(cluster: Cluster) -> None:

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import json
 
-from .rig import Cluster, Proxy, alive, invariants, until
+import pytest
+from helpers import until
+
+from .rig import Cluster, Proxy, alive, invariants
+
+pytestmark = pytest.mark.slow  # real processes through a partition past the Lost grace
 
 STOPPED = "cancelled: no longer assigned by the coordinator; stopped with SIGTERM"
 

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import until
 
-from .rig import PATIENT, Cluster, Coordinator, invariants, machine_report, until
+from .rig import PATIENT, Cluster, Coordinator, invariants, machine_report
 
 BIG = {"BLOB": "x" * 200_000}
 """An environment large enough that storing the run needs new space."""

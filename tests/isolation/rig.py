@@ -8,14 +8,13 @@ import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
+from helpers import until_async
 
 from astraeus.agent.fake import load_fake_machine
 from astraeus.agent.inventory import Scanner
@@ -27,9 +26,6 @@ from astraeus.coordinator.api import SCHEDULER, create_app
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
 from astraeus.shared.clock import SystemClock
-
-WAIT_SECONDS = 30.0
-"""How long a test waits for something before failing; only a hang reaches it."""
 
 WORKER = (
     "import os, pathlib, sys, time\n"
@@ -150,7 +146,7 @@ class Cluster:
         agent = FakeAgent(name, Agent(client, runner, scanner.scan, config=config), scanner)
         agent.task = asyncio.create_task(agent.agent.run(agent.stop))
         self.agents[name] = agent
-        await until(lambda: agent.agent.reports > 0, f"{name}'s first report")
+        await until_async(f"{name}'s first report", lambda: agent.agent.reports > 0)
         return agent
 
     async def run_pass(self) -> None:
@@ -182,26 +178,3 @@ class Cluster:
             await self.web_runner.cleanup()
         if self.store is not None:
             self.store.close()
-
-
-async def until(check: Callable[[], object], what: str) -> None:
-    """Wait until `check()` is true; fail naming `what` after WAIT_SECONDS."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while not check():
-        if loop.time() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        await asyncio.sleep(0.05)
-
-
-async def until_async(check: Callable[[], Any], what: str) -> Any:
-    """`until` for a coroutine check; answers what it answered."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while True:
-        found = await check()
-        if found:
-            return found
-        if loop.time() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        await asyncio.sleep(0.05)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .rig import Cluster, until, worker
+from helpers import until_async
+
+from .rig import Cluster, worker
 
 
 async def test_an_agent_cannot_label_itself_into_a_pool(cluster: Cluster, tmp_path: Path) -> None:
@@ -23,7 +25,7 @@ async def test_an_agent_cannot_label_itself_into_a_pool(cluster: Cluster, tmp_pa
     await c.ok("POST", "/api/v1/runs", vault, spec)
     await c.run_pass()
     reports = m1.agent.reports
-    await until(lambda: m1.agent.reports > reports + 1, "two more reports from m1")
+    await until_async("two more reports from m1", lambda: m1.agent.reports > reports + 1)
     run = await c.ok("GET", "/api/v1/runs/db-migrate", vault)
     assert (run["state"], run["reason"]) == ("Pending", "machine lacks label pool=vault")
     assert m1.runner.records == {}
@@ -35,5 +37,5 @@ async def test_an_agent_cannot_label_itself_into_a_pool(cluster: Cluster, tmp_pa
 
     await c.ok("PUT", "/api/v1/machines/m1/labels", body={"labels": {"pool": "vault"}})
     await c.run_pass()
-    await until(lambda: len(m1.runner.records) == 1, "m1 to start vault's run")
+    await until_async("m1 to start vault's run", lambda: len(m1.runner.records) == 1)
     (tmp_path / "done").write_text("")

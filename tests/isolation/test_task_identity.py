@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from .rig import Cluster, until_async, worker
+from helpers import until_async
+
+from .rig import Cluster, worker
 
 ONE_GPU = {"gpu_requests": {"count": 1}}
 
@@ -46,23 +48,23 @@ async def test_same_task_name_in_two_workspaces_stays_apart(
     m1 = await c.machine("m1", pool="shared")
     await _job3(c, alpha, "ALPHA-SECRET=a1", tmp_path / "alpha-done", "Exact")
     await c.run_pass()
-    await until_async(_in_state(c, alpha, "Running"), "alpha's job3-0 to run")
+    await until_async("alpha's job3-0 to run", _in_state(c, alpha, "Running"))
     await _job3(c, beta, "BETA-SECRET=b2", tmp_path / "beta-done", "Any")
     await c.run_pass()
-    await until_async(_in_state(c, beta, "Running"), "beta's job3-0 to run")
-    assert await until_async(_logged(c, beta), "beta's log") == "BETA-SECRET=b2\n"
-    assert await until_async(_logged(c, alpha), "alpha's log") == "ALPHA-SECRET=a1\n"
+    await until_async("beta's job3-0 to run", _in_state(c, beta, "Running"))
+    assert await until_async("beta's log", _logged(c, beta)) == "BETA-SECRET=b2\n"
+    assert await until_async("alpha's log", _logged(c, alpha)) == "ALPHA-SECRET=a1\n"
     workers = {r.assignment.workspace: r for r in m1.runner.records.values()}
     assert sorted(workers) == ["alpha", "beta"]
 
     await c.ok("POST", "/api/v1/runs/job3/cancel", beta)
-    await until_async(_in_state(c, beta, "Cancelled"), "beta's worker to stop")
+    await until_async("beta's worker to stop", _in_state(c, beta, "Cancelled"))
     assert workers["beta"].stop_reason == "cancelled"
     assert (workers["alpha"].stop_reason, workers["alpha"].state.value) == (None, "Running")
     assert m1.runner.launcher.alive(workers["alpha"])
 
     (tmp_path / "alpha-done").write_text("")
-    await until_async(_in_state(c, alpha, "Succeeded"), "alpha's job3-0 to end")
+    await until_async("alpha's job3-0 to end", _in_state(c, alpha, "Succeeded"))
     assert await _logged(c, beta)() == "BETA-SECRET=b2\n"
     assert c.store is not None
     assert c.store.database.read("SELECT count(*) AS n FROM gpu_holds") == [{"n": 0}]
@@ -81,7 +83,7 @@ async def test_exact_spread_is_about_one_workspace_s_run(cluster: Cluster, tmp_p
     await c.run_pass()
     task = await c.task(beta, "job3-0")
     assert (task["machine"], task["reason"], task["placement"]) == ("m1", None, None)
-    await until_async(_in_state(c, beta, "Running"), "beta's job3-0 to run")
+    await until_async("beta's job3-0 to run", _in_state(c, beta, "Running"))
     (tmp_path / "done").write_text("")
-    await until_async(_in_state(c, alpha, "Succeeded"), "alpha's job3-0 to end")
-    await until_async(_in_state(c, beta, "Succeeded"), "beta's job3-0 to end")
+    await until_async("alpha's job3-0 to end", _in_state(c, alpha, "Succeeded"))
+    await until_async("beta's job3-0 to end", _in_state(c, beta, "Succeeded"))

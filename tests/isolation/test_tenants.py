@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from helpers import until_async
 
-from .rig import Cluster, until, until_async, worker
+from .rig import Cluster, worker
 
 BARRIER = Path(__file__).resolve().parents[2] / "examples/distributed/barrier.py"
 SQUATTER = (
@@ -77,11 +78,11 @@ async def test_a_tenant_squatting_the_range_delays_another_by_one_report(
         spec = {"name": "squat", "command": [*squat, str(bound), str(release)]}
         await c.ok("POST", "/api/v1/runs", beta, spec)
         await c.run_pass()
-        await until(bound.exists, "beta's worker to bind its ports")
+        await until_async("beta's worker to bind its ports", bound.exists)
         assert c.store is not None
         held = c.store.database.read("SELECT name, port FROM tasks WHERE name = 'squat-0'")
         assert [(row["name"], row["port"]) for row in held] == [("squat-0", None)]
-        said = str(await until_async(_logged(c, beta, "squat-0"), "beta's log")).split()
+        said = str(await until_async("beta's log", _logged(c, beta, "squat-0"))).split()
         assert said[2:] == ["WORLD_SIZE", "1"]
         assert not base <= int(said[1]) < base + width, said
 
@@ -101,14 +102,14 @@ async def test_a_tenant_squatting_the_range_delays_another_by_one_report(
             state = await _state(c, alpha, "meet")
             return state if state in ("Succeeded", "Failed") else None
 
-        assert await until_async(ended, "alpha's run to end") == "Succeeded"
+        assert await until_async("alpha's run to end", ended) == "Succeeded"
         busy = [r.getMessage() for r in caplog.records if "meet-0 not started" in r.getMessage()]
         assert len(busy) == 1, busy
         assert f"its rendezvous port {base} is in use" in busy[0]
-        logs = await until_async(_logged(c, alpha, "meet-0"), "alpha's worker 0 log")
+        logs = await until_async("alpha's worker 0 log", _logged(c, alpha, "meet-0"))
         assert f"barrier at 127.0.0.1:{base + TAKEN} passed" in logs, logs
         release.write_text("")
-        await until_async(lambda: _ended(c, beta), "beta's worker to end")
+        await until_async("beta's worker to end", lambda: _ended(c, beta))
         assert m1.runner.ports.busy == {}
     finally:
         await c.close()
@@ -159,9 +160,9 @@ async def test_gpu_less_runs_cannot_stack_past_the_machines_cores(tmp_path: Path
         held = (await c.ok("GET", "/api/v1/runs/cpu0", beta))["tasks"][0]
         assert (held["cpu_cores"], held["memory_bytes"]) == (1, 2 * GIB)
         release.write_text("")
-        await until_async(lambda: _all_ended(c, beta, 4), "the first four runs to end")
+        await until_async("the first four runs to end", lambda: _all_ended(c, beta, 4))
         await c.run_pass()
-        await until_async(lambda: _all_ended(c, beta, 6), "the last two runs to end")
+        await until_async("the last two runs to end", lambda: _all_ended(c, beta, 6))
 
         release.unlink()
         quota = {"pools": ["shared"], "cpu_quota": 2.5, "memory_quota": 5 * GIB}

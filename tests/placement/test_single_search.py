@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,6 +47,7 @@ def searched_and_scanned(session: PlacementSession, ask: dict[str, Any]) -> tupl
     return single.best(evaluation, index, gpus_each), gang._scan_single(evaluation, gpus_each)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     snap=alike_clusters(),

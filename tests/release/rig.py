@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from helpers import until
 
 OPENSSL = shutil.which("openssl")
 WAIT_SECONDS = 90.0
@@ -80,13 +81,12 @@ class Astra:
 
     def wait_run(self, name: str, token: str, state: str) -> dict[str, Any]:
         """Poll `astra astraeus status NAME -o json` until the run is in `state`."""
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
+
+        def in_state() -> dict[str, Any] | None:
             run: dict[str, Any] = json.loads(self.ok("status", name, "-o", "json", token=token))
-            if run["state"] == state or time.monotonic() > deadline:
-                assert run["state"] == state, run
-                return run
-            time.sleep(0.5)
+            return run if run["state"] == state else None
+
+        return until(f"{name} to be {state}", in_state, within=WAIT_SECONDS, every=0.5)
 
 
 def read_until(process: subprocess.Popen[str], marker: str) -> str:

@@ -19,9 +19,12 @@ import pytest
 from .rig import OPENSSL, Astra, clean, make_ca, make_server_cert, read_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-pytestmark = pytest.mark.skipif(
-    OPENSSL is None, reason="the openssl command is not installed (apt-get install openssl)"
-)
+pytestmark = [
+    pytest.mark.slow,  # the release build (PyInstaller) alone takes minutes
+    pytest.mark.skipif(
+        OPENSSL is None, reason="the openssl command is not installed (apt-get install openssl)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from helpers import until_async
 
 from astraeus.coordinator.tls import ServerCertificate, TlsError
 from astraeus.shared.tls import CaFileError, client_context
@@ -54,10 +55,7 @@ async def test_renewed_files_are_served_after_a_broken_renewal_kept_the_old(
         renewed, renewed_key = make_server_cert(tmp_path, "renewed")
         key.write_bytes(renewed_key.read_bytes())
         cert.write_bytes(renewed.read_bytes())
-        for _ in range(100):
-            if not certificate.changed():
-                break
-            await asyncio.sleep(0.05)
+        await until_async("the renewed certificate to be loaded", lambda: not certificate.changed())
         assert await _served(port, ca) == _der(renewed)
     finally:
         watch.cancel()

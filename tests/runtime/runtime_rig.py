@@ -4,16 +4,14 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import NAMESPACE_URL, uuid5
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from astraeus.agent.runtime import (
@@ -40,8 +38,6 @@ from astraeus.shared.fake_gpu import gpu_uuid
 from astraeus.shared.sdnotify import Notifier
 
 TOKEN = "agent-token-gpu-01"  # noqa: S105 - a test token, not a secret
-WAIT_SECONDS = 30.0
-"""How long a test waits for something to happen before failing; generous for a busy machine."""
 
 
 def uuid(i: int) -> str:
@@ -261,22 +257,3 @@ def kill_leftovers(rig: Harness) -> None:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-
-
-async def until(check: Callable[[], object], what: str) -> None:
-    """Wait until `check()` is true; fail naming `what` after WAIT_SECONDS."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while not check():
-        if loop.time() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-@contextlib.contextmanager
-def refusing_port() -> Iterator[int]:
-    """A loopback port held, bound but not listening, for as long as the block runs: a
-    connection to it is refused, and no other program can take it meanwhile."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield int(held.getsockname()[1])

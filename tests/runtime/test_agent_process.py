@@ -8,7 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
-from runtime_rig import TOKEN, Coordinator, assignment, python, uid_of, until
+from helpers import until_async
+from runtime_rig import TOKEN, Coordinator, assignment, python, uid_of
 
 from astraeus.agent.runtime.launch import proc_alive
 from astraeus.shared import TaskState
@@ -50,7 +51,7 @@ async def test_agent_process_restarts_under_a_running_worker(
     go = tmp_path / "go"
     coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go)))
     first = await _agent(tmp_path, coordinator)
-    await until(lambda: _state(coordinator) is TaskState.RUNNING, "the worker to run")
+    await until_async("the worker to run", lambda: _state(coordinator) is TaskState.RUNNING)
     first.send_signal(signal.SIGTERM)
     _, stderr = await first.communicate()
     assert first.returncode == 0, stderr.decode()
@@ -60,7 +61,7 @@ async def test_agent_process_restarts_under_a_running_worker(
     second = await _agent(tmp_path, coordinator)
     try:
         go.write_text("go")
-        await until(lambda: _state(coordinator) is TaskState.SUCCEEDED, "the end to arrive")
+        await until_async("the end to arrive", lambda: _state(coordinator) is TaskState.SUCCEEDED)
     finally:
         go.write_text("go")  # never leave the worker waiting, even when the test fails
         second.send_signal(signal.SIGTERM)

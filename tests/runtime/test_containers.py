@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runtime_rig import AGENT_ENV, Coordinator, Harness, assignment, uid_of, until, uuid
+from helpers import until_async
+from runtime_rig import AGENT_ENV, Coordinator, Harness, assignment, uid_of, uuid
 
 from astraeus.agent.environment import worker_environment
 from astraeus.agent.runtime import container_command
@@ -143,7 +144,7 @@ async def test_hostile_image_never_reaches_the_runtime(
         "t-0", ["--volume=/:/host", "alpine", "chroot", "/host", "id"], image="--privileged"
     )
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.message) == (
@@ -165,7 +166,7 @@ async def test_runtime_gets_the_agents_environment_and_the_container_the_users(
     env = {"LD_PRELOAD": "/tmp/evil.so", "WANDB_API_KEY": "k-123"}
     coordinator.assignments["t-0"] = assignment("t-0", command, image="alpine:3.20", env=env)
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     run, cleanup = _calls(calls)
     assert run["argv"][-4:] == ["--", "alpine:3.20", "--volume=/:/host", "--privileged"]
     assert [a for a in run["argv"] if a.startswith("--privileged")] == ["--privileged"]

@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from runtime_rig import Coordinator, Harness, assignment, python, uid_of, until
+from helpers import until_async
+from runtime_rig import Coordinator, Harness, assignment, python, uid_of
 
 from astraeus.agent.runtime.launch import proc_alive, proc_start_time
 from astraeus.agent.runtime.shim import descendants
@@ -69,7 +70,7 @@ async def test_no_process_of_a_worker_outlives_its_task(
     coordinator.assignments["t-0"] = task.model_copy(update={"cancel": False})
     agent = await harness.start()
     # A file exists before its pid is written into it: wait for the pid itself.
-    await until(lambda: all(_written(tmp_path / n) for n in NAMES), "the escapees to start")
+    await until_async("the escapees to start", lambda: all(_written(tmp_path / n) for n in NAMES))
     started = _started(tmp_path)
     assert all(proc_alive(pid, start) for pid, start in started.items())
     record = agent.runner.records[uid_of("t-0")]
@@ -79,7 +80,7 @@ async def test_no_process_of_a_worker_outlives_its_task(
         record.started_at -= 2 * task.time_limit_seconds  # as if two minutes had gone by
     else:
         (tmp_path / "go").touch()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     assert [pid for pid, start in started.items() if proc_alive(pid, start)] == []
     last = coordinator.last("t-0")
     assert last is not None
@@ -103,8 +104,8 @@ async def test_the_agent_reaps_every_shim(harness: Harness, coordinator: Coordin
     for i in range(4):
         coordinator.assignments[f"t-{i}"] = assignment(f"t-{i}", python("pass"))
     await harness.start()
-    await until(lambda: all(_ended(coordinator, f"t-{i}") for i in range(4)), "the four ends")
-    await until(lambda: not _zombie_children(), "no zombie shim")
+    await until_async("the four ends", lambda: all(_ended(coordinator, f"t-{i}") for i in range(4)))
+    await until_async("no zombie shim", lambda: not _zombie_children())
 
 
 def test_descendants_follow_the_parent_chain() -> None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from runtime_rig import Coordinator, Harness, assignment, uid_of, until
+from helpers import until_async
+from runtime_rig import Coordinator, Harness, assignment, uid_of
 
 from astraeus.agent.runtime.state import StateDir
 from astraeus.agent.runtime.users import DEFAULT_UIDS, WorkerUsers, can_switch_users, worker_users
@@ -68,8 +69,10 @@ async def test_each_worker_runs_as_its_own_unprivileged_user(
     for task in ("a-0", "b-0"):
         coordinator.assignments[task] = assignment(task, [SH, "-c", WHO_AM_I])
     await harness.start()
-    await until(lambda: _ended(coordinator, "a-0") and _ended(coordinator, "b-0"), "both ends")
-    await until(lambda: coordinator.log("a-0") and coordinator.log("b-0"), "both logs")
+    await until_async(
+        "both ends", lambda: _ended(coordinator, "a-0") and _ended(coordinator, "b-0")
+    )
+    await until_async("both logs", lambda: coordinator.log("a-0") and coordinator.log("b-0"))
     seen = {task: coordinator.log(task).splitlines() for task in ("a-0", "b-0")}
     uids = {int(lines[0]) for lines in seen.values()}
     assert len(uids) == 2
@@ -114,20 +117,20 @@ async def test_a_worker_reads_kills_and_fakes_nothing_of_another(
         "alpha-0", [SH, "-c", ALPHA], env={**shared, "WANDB_API_KEY": "ALPHA-SECRET"}
     )
     await harness.start()
-    await until(lambda: (places.shared / "alpha.pid").exists(), "alpha to run")
+    await until_async("alpha to run", lambda: (places.shared / "alpha.pid").exists())
     where = {"STATE": str(harness.state_dir), "TOKEN": str(token)}
     coordinator.assignments["beta-0"] = assignment(
         "beta-0", [SH, "-c", ATTACK], env={**shared, **where}
     )
-    await until(lambda: _ended(coordinator, "beta-0"), "beta to end")
-    await until(lambda: "done" in coordinator.log("beta-0"), "beta's log")
+    await until_async("beta to end", lambda: _ended(coordinator, "beta-0"))
+    await until_async("beta's log", lambda: "done" in coordinator.log("beta-0"))
     log = coordinator.log("beta-0")
     assert [line for line in log.splitlines() if "BREACH" in line] == []
     assert "ALPHA-SECRET" not in log
     assert "agent-secret-token" not in log
     assert coordinator.states("alpha-0") == [TaskState.STARTING, TaskState.RUNNING]
     (places.shared / "go").touch()
-    await until(lambda: _ended(coordinator, "alpha-0"), "alpha to end")
+    await until_async("alpha to end", lambda: _ended(coordinator, "alpha-0"))
     assert coordinator.states("alpha-0")[-1] is TaskState.SUCCEEDED
 
 
@@ -169,8 +172,8 @@ async def test_a_named_worker_user(
     harness.users, harness.work_root = worker_users("nobody"), places.work
     coordinator.assignments["t-0"] = assignment("t-0", [SH, "-c", "id -un; id -G"])
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
-    await until(lambda: coordinator.log("t-0"), "the log")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
+    await until_async("the log", lambda: coordinator.log("t-0"))
     name, groups = coordinator.log("t-0").splitlines()
     assert name == "nobody"
     assert groups == " ".join(str(g) for g in sorted({*os.getgrouplist("nobody", 65534)}))
@@ -186,7 +189,7 @@ async def test_a_root_agent_without_permission_starts_no_worker_as_root(
     harness.users = WorkerUsers.agents_own()
     coordinator.assignments["t-0"] = assignment("t-0", [SH, "-c", "true"])
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.message) == (
@@ -213,8 +216,8 @@ async def test_a_worker_starts_from_a_clean_environment(
     harness.env_passthrough = ("HTTPS_PROXY",)
     coordinator.assignments["a-0"] = assignment("a-0", ["/usr/bin/env"], env={"MINE": "1"})
     await harness.start()
-    await until(lambda: _ended(coordinator, "a-0"), "the worker to end")
-    await until(lambda: "MINE=1" in coordinator.log("a-0"), "its log")
+    await until_async("the worker to end", lambda: _ended(coordinator, "a-0"))
+    await until_async("its log", lambda: "MINE=1" in coordinator.log("a-0"))
     seen = dict(line.split("=", 1) for line in coordinator.log("a-0").splitlines() if "=" in line)
     assert "agent-cloud-key" not in coordinator.log("a-0")
     assert "hunter2" not in coordinator.log("a-0")

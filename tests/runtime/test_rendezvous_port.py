@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from helpers import reserved_ports
 from runtime_rig import assignment
 
 from astraeus.agent.runtime.rendezvous_port import PortGate, own_port, port_free
@@ -28,12 +29,14 @@ def _worker(port: int, rank: int = 0, **extra: object) -> Assignment:
 
 def test_a_port_listened_on_anywhere_is_not_free(listening: int) -> None:
     """A socket listening on 127.0.0.1 makes the port busy for a bind on every address; once it
-    closes, the port is free."""
+    closes, the port is free. (The port is held by a bound socket that does not listen all the
+    while, so no other program can take it in between.)"""
     assert not port_free(listening)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed = int(probe.getsockname()[1])
-    assert port_free(closed)
+    with reserved_ports(1) as port:
+        assert port_free(port)
+        with socket.create_server(("127.0.0.1", port)):
+            assert not port_free(port)
+        assert port_free(port)
 
 
 def test_worker_0_waits_and_reports_a_busy_port_until_it_changes(listening: int) -> None:

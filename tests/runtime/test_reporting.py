@@ -8,16 +8,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from runtime_rig import (
-    TOKEN,
-    Coordinator,
-    Harness,
-    assignment,
-    machine_report,
-    refusing_port,
-    uid_of,
-    until,
-)
+from helpers import refusing_port, until_async
+from runtime_rig import TOKEN, Coordinator, Harness, assignment, machine_report, uid_of
 
 from astraeus.agent.runtime import Outbox, Runner, RunnerConfig, StateDir
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
@@ -275,5 +267,5 @@ async def test_a_long_outbox_goes_out_in_reports_of_at_most_1000(
         json.dumps({"next_seq": 1500, "pending": pending})
     )
     await harness.start()
-    await until(lambda: len(coordinator.updates) == 1500, "every update to arrive")
+    await until_async("every update to arrive", lambda: len(coordinator.updates) == 1500)
     assert coordinator.batches[:2] == [MAX_UPDATES, 500]

@@ -6,7 +6,8 @@ import os
 import signal
 from pathlib import Path
 
-from runtime_rig import Coordinator, Harness, assignment, python, uid_of, until
+from helpers import until_async
+from runtime_rig import Coordinator, Harness, assignment, python, uid_of
 
 from astraeus.agent.runtime import StateDir
 from astraeus.agent.runtime.launch import proc_alive
@@ -22,9 +23,6 @@ WAIT_FOR_GO = (
     "print('done', flush=True)\n"
     "sys.exit(int(sys.argv[2]))\n"
 )
-
-OUTAGE_SECONDS = 2.0
-"""Long enough for several failed reports under the test's backoff (0.1 s doubling to 0.4 s)."""
 
 
 def _state(coordinator: Coordinator, task: str) -> TaskState | None:
@@ -45,18 +43,18 @@ async def test_restarted_agent_finds_its_worker_and_its_exit_code(
     go = tmp_path / "go"
     coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "7"))
     await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await until_async("t-0 to run", lambda: _state(coordinator, "t-0") is TaskState.RUNNING)
     await harness.halt()
     pid = _pid(harness.state_dir, "t-0")
     assert proc_alive(pid, None)
     await harness.start()
     go.write_text("go")
-    await until(lambda: _state(coordinator, "t-0") is TaskState.FAILED, "t-0 to end")
+    await until_async("t-0 to end", lambda: _state(coordinator, "t-0") is TaskState.FAILED)
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.exit_code, last.message) == (7, "exited with code 7")
     assert coordinator.states("t-0") == [TaskState.STARTING, TaskState.RUNNING, TaskState.FAILED]
-    await until(lambda: "done" in coordinator.log("t-0"), "the whole log")
+    await until_async("the whole log", lambda: "done" in coordinator.log("t-0"))
     assert coordinator.log("t-0") == "waiting\ndone\n"
 
 
@@ -67,13 +65,13 @@ async def test_worker_that_ended_while_the_agent_was_down(
     go = tmp_path / "go"
     coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "0"))
     await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await until_async("t-0 to run", lambda: _state(coordinator, "t-0") is TaskState.RUNNING)
     await harness.halt()
     go.write_text("go")
     status = harness.state_dir / "tasks" / uid_of("t-0") / "status.json"
-    await until(status.exists, "the shim to record the exit")
+    await until_async("the shim to record the exit", status.exists)
     await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "t-0 to succeed")
+    await until_async("t-0 to succeed", lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED)
 
 
 async def test_worker_killed_with_its_shim_while_the_agent_was_down_is_lost(
@@ -84,11 +82,11 @@ async def test_worker_killed_with_its_shim_while_the_agent_was_down_is_lost(
         "t-0", python(WAIT_FOR_GO, str(tmp_path / "never"), "0")
     )
     await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await until_async("t-0 to run", lambda: _state(coordinator, "t-0") is TaskState.RUNNING)
     await harness.halt()
     os.killpg(_pid(harness.state_dir, "t-0"), signal.SIGKILL)
     await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.LOST, "t-0 to be lost")
+    await until_async("t-0 to be lost", lambda: _state(coordinator, "t-0") is TaskState.LOST)
     last = coordinator.last("t-0")
     assert last is not None
     assert last.message == LOST
@@ -101,25 +99,27 @@ async def test_coordinator_outage_during_a_run_loses_nothing(
     go = tmp_path / "go"
     coordinator.assignments["t-0"] = assignment("t-0", python(WAIT_FOR_GO, str(go), "0"))
     agent = await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await until_async("t-0 to run", lambda: _state(coordinator, "t-0") is TaskState.RUNNING)
     await coordinator.down()
     reports = coordinator.reports
     go.write_text("go")
-    await until(lambda: agent.failures >= 3, "several failed reports")
-    await asyncio.sleep(OUTAGE_SECONDS)
+    await until_async("several failed reports", lambda: agent.failures >= 3)
+    record = agent.runner.records[uid_of("t-0")]
+    await until_async("t-0 to end in the outage", lambda: record.state is TaskState.SUCCEEDED)
     assert coordinator.reports == reports
-    assert agent.runner.records[uid_of("t-0")].state is TaskState.SUCCEEDED
     await coordinator.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "the end to arrive")
+    await until_async(
+        "the end to arrive", lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED
+    )
     assert sorted(coordinator.updates) == list(range(len(coordinator.updates)))
     assert coordinator.states("t-0") == [
         TaskState.STARTING,
         TaskState.RUNNING,
         TaskState.SUCCEEDED,
     ]
-    await until(lambda: "done" in coordinator.log("t-0"), "the whole log")
+    await until_async("the whole log", lambda: "done" in coordinator.log("t-0"))
     assert coordinator.log("t-0") == "waiting\ndone\n"
-    await until(lambda: agent.runner.outbox.pending == [], "every update to be acknowledged")
+    await until_async("every update to be acknowledged", lambda: agent.runner.outbox.pending == [])
 
 
 async def test_stop_does_not_wait_for_a_report_in_flight(
@@ -128,7 +128,7 @@ async def test_stop_does_not_wait_for_a_report_in_flight(
     """A stop during a report that gets no answer ends the agent at once, not at the timeout."""
     coordinator.hold = asyncio.Event()
     await harness.start()
-    await until(lambda: coordinator.arrived >= 1, "a report to arrive")
+    await until_async("a report to arrive", lambda: coordinator.arrived >= 1)
     await asyncio.wait_for(harness.halt(), timeout=10)
     assert harness.task is not None
     assert harness.task.done()
@@ -166,26 +166,26 @@ async def test_an_upgraded_agent_adopts_tasks_from_before_task_uids(
     never = tmp_path / "never"
     coordinator.assignments["t-1"] = assignment("t-1", python(WAIT_FOR_GO, str(never), "0"))
     await harness.start()
-    await until(lambda: _state(coordinator, "t-1") is TaskState.RUNNING, "t-1 to run")
-    await until(lambda: _state(coordinator, "t-0") is TaskState.RUNNING, "t-0 to run")
+    await until_async("t-1 to run", lambda: _state(coordinator, "t-1") is TaskState.RUNNING)
+    await until_async("t-0 to run", lambda: _state(coordinator, "t-0") is TaskState.RUNNING)
     await harness.halt()
     pids = {task: _pid(harness.state_dir, task) for task in ("t-0", "t-1")}
     _to_before_uids(harness.state_dir, ["t-1"])
     del coordinator.assignments["t-1"]
     seen = len(coordinator.updates)
     go.write_text("go")  # t-0 ends while no agent watches
-    await until(lambda: not proc_alive(pids["t-0"], None), "t-0's worker to end")
+    await until_async("t-0's worker to end", lambda: not proc_alive(pids["t-0"], None))
     first = len(coordinator.running)
     agent = await harness.start()
-    await until(lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED, "t-0's end")
+    await until_async("t-0's end", lambda: _state(coordinator, "t-0") is TaskState.SUCCEEDED)
     # Not said while t-0 and t-1 wait for their uids: a list without them would be a lie.
     assert coordinator.running[first] is None
-    await until(lambda: "done" in coordinator.log("t-0"), "t-0's whole log")
+    await until_async("t-0's whole log", lambda: "done" in coordinator.log("t-0"))
     assert coordinator.log("t-0") == "waiting\ndone\n"
-    await until(lambda: not proc_alive(pids["t-1"], None), "t-1's worker to be stopped")
+    await until_async("t-1's worker to be stopped", lambda: not proc_alive(pids["t-1"], None))
     # Its record is kept under a stand-in uid until it is forgotten, so look for it by name.
-    await until(
-        lambda: all(r.task != "t-1" for r in agent.runner.records.values()), "t-1 to be forgotten"
+    await until_async(
+        "t-1 to be forgotten", lambda: all(r.task != "t-1" for r in agent.runner.records.values())
     )
     later = [update for seq, update in sorted(coordinator.updates.items()) if seq >= seen]
     assert [(u.task_uid, u.state) for u in later] == [(uid_of("t-0"), TaskState.SUCCEEDED)]

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from runtime_rig import TOKEN, Coordinator, Harness, machine_report, until
+from helpers import until_async
+from runtime_rig import TOKEN, Coordinator, Harness, machine_report
 
 from astraeus.agent.runtime.main import serve
 from astraeus.agent.settings import Settings
@@ -91,14 +92,14 @@ async def test_agent_is_ready_after_its_first_report_and_pings_the_watchdog(
     seen: list[str] = []
     await coordinator.down()
     agent = await harness.start()
-    await until(
-        lambda: seen.extend(_received(notify_socket)) or (agent.failures and len(seen) >= 2),
+    await until_async(
         "failed reports and two watchdog pings",
+        lambda: seen.extend(_received(notify_socket)) or (agent.failures and len(seen) >= 2),
     )
     assert set(seen) == {"WATCHDOG=1"}
     await coordinator.start()
-    await until(lambda: seen.extend(_received(notify_socket)) or READY in seen, "READY")
-    await until(lambda: agent.reports >= 3, "more reports")
+    await until_async("READY", lambda: seen.extend(_received(notify_socket)) or READY in seen)
+    await until_async("more reports", lambda: agent.reports >= 3)
     seen.extend(_received(notify_socket))
     assert seen.count(READY) == 1
 
@@ -120,7 +121,7 @@ async def test_serve_says_stopping_on_sigterm(
     )
     service = asyncio.create_task(serve(settings, TOKEN, machine_report))
     seen: list[str] = []
-    await until(lambda: seen.extend(_received(notify_socket)) or seen, "READY")
+    await until_async("READY", lambda: seen.extend(_received(notify_socket)) or seen)
     assert "NOTIFY_SOCKET" not in os.environ
     os.kill(os.getpid(), signal.SIGTERM)
     await service

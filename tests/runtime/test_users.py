@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from runtime_rig import TOKEN, Coordinator, until
+from helpers import until_async
+from runtime_rig import TOKEN, Coordinator
 
 from astraeus.agent.runtime import main
 from astraeus.agent.runtime.users import (
@@ -199,7 +200,9 @@ async def _agent_without_setuid(
         stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     before = coordinator.reports
-    await until(lambda: process.returncode is not None or coordinator.reports > before, "an end")
+    await until_async(
+        "an end", lambda: process.returncode is not None or coordinator.reports > before
+    )
     if process.returncode is None:
         process.terminate()
     _, stderr = await process.communicate()

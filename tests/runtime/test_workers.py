@@ -8,16 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from runtime_rig import (
-    Coordinator,
-    Harness,
-    assignment,
-    machine_report,
-    python,
-    uid_of,
-    until,
-    uuid,
-)
+from helpers import until_async
+from runtime_rig import Coordinator, Harness, assignment, machine_report, python, uid_of, uuid
 
 from astraeus.shared import MachineReport, TaskState
 
@@ -63,7 +55,7 @@ async def test_worker_sees_its_environment(
         env={"USER_SETTING": "on"},
     )
     await harness.start()
-    await until(lambda: _ended(coordinator, "train-0"), "train-0 to end")
+    await until_async("train-0 to end", lambda: _ended(coordinator, "train-0"))
     seen = json.loads(out.read_text())
     env = seen["env"]
     assert {k: env.get(k) for k in expected} == expected
@@ -86,7 +78,7 @@ async def test_worker_sees_its_environment(
         TaskState.RUNNING,
         TaskState.SUCCEEDED,
     ]
-    await until(lambda: "hello" in coordinator.log("train-0"), "the log")
+    await until_async("the log", lambda: "hello" in coordinator.log("train-0"))
     assert coordinator.log("train-0") == "hello from train-0\n"
 
 
@@ -127,7 +119,7 @@ async def test_exit_statuses(
     """How a worker ends becomes the task's state, exit code, signal and message."""
     coordinator.assignments["t-0"] = assignment("t-0", command)
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.exit_code, last.signal, last.message) == (
@@ -192,14 +184,14 @@ async def test_stopping_a_worker(
     task = assignment("t-0", python(code, str(ready)), **how)
     coordinator.assignments["t-0"] = task
     await harness.start()
-    await until(ready.exists, "the worker to start")
+    await until_async("the worker to start", ready.exists)
     assert harness.agent is not None
     (record,) = harness.agent.runner.records.values()
     if stop == "cancel":
         coordinator.assignments["t-0"] = task.model_copy(update={"cancel": True})
     elif stop == "unassign":
         del coordinator.assignments["t-0"]
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.message, last.signal) == (state, message, sig)
@@ -215,12 +207,12 @@ async def test_reports_name_the_tasks_whose_workers_run(
     ready = tmp_path / "ready"
     coordinator.assignments["t-0"] = assignment("t-0", python(EXIT_ON_TERM, str(ready)))
     await harness.start()
-    await until(ready.exists, "the worker to start")
-    await until(lambda: coordinator.running[-1] == [uid_of("t-0")], "a report naming t-0")
+    await until_async("the worker to start", ready.exists)
+    await until_async("a report naming t-0", lambda: coordinator.running[-1] == [uid_of("t-0")])
     assert coordinator.running[0] == []  # the first report, before anything was assigned
     del coordinator.assignments["t-0"]
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
-    await until(lambda: coordinator.running[-1] == [], "a report naming no task")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
+    await until_async("a report naming no task", lambda: coordinator.running[-1] == [])
 
 
 async def test_cancelled_before_start_never_runs(
@@ -232,7 +224,7 @@ async def test_cancelled_before_start_never_runs(
         "t-0", python("open(__import__('sys').argv[1], 'w')", str(out)), cancel=True
     )
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.message) == ("Cancelled", "cancelled before it started")
@@ -247,7 +239,7 @@ async def test_unplaceable_assignment_fails_with_the_reason(
         "t-0", python("pass"), network="infiniband", min_gbps=800
     )
     await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
     last = coordinator.last("t-0")
     assert last is not None
     assert (last.state, last.message) == (
@@ -265,8 +257,8 @@ async def test_finished_task_is_forgotten_once_the_coordinator_has_it_all(
     leave_litter = "import os; os.makedirs('scratch/deep'); print('bye', os.getcwd())"
     coordinator.assignments["t-0"] = assignment("t-0", python(leave_litter))
     agent = await harness.start()
-    await until(lambda: _ended(coordinator, "t-0"), "t-0 to end")
-    await until(lambda: uid_of("t-0") not in agent.runner.records, "t-0 to be forgotten")
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
+    await until_async("t-0 to be forgotten", lambda: uid_of("t-0") not in agent.runner.records)
     work = harness.state_dir.with_name("state-work")
     assert coordinator.log("t-0") == f"bye {work / uid_of('t-0')}\n"
     assert list((harness.state_dir / "tasks").iterdir()) == []
@@ -287,7 +279,7 @@ async def test_a_failing_scan_does_not_stop_the_agent(
 
     agent = harness.build(flaky_scan)
     task = asyncio.create_task(agent.run(harness.stop))
-    await until(lambda: coordinator.reports >= 1, "a successful report")
+    await until_async("a successful report", lambda: coordinator.reports >= 1)
     harness.stop.set()
     await task
     assert len(calls) >= 2
@@ -318,18 +310,18 @@ async def test_a_new_task_starts_only_once_its_gpus_are_free(
         "old-0", python(SLOW_TO_LEAVE, str(tmp_path / "old")), **gpu0
     )
     await harness.start()
-    await until((tmp_path / "old.start").exists, "old-0 to start")
+    await until_async("old-0 to start", (tmp_path / "old.start").exists)
     coordinator.assignments = {
         "new-0": assignment("new-0", python(SLOW_TO_LEAVE, str(tmp_path / "new")), **gpu0),
         "other-0": assignment("other-0", python(SLOW_TO_LEAVE, str(tmp_path / "other")), **gpu1),
     }
-    await until((tmp_path / "other.start").exists, "other-0 to start")
+    await until_async("other-0 to start", (tmp_path / "other.start").exists)
     assert not (tmp_path / "new.start").exists()  # old-0 is still leaving GPU 0
-    await until((tmp_path / "new.start").exists, "new-0 to start")
+    await until_async("new-0 to start", (tmp_path / "new.start").exists)
     old_exit = float((tmp_path / "old.exit").read_text())
     assert float((tmp_path / "new.start").read_text()) > old_exit
     assert float((tmp_path / "other.start").read_text()) < old_exit
-    await until(lambda: _ended(coordinator, "old-0"), "old-0 reported ended")
+    await until_async("old-0 reported ended", lambda: _ended(coordinator, "old-0"))
     last = coordinator.last("old-0")
     assert last is not None
     assert last.state == "Cancelled"
