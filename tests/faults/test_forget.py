@@ -9,7 +9,11 @@ import signal
 import subprocess
 from typing import Any
 
+import pytest
+
 from .rig import BIN, Cluster, alive, invariants, machine_report, until
+
+pytestmark = pytest.mark.slow  # real agent and coordinator processes, several report windows
 
 
 def _forget(cluster: Cluster, machine: str) -> dict[str, Any]:

@@ -15,7 +15,11 @@ import urllib.request
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from .rig import Cluster, machine_report, until
+
+pytestmark = pytest.mark.slow  # real agent and coordinator processes, several report windows
 
 MACHINES = 40
 WINDOWS = {"ASTRAEUS_DOWN_AFTER_SECONDS": "3", "ASTRAEUS_LOST_AFTER_SECONDS": "5"}

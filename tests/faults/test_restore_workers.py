@@ -7,8 +7,12 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
+
 from .rig import BIN, PATIENT, Cluster, Process, until
 from .test_backup import _restore
+
+pytestmark = pytest.mark.slow  # real agent and coordinator processes, several report windows
 
 
 def test_a_restored_task_waits_for_the_newer_worker_on_its_gpus(tmp_path: Path) -> None:

@@ -8,7 +8,11 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from .rig import DOWN_AFTER, Cluster, alive, invariants, until
+
+pytestmark = pytest.mark.slow  # real agent and coordinator processes, several report windows
 
 LOST_AFTER = 10.0
 """The Lost grace for this test: the default's 300 s over the Down window's 30 s, shortened."""

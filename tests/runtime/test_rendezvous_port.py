@@ -83,14 +83,15 @@ def test_every_port_of_the_range_in_use_is_reported_at_once() -> None:
 
 
 def test_a_real_listener_in_the_range_is_found_by_the_probe() -> None:
-    """With real sockets: two listeners in a small range are both reported besides the task's
-    own port."""
+    """With a real socket: the task's own port, taken by a listener, is found busy and is
+    among the ports reported in use (its neighbours may be in use too, by anything on this
+    machine: they are not asserted either way)."""
     with socket.create_server(("127.0.0.1", 0)) as one:
         low = int(one.getsockname()[1])
         gate = PortGate(port_free)
         gate.span = PortSpan(first=low, last=low + 3)
         assert gate.in_use(_worker(low))
-        assert PortSpan(first=low, last=low) in gate.in_use_here
+        assert any(span.first <= low <= span.last for span in gate.in_use_here)
 
 
 def test_a_world_of_one_is_not_checked_and_gets_a_port_outside_the_range() -> None:
