@@ -20,7 +20,12 @@ BARRIER = Path(__file__).resolve().parents[2] / "examples/distributed/barrier.py
 SQUATTER = (
     "import os, pathlib, socket, sys, time\n"
     "first, last = int(sys.argv[1]), int(sys.argv[2])\n"
-    "held = [socket.create_server(('127.0.0.1', p)) for p in range(first, last + 1)]\n"
+    "held = []\n"
+    "for port in range(first, last + 1):\n"
+    "    try:\n"
+    "        held.append(socket.create_server(('127.0.0.1', port)))\n"
+    "    except OSError:\n"
+    "        pass  # a connection of this busy machine has it: in use anyway\n"
     "print('MASTER_PORT', os.environ['MASTER_PORT'], 'WORLD_SIZE', os.environ['WORLD_SIZE'],"
     " flush=True)\n"
     "pathlib.Path(sys.argv[3]).write_text('bound')\n"
