@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from astraeus.shared.labels import POOL
+
 from . import ladder
 from .fabrics import NetworkPlace
 from .facts import MachineFacts
@@ -33,6 +35,19 @@ class Cluster:
     """Each machine's (cores, memory), 0 when it never reported: read for every machine of an
     explanation, so kept in one list rather than behind three objects each."""
     _groups: dict[tuple[object, ...], Groups] = field(default_factory=dict)
+    _drives_in: dict[tuple[str, ...], frozenset[str]] = field(default_factory=dict)
+
+    def drives_in(self, pools: tuple[str, ...]) -> frozenset[str]:
+        """The drives that exist for a workspace of `pools`: those some machine of its pools
+        reports (every machine's, for a workspace without pools). A drive only another pool has
+        reads to it as one that does not exist, never as "not reachable": a member learns
+        nothing of other pools' drives."""
+        if not pools:
+            return self.known_drives
+        if pools not in self._drives_in:
+            mine = [f.reported_drives for f in self.facts if f.snapshot.labels.get(POOL) in pools]
+            self._drives_in[pools] = frozenset().union(*mine)
+        return self._drives_in[pools]
 
     def groups(self, rung: ladder.Rung, needs: Needs) -> Groups:
         """The machines of each group on `rung` under the run's rules, in name order."""

@@ -57,7 +57,7 @@ class Prepared:
             now=self.now,
             place=self.cluster.places[i],
             held=facts.name in self.held,
-            known_drives=self.cluster.known_drives,
+            known_drives=self.cluster.drives_in(self.needs.run.pools),
         )
 
     def early(self, i: int) -> Rejection | None:

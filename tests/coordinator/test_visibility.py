@@ -92,3 +92,33 @@ async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster)
 
 def _gpus(count: int, *, per_machine: int) -> dict[str, Any]:
     return {"gpu_requests": {"count": count, "min_per_machine": per_machine}}
+
+
+async def test_a_drive_of_another_pool_reads_as_one_that_does_not_exist(cluster: Cluster) -> None:
+    """beta's pool `secret` holds the drive `beta-datasets`; vision (pool `shared`) asking for
+    it on gpu-01 is told exactly what a drive nobody has gets: the member learns nothing of other
+    pools' drives. beta, whose pools hold it, is told it is not reachable from gpu-01."""
+    c = cluster
+    vision, beta = await _two_tenants(c)
+    drive = {"name": "beta-datasets", "path": "/mnt/beta", "capacity_bytes": 1, "free_bytes": 1}
+    await c.report("gpu-02", drives=[drive])
+    await c.label("gpu-02", pool="secret")
+
+    async def why(token: str, name: str) -> str:
+        ask = {
+            "gpu_requests": {"count": 1},
+            "drives": [{"name": name, "mount_path": "/data"}],
+            "node_selection": {"names": ["gpu-01"]},
+        }
+        body = {"name": "d", "command": ["x"], "requested_resources": ask}
+        status, dry = await c.call("POST", "/api/v1/runs?dry_run=true", token, body)
+        assert status == 200, dry
+        return str(dry["placement"]["nodes"][0]["reasons"])
+
+    told = await why(vision, "beta-datasets")
+    nobody = await why(vision, "nobody-has-this")
+    assert told == nobody.replace("nobody-has-this", "beta-datasets")
+    assert "drive beta-datasets does not exist" in told
+    assert "drive beta-datasets is not reachable from this machine" in await why(
+        beta, "beta-datasets"
+    )
