@@ -1,0 +1,57 @@
+"""`astraeus-coordinator` under tracemalloc, for `soak_bench.py --trace`.
+
+    python benchmarks/soak_trace.py DIR [astraeus-coordinator arguments...]
+
+Each SIGUSR1 writes `DIR/<n>.snapshot` (a `tracemalloc.Snapshot`) and `DIR/<n>.json` (traced
+bytes, the collector's object counts, and the objects frozen by the service's gc policy); the
+n-th SIGUSR2 does the same after handing the frozen objects back and collecting them, and
+says how many objects and traced bytes that freed: the frozen garbage at that moment.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import signal
+import sys
+import tracemalloc
+from pathlib import Path
+from types import FrameType
+
+FRAMES = 12
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    count = 0
+
+    def dump(signum: int, _frame: FrameType | None) -> None:
+        nonlocal count
+        count += 1
+        found: dict[str, object] = {}
+        if signum == signal.SIGUSR2:
+            before = tracemalloc.get_traced_memory()[0]
+            frozen = gc.get_freeze_count()
+            gc.unfreeze()
+            found["freed_objects"] = gc.collect()
+            found["freed_bytes"] = before - tracemalloc.get_traced_memory()[0]
+            found["frozen_before"] = frozen
+            gc.freeze()
+        found["traced_bytes"] = tracemalloc.get_traced_memory()[0]
+        found["frozen"] = gc.get_freeze_count()
+        found["tracked"] = len(gc.get_objects())
+        tracemalloc.take_snapshot().dump(str(out / f"{count}.snapshot"))
+        (out / f"{count}.tmp").write_text(json.dumps(found))
+        (out / f"{count}.tmp").rename(out / f"{count}.json")
+
+    signal.signal(signal.SIGUSR1, dump)
+    signal.signal(signal.SIGUSR2, dump)
+    tracemalloc.start(FRAMES)
+    from astraeus.coordinator.service import main as serve
+
+    return serve(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
