@@ -19,7 +19,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -77,24 +77,9 @@ class Writer:
         still finishes whole)."""
         if self._thread is None or self.here():
             return [job() for job in jobs]
-        done: Future[list[T]] = Future()
-        results: list[T] = []
-
-        def step(index: int) -> None:
-            if done.cancelled():
-                return
-            if index == len(jobs):
-                done.set_result(results)
-                return
-            try:
-                results.append(jobs[index]())
-            except BaseException as error:
-                done.set_exception(error)
-                return
-            self._queue.put((lambda: step(index + 1), Future()))
-
-        self._queue.put((lambda: step(0), Future()))
-        return await asyncio.wrap_future(done)
+        turns = _InTurn(self._queue, jobs)
+        self._queue.put((turns.next, Future()))
+        return await asyncio.wrap_future(turns.done)
 
     def stop(self) -> None:
         """Run every job queued so far, then end the thread (waiting for it)."""
@@ -114,12 +99,49 @@ class Writer:
             item = self._queue.get()
             if item is None:
                 return
-            job, future = item
-            if not future.set_running_or_notify_cancel():
-                continue  # its request went away before it started: nothing is written
-            try:
-                result = job()
-            except BaseException as error:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
+            _run(*item)
+            del item  # what the job holds is let go now, not when the next one comes
+
+
+def _run(job: Callable[[], Any], future: Future[Any]) -> None:
+    """One job, its result or exception into its future."""
+    if not future.set_running_or_notify_cancel():
+        return  # its request went away before it started: nothing is written
+    try:
+        result = job()
+    except BaseException as error:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class _InTurn(Generic[T]):
+    """`Writer.run_in_turn`'s jobs, each queued as the one before it ends. A plain object, not a
+    function that queues itself: such a closure is a reference cycle, which would keep the jobs
+    (a pass's rows and explanations) alive until the collector's next full pass, and frozen
+    with the rest after a pass (`gc_policy.py`) until long after."""
+
+    def __init__(
+        self, jobs_queue: queue.SimpleQueue[Job | None], jobs: Sequence[Callable[[], T]]
+    ) -> None:
+        self._queue = jobs_queue
+        self._jobs = list(jobs)
+        self._index = 0
+        self.results: list[T] = []
+        self.done: Future[list[T]] = Future()
+
+    def next(self) -> None:
+        """Run the next job (on the writer thread); queue the one after it."""
+        if self.done.cancelled():
+            return
+        if self._index == len(self._jobs):
+            self.done.set_result(self.results)
+            return
+        job = self._jobs[self._index]
+        self._index += 1
+        try:
+            self.results.append(job())
+        except BaseException as error:
+            self.done.set_exception(error)
+            return
+        self._queue.put((self.next, Future()))
