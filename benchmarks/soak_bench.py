@@ -241,11 +241,14 @@ async def soak(args: argparse.Namespace) -> bool:
         print(f"too short to judge: {len(service)} minutes, {args.warmup} of warm-up")
         return False
     steady, worst = flat(kept, args.tolerance)
+    half = kept[len(kept) // 2 :]
+    slope = (half[-1] - half[0]) / max(len(half) - 1, 1) / MB
     print(
         f"service RSS after {args.warmup} min of warm-up: {kept[0] / MB:.1f} MB, then"
         f" {min(kept) / MB:.1f}-{max(kept) / MB:.1f} MB, last {kept[-1] / MB:.1f} MB;"
         f" largest departure {worst * 100:.1f} %: {'FLAT' if steady else 'NOT FLAT'}"
-        f" (within {args.tolerance * 100:.0f} %)",
+        f" (within {args.tolerance * 100:.0f} %); {slope:+.2f} MB a minute over the last"
+        f" {len(half)} minutes",
         flush=True,
     )
     if trace is not None:
@@ -258,8 +261,9 @@ def report_trace(trace: Path, warmup: int, minutes: int) -> None:
     figures = {n: json.loads((trace / f"{n}.json").read_text()) for n in (first, minutes)}
     for n, found in figures.items():
         print(
-            f"  traced at minute {n}: {found['traced_bytes'] / MB:.1f} MB, {found['tracked']}"
-            f" tracked objects, {found['frozen']} frozen"
+            f"  traced at minute {n}: {found['traced_bytes'] / MB:.1f} MB, SQLite's own"
+            f" {found['sqlite_bytes'] / MB:.1f} MB, {found['tracked']} tracked objects,"
+            f" {found['frozen']} frozen"
         )
     print(f"largest growths from minute {first} to {minutes}, by traceback:")
     print("\n".join(top_growth(trace / f"{first}.snapshot", trace / f"{minutes}.snapshot")))

@@ -2,14 +2,16 @@
 
     python benchmarks/soak_trace.py DIR [astraeus-coordinator arguments...]
 
-Each SIGUSR1 writes `DIR/<n>.snapshot` (a `tracemalloc.Snapshot`) and `DIR/<n>.json` (traced
-bytes, the collector's object counts, and the objects frozen by the service's gc policy); the
-n-th SIGUSR2 does the same after handing the frozen objects back and collecting them, and
-says how many objects and traced bytes that freed: the frozen garbage at that moment.
+The n-th signal writes `DIR/<n>.snapshot` (a `tracemalloc.Snapshot`) and `DIR/<n>.json` (the
+traced bytes, SQLite's own memory, the objects the collector tracks, and those frozen by the
+gc policy). SIGUSR1 changes nothing; SIGUSR2 first hands the frozen objects back and collects
+them (`gc.unfreeze`, `gc.collect`, then `gc.freeze` again) and also says how many objects and
+traced bytes that freed: the garbage that was frozen at that moment.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import json
 import signal
@@ -19,6 +21,17 @@ from pathlib import Path
 from types import FrameType
 
 FRAMES = 12
+
+
+def sqlite_bytes() -> int:
+    """What SQLite itself holds (its page caches, statements): tracemalloc does not see it.
+    -1 where the library cannot be loaded by that name."""
+    try:
+        library = ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        return -1
+    library.sqlite3_memory_used.restype = ctypes.c_int64
+    return int(library.sqlite3_memory_used())
 
 
 def main() -> int:
@@ -39,6 +52,7 @@ def main() -> int:
             found["frozen_before"] = frozen
             gc.freeze()
         found["traced_bytes"] = tracemalloc.get_traced_memory()[0]
+        found["sqlite_bytes"] = sqlite_bytes()
         found["frozen"] = gc.get_freeze_count()
         found["tracked"] = len(gc.get_objects())
         tracemalloc.take_snapshot().dump(str(out / f"{count}.snapshot"))
