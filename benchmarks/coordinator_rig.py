@@ -18,7 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -111,8 +111,13 @@ class Cluster:
 class Coordinator:
     """The service started on a copy of a `Cluster`'s file; `async with` starts and stops it."""
 
-    def __init__(self, cluster: Cluster, **env: str) -> None:
+    def __init__(
+        self, cluster: Cluster, *, launch: Sequence[str] = (str(BIN),), **env: str
+    ) -> None:
+        """`launch`: the command that starts the service (the `astraeus-coordinator` entry point
+        by default; `soak_bench.py --trace` starts it under tracemalloc)."""
         self.cluster = cluster
+        self.launch = tuple(launch)
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
         self.db = self.dir / "astraeus.db"
         shutil.copy(cluster.db, self.db)
@@ -136,7 +141,7 @@ class Coordinator:
 
     async def __aenter__(self) -> Coordinator:
         self.process = await asyncio.create_subprocess_exec(
-            BIN,
+            *self.launch,
             "--db",
             self.db,
             "--state-dir",

@@ -22,19 +22,27 @@ class GcPolicy:
     passes: int = 0
 
     def settle(self) -> None:
-        """Move what lives now out of the collector's sight (`gc.freeze`). Every
-        `UNFREEZE_EVERY` passes it is all handed back, collected at once (`gc.collect`), and
-        what still lives frozen again.
+        """Collect what died since the last settle, then move what lives now out of the
+        collector's sight (`gc.freeze`). Every `UNFREEZE_EVERY` passes the frozen objects are
+        handed back first (`gc.unfreeze`), so that collection is a full one, and what still
+        lives is frozen again.
 
-        The collection is the choice: unfrozen objects only join the oldest generation, whose
-        next full collection may not come before the next pass freezes them again, so a cycle
-        among objects frozen while alive could stay for good. Collecting right away frees every
-        such cycle, at the cost of one full collection per `UNFREEZE_EVERY` passes (at 5,000
-        machines, ~0.5 M tracked objects: 1.1-2.0 s on a loaded two-core machine, the 100-450 ms
-        of `startup.settle_loaded` on a quiet one); in the service it holds up requests that
-        long, once."""
+        The collection before each freeze is what keeps memory bounded: `gc.freeze` freezes
+        garbage too, and a cycle that died since the last collection (a pass's futures, a
+        request's objects, whatever they hold) stayed frozen, with all it held, until the next
+        unfreeze, `UNFREEZE_EVERY` passes later. It costs little: a collection never walks
+        frozen objects, only those made since the last freeze (a few thousand after a pass:
+        well under a millisecond; 0.23 ms for 5,000 objects beside 400,000 frozen, 3.8 ms for
+        50,000).
+
+        The full collection every `UNFREEZE_EVERY` passes frees cycles among objects frozen
+        while alive (unfrozen objects only join the oldest generation, whose next full
+        collection may not come before the next pass freezes them again). It costs one walk
+        of everything (at 5,000 machines, ~0.5 M tracked objects: 1.1-2.0 s on a loaded
+        two-core machine, the 100-450 ms of `startup.settle_loaded` on a quiet one); in the
+        service it holds up requests that long, once."""
         self.passes += 1
         if self.passes % UNFREEZE_EVERY == 0:
             gc.unfreeze()
-            gc.collect()
+        gc.collect()
         gc.freeze()

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,9 @@ class Writer:
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         """Jobs in order; None (put by `stop`) ends the thread after those before it."""
         self._thread: threading.Thread | None = None
-        self._ident: int | None = None
         self._sent: deque[float] = deque()
         """When each job not finished yet was sent (`time.monotonic`), the oldest first."""
+        self._ident: int | None = None
 
     @property
     def running(self) -> bool:
@@ -96,24 +96,9 @@ class Writer:
         still finishes whole)."""
         if self._thread is None or self.here():
             return [job() for job in jobs]
-        done: Future[list[T]] = Future()
-        results: list[T] = []
-
-        def step(index: int) -> None:
-            if done.cancelled():
-                return
-            if index == len(jobs):
-                done.set_result(results)
-                return
-            try:
-                results.append(jobs[index]())
-            except BaseException as error:
-                done.set_exception(error)
-                return
-            self._put(lambda: step(index + 1), Future())
-
-        self._put(lambda: step(0), Future())
-        return await asyncio.wrap_future(done)
+        turns = _InTurn(self._put, jobs)
+        self._put(turns.next, Future())
+        return await asyncio.wrap_future(turns.done)
 
     def stop(self) -> None:
         """Run every job queued so far, then end the thread (waiting for it)."""
@@ -133,19 +118,52 @@ class Writer:
             item = self._queue.get()
             if item is None:
                 return
-            job, future = item
             try:
-                self._run(job, future)
+                _run(*item)
             finally:
                 self._sent.popleft()
+            del item  # what the job holds is let go now, not when the next one comes
 
-    @staticmethod
-    def _run(job: Callable[[], Any], future: Future[Any]) -> None:
-        if not future.set_running_or_notify_cancel():
-            return  # its request went away before it started: nothing is written
+
+def _run(job: Callable[[], Any], future: Future[Any]) -> None:
+    """One job, its result or exception into its future."""
+    if not future.set_running_or_notify_cancel():
+        return  # its request went away before it started: nothing is written
+    try:
+        result = job()
+    except BaseException as error:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+class _InTurn(Generic[T]):
+    """`Writer.run_in_turn`'s jobs, each queued as the one before it ends. A plain object, not a
+    function that queues itself: such a closure is a reference cycle, which would keep the jobs
+    (a pass's rows and explanations) alive until the collector's next full pass, and frozen
+    with the rest after a pass (`gc_policy.py`) until long after."""
+
+    def __init__(
+        self, put: Callable[[Callable[[], Any], Future[Any]], None], jobs: Sequence[Callable[[], T]]
+    ) -> None:
+        self._put = put
+        self._jobs = list(jobs)
+        self._index = 0
+        self.results: list[T] = []
+        self.done: Future[list[T]] = Future()
+
+    def next(self) -> None:
+        """Run the next job (on the writer thread); queue the one after it."""
+        if self.done.cancelled():
+            return
+        if self._index == len(self._jobs):
+            self.done.set_result(self.results)
+            return
+        job = self._jobs[self._index]
+        self._index += 1
         try:
-            result = job()
+            self.results.append(job())
         except BaseException as error:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
+            self.done.set_exception(error)
+            return
+        self._put(self.next, Future())

@@ -4,8 +4,11 @@ loop; faults and shutdown keep every write whole. Real SQLite files throughout."
 from __future__ import annotations
 
 import asyncio
+import functools
+import gc
 import stat
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -264,3 +267,25 @@ async def test_jobs_in_turn_let_other_writes_in_between(database: Database) -> N
     with pytest.raises(ValueError, match="chunk 2 is bad"):
         await chain
     assert order == ["chunk 0", "report", "chunk 1"]
+
+
+class _Rows:
+    """Stands for a pass's rows: what a chunk of the commit holds."""
+
+
+async def test_jobs_in_turn_hold_nothing_once_done(database: Database) -> None:
+    """Once `run_in_turn` has returned, nothing of it keeps its jobs (and what they hold)
+    alive: no reference cycle waits for the collector, which the gc policy would freeze after
+    the pass with all it held (issue 25.6)."""
+    rows = _Rows()
+    gone = weakref.ref(rows)
+    jobs = [functools.partial(_insert, database, "chunk", n) for n in range(3)]
+    held = [functools.partial(lambda _rows: 0, rows)]
+    gc.disable()  # no collection may free a cycle behind the test's back
+    try:
+        assert await database.run_in_turn([*jobs, *held]) == [0, 1, 2, 0]
+        del jobs, held, rows
+        assert gone() is None
+    finally:
+        gc.enable()
+    assert _rows(database) == [("chunk", 0), ("chunk", 1), ("chunk", 2)]
