@@ -106,7 +106,9 @@ class Runner:
             for record in self.records.values()
             if not record.state.ended and wanted & set(record.assignment.assigned_gpu_ids)
         ]
-        if holders and assignment.task_uid not in self._waiting:
+        if not holders:
+            self._waiting.discard(assignment.task_uid)  # it starts now: nothing kept of it
+        elif assignment.task_uid not in self._waiting:
             self._waiting.add(assignment.task_uid)
             log.info(
                 "task %s waits for %s to exit: they still use its GPUs",
