@@ -1,7 +1,8 @@
 """The SQLite file: WAL mode, numbered migrations, one writer, each write in `BEGIN IMMEDIATE`.
 
 A write that fails because of the storage (disk full, a read-only file, an I/O error) rolls back
-whole and raises `StorageError`; the fault is kept until a write succeeds again (`faults.py`).
+whole and raises `StorageError`; the fault is kept until a write succeeds again (`faults.py`), and
+a full disk's until its file system has room again too (`ROOM_AGAIN_BYTES`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, TypeVar
 
 import sqlite_utils
 
-from .faults import REOPEN, SQLITE_READONLY, Fault, StorageError, storage_problem
+from .faults import REOPEN, SQLITE_FULL, SQLITE_READONLY, Fault, StorageError, storage_problem
 from .migrations import MIGRATIONS
 from .writer import Writer
 
@@ -32,6 +33,12 @@ log = logging.getLogger(__name__)
 
 PROBE_EVERY_SECONDS = 1.0
 """While a fault lasts, `check` tries a write at most this often."""
+
+ROOM_AGAIN_BYTES = 256 * 1024
+"""A `disk full` fault ends only once the database's file system has this much free space:
+on a full disk a small write that fits in pages SQLite already holds still succeeds, while the
+next one that needs a new page fails, so a success alone would end the fault and bring it back
+again from one write to the next."""
 
 Row = dict[str, Any]
 
@@ -213,8 +220,20 @@ class Database:
             if fault is None:
                 raise
             raise fault from error
-        if self.fault is not None:
+        if self.fault is not None and self._room_again():
             self._recover()
+
+    def _room_again(self) -> bool:
+        """Whether a write that succeeded may end the fault in effect: always, but for a full
+        disk only once its file system has `ROOM_AGAIN_BYTES` free again."""
+        assert self.fault is not None  # noqa: S101 - only called while a fault is recorded
+        if self.fault.code != SQLITE_FULL:
+            return True
+        try:
+            found = os.statvfs(self.path.parent)
+        except OSError:
+            return True
+        return found.f_bavail * found.f_frsize >= ROOM_AGAIN_BYTES
 
     def _writable(self) -> sqlite3.Connection:
         """The write connection, opened again first after a fault that may have left it stuck."""

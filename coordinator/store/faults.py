@@ -3,7 +3,7 @@ act on, and the state of the current fault.
 
 A fault is not a bug: the disk filled up, the file turned read-only, the device failed. Writes
 answer 503 while it lasts (`api/errors.py`), reads keep working, and the first write that
-succeeds again ends it.
+succeeds again ends it (a full disk's once its file system has room again).
 """
 
 from __future__ import annotations

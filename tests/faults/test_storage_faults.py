@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ from typing import Any
 
 import pytest
 from helpers import until
+
+from astraeus.coordinator.store import StorageError
+from astraeus.coordinator.store.db import Database
 
 from .rig import PATIENT, Cluster, Coordinator, invariants, machine_report
 
@@ -264,3 +268,36 @@ def _two_runs(db: Path) -> None:
     states = invariants(db)
     assert sum(states.values()) == 2
     assert set(states) <= {"Running", "Pending"}
+
+
+def test_a_small_write_on_a_full_disk_does_not_end_the_fault(tmp_path: Path) -> None:
+    """On a full disk a write that fits in pages SQLite already holds still succeeds while the
+    next one that needs a new page fails. Such a success must not end `disk full` (the gauge and
+    /healthz flapped from one write to the next, which a CI run caught); the fault ends at the
+    first write after the file system has room again."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk))
+    try:
+        database = Database(disk / "astraeus.db")
+        other = sqlite3.connect(disk / "astraeus.db")
+        for _ in range(8):  # the probe's row and page are in the file; the WAL has frames
+            assert database.probe() is None
+            assert other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0] == 0
+        filler = _fill(disk)
+        # Checkpointed in full, the next write starts the WAL over, in frames it already has.
+        assert other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0] == 0
+        other.close()
+        with pytest.raises(StorageError), database.write() as conn:
+            conn.execute("UPDATE write_probe SET at = ?", ("x" * 400_000,))
+        assert database.fault is not None
+        assert database.fault.problem == "disk full"
+        with database.write() as conn:  # the small write fits in the WAL's frames and succeeds
+            conn.execute("INSERT OR REPLACE INTO write_probe (id, at) VALUES (1, 'now')")
+        assert database.fault is not None
+        assert database.fault.problem == "disk full"
+        filler.unlink()
+        assert database.probe() is None
+        database.close()
+    finally:
+        _umount(disk)
