@@ -214,13 +214,14 @@ class Harness:
     agent_env: dict[str, str] = field(default_factory=lambda: dict(AGENT_ENV))
     """The agent's own environment."""
     env_passthrough: tuple[str, ...] = ()
+    stop_grace_seconds: float = 0.5
 
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
         self.launchers.append(launcher)
         state = StateDir(self.state_dir)
         config = RunnerConfig(
-            stop_grace_seconds=0.5,
+            stop_grace_seconds=self.stop_grace_seconds,
             agent_env=self.agent_env,
             env_passthrough=self.env_passthrough,
             users=self.users,
