@@ -23,14 +23,24 @@ class Member:
     fabric: str | None
     link: LinkLayer | None
     nvlink_domain: str | None
+    imex: bool
+    """IMEX channel 0 is available: the machine counts in its NVLink domain for a group."""
 
 
 def _node(m: Member) -> Key | None:
     return (m.name,)
 
 
+def shared_domain(m: Member) -> str | None:
+    """The NVLink domain a machine shares with others: only with its IMEX channel, which every
+    worker placed in a multi-node domain is given (the agent fails one without it). A machine
+    without it is in no domain for a group of machines; alone (rung 1) it needs none."""
+    return m.nvlink_domain if m.imex else None
+
+
 def _nvlink(m: Member) -> Key | None:
-    return (m.nvlink_domain,) if m.nvlink_domain else None
+    domain = shared_domain(m)
+    return (domain,) if domain else None
 
 
 def _fabric_rack(m: Member) -> Key | None:
@@ -204,7 +214,7 @@ def _keep(keep_within: KeepWithin | None, m: Member) -> Key | None:
     if keep_within is None or keep_within is KeepWithin.NODE:
         return ()
     value = {
-        KeepWithin.NVLINK_DOMAIN: m.nvlink_domain,
+        KeepWithin.NVLINK_DOMAIN: shared_domain(m),
         KeepWithin.FABRIC: m.fabric,
         KeepWithin.RACK: m.rack,
     }[keep_within]
