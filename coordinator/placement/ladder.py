@@ -192,7 +192,22 @@ def allowed_rungs(needs: Needs) -> tuple[Rung, ...]:
     if needs.asks_rdma and last == "ethernet":
         last = "rdma"
     names = [rung.name for rung in RUNGS]
-    return RUNGS[: names.index(last) + 1]
+    allowed = RUNGS[: names.index(last) + 1]
+    if ethernet_will_do(needs):
+        return tuple(rung for rung in allowed if not (rung.nvlink or rung.rdma))
+    return allowed
+
+
+def ethernet_will_do(needs: Needs) -> bool:
+    """A run without GPUs that asks for no interconnect (nor an RDMA port speed) and no rule
+    naming an NVLink domain or fabric: its workers gain nothing from NVLink or RDMA, so it skips
+    those rungs (1, 7, 8) rather than take GPU machines for them while CPU machines are free."""
+    return (
+        needs.gpus == 0
+        and needs.interconnect is Interconnect.AUTO
+        and not needs.asks_rdma
+        and needs.keep_within not in (KeepWithin.NVLINK_DOMAIN, KeepWithin.FABRIC)
+    )
 
 
 def group_key(rung: Rung, needs: Needs, m: Member) -> Key | None:
