@@ -200,8 +200,9 @@ def allowed_rungs(needs: Needs) -> tuple[Rung, ...]:
 
 def ethernet_will_do(needs: Needs) -> bool:
     """A run without GPUs that asks for no interconnect (nor an RDMA port speed) and no rule
-    naming an NVLink domain or fabric: its workers gain nothing from NVLink or RDMA, so it skips
-    those rungs (1, 7, 8) rather than take GPU machines for them while CPU machines are free."""
+    naming an NVLink domain or fabric: its workers gain nothing from NVLink or RDMA, so it climbs
+    rungs 1, 7 and 8 only, rather than take GPU machines for rungs 2-6 while CPU machines are
+    free (the -30 score for a CPU worker on a GPU machine counts only within a rung)."""
     return (
         needs.gpus == 0
         and needs.interconnect is Interconnect.AUTO
