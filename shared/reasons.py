@@ -175,6 +175,10 @@ class RejectionCode(StrEnum):
     NO_RACK_LABEL = "NoRackLabel"
     NO_FABRIC = "NoFabric"
     NO_NVLINK_DOMAIN = "NoNVLinkDomain"
+    NO_IMEX_CHANNEL = "NoIMEXChannel"
+    """The machine is in an NVLink domain, but its IMEX channel is not available: the domain
+    holds no run of several machines there (`interconnect: nvlink`, `keep_within:
+    nvlink_domain`)."""
     CANNOT_PLAN_WORKERS = "CannotPlanWorkers"
     """No shape meets the run's rules: every machine gives it."""
     NO_ROOM_WITHIN = "NoRoomWithin"

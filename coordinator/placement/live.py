@@ -98,7 +98,7 @@ class Frame:
         facts = self.facts
         places = self._network(min_gbps)
         members = [
-            ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain)
+            ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain, f.imex)
             for f, p in zip(facts, places, strict=True)
         ]
         known = frozenset().union(*(one.reported_drives for one in facts))

@@ -68,7 +68,7 @@ class PlacementSession:
         idle, could = self._idle_fit(self._prepare(needs, now, frozenset()), rungs)
         if idle.smallest.gpus != current.smallest.gpus:
             current = self._evaluation(prepared, idle.smallest.gpus)
-        survivor = survivors.gang_rejection(current, could_fit=could is not None)
+        survivor = survivors.gang_rejection(current, could_fit=could is not None, idle=idle)
         return explanation.pending(current, idle, survivor, now, _names(prepared.cluster, could))
 
     def _idle_fit(

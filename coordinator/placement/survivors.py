@@ -15,18 +15,37 @@ from .rejection import Rejection
 from .shape import ShapeOption
 
 
-def gang_rejection(evaluation: RunEvaluation, could_fit: bool) -> Survivor:
+def gang_rejection(
+    evaluation: RunEvaluation, could_fit: bool, idle: RunEvaluation | None = None
+) -> Survivor:
     """The same text for every survivor; `could_fit` (the run fits an idle cluster) makes it a
-    room reason, with each machine's own free room as its share of the need."""
+    room reason, with each machine's own free room as its share of the need. A run that needs
+    an NVLink domain tells the machines of a domain without IMEX so (`_without_imex`)."""
     text, code, need = _text(evaluation)
+    imex = topology.wants_domain(evaluation.needs)
 
     def survivor(i: int) -> Rejection:
+        if imex and _without_imex(evaluation, idle or evaluation, i):
+            return topology.no_imex()
         have = evaluation.room_free(i) if evaluation.needs.gpus else 1
         return Rejection(
             filter=topology.NAME, reason=text, room=could_fit, need=need, have=have, code=code
         )
 
     return survivor
+
+
+def _without_imex(evaluation: RunEvaluation, idle: RunEvaluation, i: int) -> bool:
+    """Machine `i` is in an NVLink domain without its IMEX channel, so in no group of several
+    machines, and could not take the whole run alone even idle (rung 1 needs no IMEX)."""
+    facts = evaluation.cluster.facts[i]
+    if not facts.nvlink_domain or facts.imex:
+        return False
+    if not idle.passes(i):
+        return True
+    stacks = idle.needs.stacks
+    alone = [option for option in idle.options if option.tasks == 1 or stacks]
+    return not any(idle.slots(i, option) >= option.tasks for option in alone)
 
 
 def _text(evaluation: RunEvaluation) -> tuple[str, RejectionCode, float]:
