@@ -40,7 +40,9 @@ COMMANDS = ("inspect", "serve")
 
 
 def inspect(settings: MachineSettings, as_json: bool) -> int:
-    scanner = scanner_for(settings)
+    """One scan, printed; read-only: the data directory (the running agent's known GPUs and
+    faults) is read, never written."""
+    scanner = scanner_for(settings, read_only=True)
     try:
         report = scanner.scan()
     finally:
