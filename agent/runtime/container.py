@@ -11,12 +11,12 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from astraeus.shared import Assignment
+from astraeus.shared.clock import SYSTEM_CLOCK, Clock
 from astraeus.shared.image import check_image
 
 from ..environment import NVIDIA_CONTROL, WorkerEnvironment
@@ -130,7 +130,7 @@ class ContainerRuntimes:
         which: Which = shutil.which,
         probe: Callable[[str, Mapping[str, str]], Probe] = probe_runtime,
         env: Mapping[str, str] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._which, self._probe, self._clock = which, probe, clock
         self._env = dict(os.environ if env is None else env)
@@ -144,7 +144,7 @@ class ContainerRuntimes:
 
     def refresh(self) -> str | None:
         """The runtime to use, asking the runtimes again when the last check is old enough."""
-        now = self._clock()
+        now = self._clock.now().timestamp()
         if self._next_check is not None and now < self._next_check:
             return self._chosen
         chosen, interval = None, INFO_RECHECK_SECONDS

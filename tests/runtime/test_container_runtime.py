@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from astraeus.agent.runtime.container import (
     ping_daemon,
     probe_runtime,
 )
+from astraeus.shared.clock import FakeClock
 
 REAL_DOCKER = shutil.which("docker")
 NO_REAL_DOCKER = "needs a docker CLI (without a daemon at /var/run/docker.sock)"
@@ -65,21 +67,13 @@ def _which(paths: Mapping[str, str]) -> Callable[[str], str | None]:
     return lambda name: paths.get(name)
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_daemon_that_starts_later_is_found_and_one_that_stops_is_dropped(
     tmp_path: Path,
 ) -> None:
     """No daemon at DOCKER_HOST: no capability. It starts: found at the next check (not
     sooner: the answer is kept 10 s). It stops: dropped at the check after."""
     sock = tmp_path / "d.sock"
-    clock = _Clock()
+    clock = FakeClock(datetime(2026, 12, 1, tzinfo=UTC))
     runtimes = ContainerRuntimes(
         which=_which({"docker": "/usr/bin/docker"}),
         env={"DOCKER_HOST": f"unix://{sock}"},
@@ -87,11 +81,11 @@ def test_a_daemon_that_starts_later_is_found_and_one_that_stops_is_dropped(
     )
     assert (runtimes.capabilities(), runtimes.known()) == ([], None)
     with fake_daemon(sock):
-        clock.now += PING_RECHECK_SECONDS / 2
+        clock.advance(PING_RECHECK_SECONDS / 2)
         assert runtimes.capabilities() == []
-        clock.now += PING_RECHECK_SECONDS / 2
+        clock.advance(PING_RECHECK_SECONDS / 2)
         assert (runtimes.capabilities(), runtimes.known()) == (["container"], "/usr/bin/docker")
-    clock.now += PING_RECHECK_SECONDS
+    clock.advance(PING_RECHECK_SECONDS)
     assert (runtimes.capabilities(), runtimes.known()) == ([], None)
 
 
