@@ -25,7 +25,9 @@ def _columns(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def render(report: MachineReport, warnings: Sequence[str] = (), workers: str = "") -> str:
+def render(
+    report: MachineReport, warnings: Sequence[str] = (), workers: str = "", gpu_workers: str = ""
+) -> str:
     lines = [f"Machine {report.name} (schema {report.schema_version})"]
     conditions = ", ".join(c.value for c in report.conditions) or "none"
     lines.append(
@@ -44,6 +46,8 @@ def render(report: MachineReport, warnings: Sequence[str] = (), workers: str = "
     lines.append(f"IMEX: {state} ({report.imex.detail})")
     if workers:
         lines.append(f"Workers: {workers.removeprefix('workers ')}")
+    if gpu_workers:
+        lines.append(f"GPU workers: {gpu_workers}")
     lines += [f"Warning: {w}" for w in warnings]
     return "\n".join(lines) + "\n"
 

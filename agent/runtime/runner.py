@@ -15,7 +15,7 @@ from astraeus.shared.clock import Clock, SystemClock
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from ..rendezvous import users_own
-from .launch import Launched, Launcher
+from .launch import Launched, Launcher, promised
 from .logs import CHUNK_BYTES, next_chunk
 from .rendezvous_port import PortGate, own_port, port_free
 from .spec import CannotStartError, Files, shim_spec
@@ -265,7 +265,8 @@ class Runner:
             passthrough=self.config.env_passthrough,
         )
         write_json(files.spec, spec)
-        return self.launcher.start(record, files.spec, files.log, worker.devices, span)
+        owed = promised(assignment, worker)
+        return self.launcher.start(record, files.spec, files.log, worker.devices, span, owed)
 
     def _work_key(self, record: TaskRecord) -> str:
         """The working directory's name: the task folder's (its uid, or its name from before
