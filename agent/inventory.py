@@ -143,7 +143,7 @@ class Scanner:
     def scan(self) -> MachineReport:
         """The full report; never raises for missing hardware."""
         now = self.clock.now()
-        host = read_host(self.proc_root, self.sysfs_root, self.data_dir, self._disk)
+        host = read_host(self.proc_root, self.sysfs_root, self._disk_dir(), self._disk)
         gpus, warnings, samples = self._gpus(now)
         interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
         counters = read_counters(self.sysfs_root)
@@ -189,6 +189,15 @@ class Scanner:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+    def _disk_dir(self) -> Path:
+        """Where free disk is measured: the data directory; for a read-only scanner that did not
+        create it, the nearest folder above it that exists (the file system it will be on)."""
+        where = self.data_dir
+        if self.read_only:
+            while not where.exists() and where != where.parent:
+                where = where.parent
+        return where
 
     def _vendors(self) -> set[Vendor]:
         """The vendors whose GPUs this scanner's backend lists (for the known GPUs)."""

@@ -120,3 +120,16 @@ def test_the_flat_file_of_an_older_agent_is_migrated(
     saved = json.loads((data / "known-gpus.json").read_text())
     assert "unsorted" not in saved
     assert sorted(saved["backends"]) == ["fake", "intel"]
+
+
+def test_inspect_before_the_agent_ran_measures_where_the_data_dir_will_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no data directory yet (a new machine), `inspect` creates none and measures free
+    disk on the folder that will hold it, without a warning."""
+    data = tmp_path / "state" / "agent"
+    assert main(["inspect", "--backend", "none", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "cannot stat the data directory" not in out
+    assert " free at the data directory" in out
+    assert not (tmp_path / "state").exists()
