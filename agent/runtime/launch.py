@@ -46,10 +46,11 @@ class Launched:
 
 @dataclass(frozen=True)
 class Promised:
-    """What a plain-process worker is promised beyond its command (the guide: "GPU workers also
-    get a larger /dev/shm and unlimited locked memory"): a private /dev/shm of `shm_bytes`
-    (None: none, as for a worker without GPUs), and unlimited locked memory. A container gets
-    both from its runtime (`--shm-size`, `--ulimit=memlock`), so it is promised nothing here."""
+    """What a worker without an image is owed by its launcher beyond its command (the guide:
+    "GPU workers also get a larger /dev/shm and unlimited locked memory"): a private /dev/shm
+    of `shm_bytes` (None: none, as for a worker without GPUs), and unlimited locked memory. A
+    container gets both from its runtime (`--shm-size`, `--ulimit=memlock`), so it is owed
+    nothing here."""
 
     shm_bytes: int | None = None
     memlock: bool = False
