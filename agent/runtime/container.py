@@ -79,8 +79,8 @@ def ping_daemon(socket_path: str, timeout: float = PING_SECONDS) -> str | None:
             conn.settimeout(timeout)
             conn.connect(socket_path)
             conn.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            answer = b""
-            while len(answer) < 65536 and (piece := conn.recv(4096)):
+            answer = b""  # the status line is all that is read: a daemon may keep the line open
+            while b"\r\n" not in answer and len(answer) < 4096 and (piece := conn.recv(4096)):
                 answer += piece
     except TimeoutError:
         return f"{where} did not answer in {timeout:g} s"

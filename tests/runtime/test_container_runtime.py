@@ -37,6 +37,8 @@ NO_REAL_DOCKER = "needs a docker CLI (without a daemon at /var/run/docker.sock)"
 class _Daemon(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     answer = b"HTTP/1.1 200 OK\r\nApi-Version: 1.47\r\nContent-Length: 2\r\n\r\nOK"
+    keep_open = threading.Event()
+    """While unset, a connection stays open after the answer (HTTP/1.1 keep-alive)."""
 
 
 class _Ping(socketserver.StreamRequestHandler):
@@ -45,12 +47,16 @@ class _Ping(socketserver.StreamRequestHandler):
             pass
         assert isinstance(self.server, _Daemon)
         self.wfile.write(self.server.answer)
+        self.wfile.flush()
+        self.server.keep_open.wait(10)
 
 
 @contextmanager
 def fake_daemon(path: Path, answer: bytes | None = None) -> Iterator[_Daemon]:
     """A tiny HTTP server on a unix socket answering `/_ping` as dockerd does."""
     server = _Daemon(str(path), _Ping)
+    server.keep_open = threading.Event()
+    server.keep_open.set()
     if answer is not None:
         server.answer = answer
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -100,6 +106,18 @@ def test_ping_says_why_a_daemon_does_not_count(tmp_path: Path) -> None:
         )
     with fake_daemon(sock):
         assert ping_daemon(str(sock)) is None
+
+
+def test_a_daemon_that_keeps_the_connection_open_answers_at_once(tmp_path: Path) -> None:
+    """The status line is enough: a daemon holding the connection open after its answer
+    (keep-alive) counts at once, not after the ping's timeout."""
+    sock = tmp_path / "d.sock"
+    with fake_daemon(sock) as daemon:
+        daemon.keep_open.clear()
+        try:
+            assert ping_daemon(str(sock), timeout=5) is None
+        finally:
+            daemon.keep_open.set()
 
 
 def test_podman_is_asked_with_info_and_a_broken_one_gives_way_to_docker(tmp_path: Path) -> None:
