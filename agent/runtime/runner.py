@@ -15,7 +15,7 @@ from astraeus.shared.clock import Clock, SystemClock
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
 from ..rendezvous import users_own
-from .launch import Launched, Launcher
+from .launch import Launched, Launcher, promised
 from .logs import CHUNK_BYTES, next_chunk
 from .rendezvous_port import PortGate, own_port, port_free
 from .spec import CannotStartError, Files, shim_spec
@@ -40,7 +40,8 @@ LOST = "exit status unknown: the worker ended while nothing was left to record i
 class RunnerConfig:
     stop_grace_seconds: float = 30.0
     imex_channel_path: str = IMEX_CHANNEL0
-    container_runtime: str | None = None
+    container_runtime: Callable[[], str | None] = lambda: None
+    """The container runtime that answered at the last check (`ContainerRuntimes.known`)."""
     uverbs: Callable[[], Mapping[str, str]] = dict
     agent_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     env_passthrough: tuple[str, ...] = ()
@@ -253,7 +254,7 @@ class Runner:
         note_users_own(files.log, assignment.env, worker.env)
         key, cursor = self._work_key(record), self.state.root / UID_CURSOR
         where = self.work.prepare(key, self.config.users, worker.devices, cursor)
-        runtime, agent_env = self.config.container_runtime, self.config.agent_env
+        runtime, agent_env = self.config.container_runtime(), self.config.agent_env
         spec = shim_spec(
             assignment,
             worker,
@@ -264,7 +265,8 @@ class Runner:
             passthrough=self.config.env_passthrough,
         )
         write_json(files.spec, spec)
-        return self.launcher.start(record, files.spec, files.log, worker.devices, span)
+        owed = promised(assignment, worker)
+        return self.launcher.start(record, files.spec, files.log, worker.devices, span, owed)
 
     def _work_key(self, record: TaskRecord) -> str:
         """The working directory's name: the task folder's (its uid, or its name from before

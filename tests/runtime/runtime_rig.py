@@ -115,6 +115,8 @@ class Coordinator:
     arrived: int = 0
     running: list[list[str] | None] = field(default_factory=list)
     """The `tasks` of every report, in order: what the agent said it runs."""
+    capabilities: list[list[str]] = field(default_factory=list)
+    """The machine's `capabilities` in every report, in order."""
     hold: asyncio.Event | None = None
     """While set to an unset event, reports are received but not answered."""
     port: int = 0
@@ -146,6 +148,7 @@ class Coordinator:
         self.reports += 1
         self.batches.append(len(body.updates))
         self.running.append(body.tasks)
+        self.capabilities.append(body.report.capabilities)
         for update in body.updates:
             self.updates[update.seq] = update
             if update.state.ended:
@@ -226,7 +229,7 @@ class Harness:
             env_passthrough=self.env_passthrough,
             users=self.users,
             work_root=self.work_root,
-            container_runtime=self.container_runtime,
+            container_runtime=lambda: self.container_runtime,
             # Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this
             # machine (by another test run) must not hold a worker back.
             port_free=lambda _port: True,
