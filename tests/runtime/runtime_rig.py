@@ -214,6 +214,9 @@ class Harness:
     agent_env: dict[str, str] = field(default_factory=lambda: dict(AGENT_ENV))
     """The agent's own environment."""
     env_passthrough: tuple[str, ...] = ()
+    port_free: Callable[[int], bool] = lambda _port: True
+    """Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this machine
+    (by another test run) must not hold a worker back, unless a test says which are in use."""
 
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
@@ -226,9 +229,7 @@ class Harness:
             users=self.users,
             work_root=self.work_root,
             container_runtime=self.container_runtime,
-            # Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this
-            # machine (by another test run) must not hold a worker back.
-            port_free=lambda _port: True,
+            port_free=self.port_free,
         )
         runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)
         client = CoordinatorClient(self.session, self.coordinator.url, "gpu-01", TOKEN)
