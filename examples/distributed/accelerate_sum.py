@@ -2,6 +2,7 @@
 Started by `accelerate launch` with no flags in a worker (Astraeus writes the worker's share of
 the run into Accelerate's config), or by `torchrun`. NCCL where CUDA is, Gloo elsewhere."""
 
+import os
 import sys
 
 import torch
@@ -17,8 +18,10 @@ def main() -> int:
     total = reduce(torch.tensor([float(rank + 1)], device=state.device), reduction="sum")
     expected = world * (world + 1) / 2
     local = state.local_process_index
+    met = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     print(
-        f"rank {rank} of {world} (local rank {local}): sum {total.item():g}, expected {expected:g}"
+        f"rank {rank} of {world} (local rank {local}) at {met}:"
+        f" sum {total.item():g}, expected {expected:g}"
     )
     state.destroy_process_group()
     return 0 if total.item() == expected else 1
