@@ -251,11 +251,13 @@ def test_the_config_file_is_the_workers_own(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not HAS_ACCELERATE, reason="Accelerate is not installed")
 @pytest.mark.parametrize(("gpus", "per_node"), [(2, "2"), (8, "8")])
+@pytest.mark.parametrize("flags", [[], ["--multi_gpu"]], ids=["no-flags", "multi-gpu"])
 def test_accelerate_reads_the_config_as_a_torchrun_node(
-    tmp_path: Path, gpus: int, per_node: str
+    tmp_path: Path, gpus: int, per_node: str, flags: list[str]
 ) -> None:
     """Accelerate's own launcher, reading the file, starts torchrun as Astraeus's node 1 of 2:
-    `gpus` processes, meeting at the run's port, not its own default 29500."""
+    `gpus` processes, meeting at the run's port, not its own default 29500 (`--multi_gpu`
+    alone, which hung a worker without the file, changes nothing)."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_multi_gpu_env
 
@@ -264,7 +266,7 @@ def test_accelerate_reads_the_config_as_a_torchrun_node(
     env = {**_shape(2, 1, gpus), ACCELERATE_VARIABLE: str(workdir / ACCELERATE_CONFIG)}
     path = write_accelerate_config(Worker(workdir=workdir, user=None), env)
     assert path is not None
-    args = launch_command_parser().parse_args(["--config_file", str(path), "train.py"])
+    args = launch_command_parser().parse_args(["--config_file", str(path), *flags, "train.py"])
     args, _, _ = _validate_launch_command(args)
     assert args.multi_gpu
     prepare_multi_gpu_env(args)
