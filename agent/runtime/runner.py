@@ -14,7 +14,8 @@ from astraeus.shared.assignment import MAX_LOG_CHUNKS
 from astraeus.shared.clock import Clock, SystemClock
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
-from ..rendezvous import users_own
+from ..rendezvous import accelerate_note, users_own
+from .accelerate import write_accelerate_config
 from .launch import Launched, Launcher, promised
 from .logs import CHUNK_BYTES, next_chunk
 from .rendezvous_port import PortGate, own_port, port_free
@@ -242,6 +243,9 @@ class Runner:
 
     def _launch(self, record: TaskRecord, report: MachineReport) -> Launched:
         assignment = record.assignment
+        busy = self.ports.runs_own_in_use(assignment)
+        if busy is not None:
+            raise CannotStartError(f"{busy} on machine {report.name}: the run cannot meet there")
         span = self.ports.span
         worker = worker_environment(
             assignment,
@@ -264,6 +268,9 @@ class Runner:
             runtime=runtime,
             passthrough=self.config.env_passthrough,
         )
+        if assignment.image is None:
+            write_accelerate_config(where, spec["env"])
+            note_line(files.log, accelerate_note(spec["env"]))
         write_json(files.spec, spec)
         owed = promised(assignment, worker)
         return self.launcher.start(record, files.spec, files.log, worker.devices, span, owed)
@@ -373,9 +380,16 @@ def note_users_own(log_file: Path, user_env: Mapping[str, str], placed: Mapping[
     of its own: they win over the placement's, and the user should see that they did."""
     notes = users_own(user_env, placed)
     if notes:
-        line = f"astraeus: the run's env sets {', '.join(notes)}; the run's values are used\n"
+        note_line(
+            log_file, f"astraeus: the run's env sets {', '.join(notes)}; the run's values are used"
+        )
+
+
+def note_line(log_file: Path, line: str | None) -> None:
+    """A line of the agent's own in the task's log, before the worker writes any."""
+    if line is not None:
         with log_file.open("a", encoding="utf-8") as out:
-            out.write(line)
+            out.write(line + "\n")
 
 
 def signal_name(number: int) -> str:

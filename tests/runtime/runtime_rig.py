@@ -218,6 +218,9 @@ class Harness:
     """The agent's own environment."""
     env_passthrough: tuple[str, ...] = ()
     stop_grace_seconds: float = 0.5
+    port_free: Callable[[int], bool] = lambda _port: True
+    """Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this machine
+    (by another test run) must not hold a worker back, unless a test says which are in use."""
 
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
@@ -230,9 +233,7 @@ class Harness:
             users=self.users,
             work_root=self.work_root,
             container_runtime=lambda: self.container_runtime,
-            # Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this
-            # machine (by another test run) must not hold a worker back.
-            port_free=lambda _port: True,
+            port_free=self.port_free,
         )
         runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)
         client = CoordinatorClient(self.session, self.coordinator.url, "gpu-01", TOKEN)
