@@ -6,8 +6,10 @@ headline (issue 26, item 3)."""
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from astraeus.coordinator.placement import Pending, place
-from astraeus.coordinator.testing.fake_cluster import gpus, machine, run, snapshot
+from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run, snapshot
 from astraeus.shared import DriveInfo
 from astraeus.shared.reasons import ReasonKind
 
@@ -49,15 +51,28 @@ def test_a_machine_without_the_drive_says_so_with_automatic_shape() -> None:
     assert automatic.explanation.closest is None
 
 
-def test_the_guide_s_64_gpu_run_on_three_machines_says_the_cluster_is_too_small() -> None:
-    """The guide's 64-GPU ask (min_per_machine 8, 12 cores per GPU) on three 8-GPU, 96-core
-    machines: each could take an 8-GPU worker (96 cores), so none reads `insufficient cpu: need
-    768, 96 free`; the workspace has 24 GPUs for a 64-GPU run, and that is the reason."""
-    ask = {
-        "gpu_requests": {"count": 64, "min_per_machine": 8},
-        "per_gpu": {"cpu_cores": 12, "memory_bytes": 120 * GIB},
-    }
-    result = pending(ask, *(machine(f"gpu-0{i}", cpu_cores=96) for i in (1, 2, 3)))
+GUIDE_64: dict[str, Any] = {
+    "gpu_requests": {"count": 64, "min_per_machine": 8},
+    "per_gpu": {"cpu_cores": 12, "memory_bytes": 128849018880},
+}
+GUIDE_64_RULES: dict[str, Any] = {
+    **GUIDE_64,
+    "network": {"interconnect": "infiniband", "min_gbps": 400},
+    "topology": {"keep_within": "rack", "patience_seconds": 1800},
+}
+
+
+@pytest.mark.parametrize("ask", [GUIDE_64, GUIDE_64_RULES], ids=["sizes", "with-its-rules"])
+def test_the_guide_s_64_gpu_run_on_three_machines_says_the_cluster_is_too_small(
+    ask: dict[str, Any],
+) -> None:
+    """The guide's 64-GPU ask (min_per_machine 8, 12 cores per GPU; and with its network and
+    topology rules) on three 8-GPU, 96-core InfiniBand machines in one rack: each could take
+    an 8-GPU worker (96 cores), so none reads `insufficient cpu: need 768, 96 free`; the
+    workspace has 24 GPUs for a 64-GPU run, and that is the reason."""
+    port = [rdma_port(subnet="fe80::")]
+    machines = (machine(f"gpu-0{i}", cpu_cores=96, rack="r1", ports=port) for i in (1, 2, 3))
+    result = pending(ask, *machines)
     text = "the workspace's machines have 24 GPUs that match; the run asks for 64"
     assert reasons_by_machine(result) == {f"gpu-0{i}": [text] for i in (1, 2, 3)}
     assert (result.headline, result.kind) == (text, ReasonKind.CLUSTER_TOO_SMALL)
