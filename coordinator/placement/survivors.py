@@ -16,12 +16,17 @@ from .shape import ShapeOption
 
 
 def gang_rejection(
-    evaluation: RunEvaluation, could_fit: bool, idle: RunEvaluation | None = None
+    evaluation: RunEvaluation,
+    could_fit: bool,
+    shape: ShapeOption | None = None,
+    idle: RunEvaluation | None = None,
 ) -> Survivor:
     """The same text for every survivor; `could_fit` (the run fits an idle cluster) makes it a
-    room reason, with each machine's own free room as its share of the need. A run that needs
-    an NVLink domain tells the machines of a domain without IMEX so (`_without_imex`)."""
-    text, code, need = _text(evaluation)
+    room reason, with each machine's own free room as its share of the need. `shape` is the
+    shape to tell the shortfall of (default: the fewest workers of the evaluation's worker). A
+    run that needs an NVLink domain tells the machines of a domain without IMEX so
+    (`_without_imex`)."""
+    text, code, need = _text(evaluation, shape)
     imex = topology.wants_domain(evaluation.needs)
 
     def survivor(i: int) -> Rejection:
@@ -48,7 +53,7 @@ def _without_imex(evaluation: RunEvaluation, idle: RunEvaluation, i: int) -> boo
     return not any(idle.slots(i, option) >= option.tasks for option in alone)
 
 
-def _text(evaluation: RunEvaluation) -> tuple[str, RejectionCode, float]:
+def _text(evaluation: RunEvaluation, shape: ShapeOption | None) -> tuple[str, RejectionCode, float]:
     needs = evaluation.needs
     need = needs.gpus or max((option.tasks for option in evaluation.options), default=1)
     if needs.keep_within is not None:
@@ -63,14 +68,15 @@ def _text(evaluation: RunEvaluation) -> tuple[str, RejectionCode, float]:
             else RejectionCode.NO_ROOM_ON_NETWORK
         )
         return topology.NO_ROOM_ON[network], code, need
-    text, code = _room_text(evaluation, need)
+    text, code = _room_text(evaluation, need, shape or _explained(evaluation))
     return text, code, need
 
 
-def _room_text(evaluation: RunEvaluation, need: int) -> tuple[str, RejectionCode]:
+def _room_text(
+    evaluation: RunEvaluation, need: int, option: ShapeOption
+) -> tuple[str, RejectionCode]:
     """What the machines that pass every filter lack together: GPUs, then machines (workers
     when they may share one), each first checked against one site."""
-    option = _explained(evaluation)
     gpus: dict[str, int] = defaultdict(int)
     workers: dict[str, int] = defaultdict(int)
     for i in evaluation.eligible:
@@ -140,6 +146,17 @@ def _sites_needed(by_site: dict[str, int], need: int) -> int:
         if held >= need:
             return count
     return len(by_site)
+
+
+def too_small(text: str) -> Survivor:
+    """Machines that could take their part of the run, when the workspace's machines together
+    have fewer GPUs of the kind asked than the run asks for."""
+    rejection = Rejection(filter=topology.NAME, reason=text, code=RejectionCode.CLUSTER_TOO_SMALL)
+
+    def survivor(i: int) -> Rejection:
+        return rejection
+
+    return survivor
 
 
 def waiting(text: str) -> Survivor:

@@ -43,6 +43,13 @@ def no_room(need: int, free: int, machines: int) -> str:
     )
 
 
+def too_few_in_workspace(have: int, need: int) -> str:
+    """The workspace's machines, all of them and idle, have fewer GPUs of the kind asked than
+    the run asks for: no shape and no wait makes it fit."""
+    gpus = "1 GPU that matches" if have == 1 else f"{have} GPUs that match"
+    return f"the workspace's machines have {gpus}; the run asks for {need}"
+
+
 def too_few_machines(need: int, gpus_each: int, have: int) -> str:
     """Workers never share a machine, and too few machines have room for one."""
     worker = f"a {gpus_each}-GPU worker" if gpus_each else "a worker"
