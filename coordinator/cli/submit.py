@@ -27,15 +27,23 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         ctx.emit(dry, dry_run_lines(spec, dry))
         return Exit.OK
     submitted = Run.model_validate(ctx.api.post("/runs", body))
-    ctx.emit(submitted, [submitted_line(ctx.api, submitted.name)])
+    ctx.emit(submitted, [submitted_line(ctx.api, submitted)])
     return Exit.OK
 
 
-def submitted_line(api: Api, name: str) -> str:
+def submitted_line(api: Api, run: Run) -> str:
     """`<name> submitted to <cluster>: <the run's page in the console>`, as in the guide."""
     cluster = ClusterView.model_validate(api.get("/cluster"))
-    url = f"{cluster.console_url}#/runs/{urllib.parse.quote(name)}"
-    return f"{name} submitted to {cluster.name}: {url}"
+    link = run_link(cluster.console_url, run.workspace, run.name)
+    return f"{run.name} submitted to {cluster.name}: {link}"
+
+
+def run_link(console_url: str, workspace: str, run: str) -> str:
+    """The run's page in the guide's form, `<console_url>jobs/<workspace>/<run>`; each name
+    escaped as one path segment."""
+    base = console_url if console_url.endswith("/") else console_url + "/"
+    parts = (urllib.parse.quote(part, safe="") for part in (workspace, run))
+    return f"{base}jobs/{'/'.join(parts)}"
 
 
 def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:

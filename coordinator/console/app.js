@@ -1,6 +1,6 @@
 // The console's shell: sign in, the hash router, and the pages' refresh timers.
 
-import { ApiError, get, isAdmin, session, setWorkspace, signIn, signOut } from "./api.js";
+import { ApiError, enc, get, getIn, isAdmin, session, setWorkspace, signIn, signOut } from "./api.js";
 import { errorBox, h, mount } from "./dom.js";
 import { fieldBox, showErrors } from "./forms.js";
 import { machinePage, machinesPage, mapPage } from "./machines.js";
@@ -14,6 +14,9 @@ const ROUTES = [
   [/^#\/runs\/?$/, "runs", runsPage, true],
   [/^#\/new$/, "new", newRunPage, true],
   [/^#\/runs\/([a-z0-9-]+)$/, "runs", runPage, true],
+  // A run's link in the guide's form (`<console_url>jobs/<workspace>/<run>`, sent here by the
+  // server): it names its workspace, so it asks for none.
+  [/^#\/jobs\/([a-z0-9-]+)\/([a-z0-9-]+)$/, "runs", jobPage, false],
   [/^#\/machines$/, "machines", machinesPage, false],
   [/^#\/machines\/(.+)$/, "machines", machinePage, false],
 ];
@@ -72,7 +75,31 @@ async function render() {
     await page(context(main), ...match.slice(1).map(decodeURIComponent));
     return;
   }
-  mount(main, h("h1", {}, "Not found"), h("p", {}, "No page here. ", h("a", { href: "#/runs" }, "See the runs.")));
+  notFound(main, "No page here.");
+}
+
+function notFound(main, what) {
+  mount(main, h("h1", {}, "Not found"), h("p", {}, `${what} `, h("a", { href: "#/runs" }, "See the runs.")));
+}
+
+/** A link to a run in the guide's form: the run is read in the link's workspace with this
+ * token, then its page opens (an admin now acts in that workspace). A run the token may not
+ * see (another workspace's, for a member) is Not found, in the same words as one that does not
+ * exist, so a link tells nothing of a workspace that is not the visitor's. */
+async function jobPage(ctx, workspace, name) {
+  mount(ctx.main, h("p", { class: "muted" }, "Loading…"));
+  try {
+    await getIn(workspace, `/runs/${enc(name)}`);
+  } catch (err) {
+    if (!ctx.alive()) return;
+    if (err.status === 404) notFound(ctx.main, `There is no run ${name} in workspace ${workspace} that you may see.`);
+    else mount(ctx.main, errorBox(err));
+    return;
+  }
+  if (!ctx.alive()) return;
+  if (isAdmin()) setWorkspace(workspace);
+  // The run's own page, in place of this one in the history (Back does not come here again).
+  window.location.replace(`#/runs/${enc(name)}`);
 }
 
 /** Nav, the workspace and Sign out show only to someone signed in. */

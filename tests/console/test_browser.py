@@ -566,3 +566,54 @@ async def test_a_waiting_run_is_read_grouped_and_each_machine_once_per_evaluatio
     await expect(page.locator('#why-machines tr[data-machine="gpu-01"] td.reason')).to_have_text(
         NO_ROOM
     )
+
+
+async def _two_workspaces_with_a_run_named_secret(cluster: Cluster) -> str:
+    """`vision` and `nlp` each hold a run named `secret` (told apart by their commands); the
+    answer is a member token of `nlp`."""
+    await cluster.ok("PUT", "/api/v1/workspaces/nlp", body={"pools": []})
+    made = await cluster.ok("POST", "/api/v1/tokens", body={"role": "member", "workspace": "nlp"})
+    for token, command in ((made["token"], ["echo", "nlp"]), (cluster.member, ["echo", "vision"])):
+        await cluster.ok("POST", "/api/v1/runs", token, {"name": "secret", "command": command})
+    return str(made["token"])
+
+
+async def test_a_link_in_the_guides_form_opens_the_run_after_sign_in(
+    cluster: Cluster, page: Any
+) -> None:
+    """The link `astra astraeus run` prints, `<console>/jobs/<workspace>/<run>`, opened signed
+    out: sign in, and the run's page opens (the old `#/runs/<run>` link is where it lands)."""
+    from playwright.async_api import expect
+
+    nlp = await _two_workspaces_with_a_run_named_secret(cluster)
+    await page.goto(f"{cluster.url}console/jobs/nlp/secret")
+    await page.fill("#token", nlp)
+    await page.click("#sign-in")
+    await page.wait_for_url("**/console/#/runs/secret")
+    await expect(page.locator("#run")).to_contain_text("echo nlp")
+
+
+async def test_a_link_to_another_workspaces_run_is_not_found(cluster: Cluster, page: Any) -> None:
+    """A member of `vision` opening `jobs/nlp/secret` sees Not found: neither nlp's run nor
+    vision's own run of that name, and the same words as for a workspace that does not exist.
+    An admin opening it sees nlp's run and now acts in nlp."""
+    from playwright.async_api import expect
+
+    await _two_workspaces_with_a_run_named_secret(cluster)
+    await sign_in(page, cluster, cluster.member)
+    for workspace in ("nlp", "nowhere"):
+        await page.goto(f"{cluster.url}console/jobs/{workspace}/secret")
+        await expect(page.locator("#main h1")).to_have_text("Not found")
+        await expect(page.locator("#main")).to_contain_text(
+            f"There is no run secret in workspace {workspace} that you may see."
+        )
+        assert page.url.endswith(f"/console/#/jobs/{workspace}/secret")
+        await expect(page.locator("#run")).to_have_count(0)
+
+    await page.click("#sign-out")
+    await page.goto(f"{cluster.url}console/jobs/nlp/secret")
+    await page.fill("#token", cluster.admin)
+    await page.click("#sign-in")
+    await page.wait_for_url("**/console/#/runs/secret")
+    await expect(page.locator("#run")).to_contain_text("echo nlp")
+    await expect(page.locator("#who")).to_have_text("admin, workspace nlp")

@@ -201,7 +201,7 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
         "astraeus", "run", "--name", "spread", "--gpus", "16", "--", *command, token=member
     )
     assert submitted.startswith("spread submitted to e2e: ")
-    assert submitted.rstrip().endswith("/console/#/runs/spread")
+    assert submitted.rstrip().endswith("/console/jobs/e2e/spread")
 
     running = until("the run to be Running", lambda: _state(cluster, member, "Running"))
     assert (running["shape"]["tasks"], running["shape"]["gpus_each"]) == (2, 8)
