@@ -49,10 +49,10 @@ export class ApiError extends Error {
   }
 }
 
-/** A call to the API. `inWorkspace` names the workspace to act in for this call only (a link
- * to a run names its workspace); else an admin's is the one named at sign-in, and a member's
- * token already has one. A member naming another workspace is answered 404, as for any name
- * the token may not see. */
+/** A call to the API. `inWorkspace` names the workspace to act in for this call only (an
+ * admin's run link looks for its run in each workspace); else an admin's is the one chosen,
+ * and a member's token already has one. A member naming another workspace is answered 404, as
+ * for any name the token may not see. */
 export async function api(method, path, body, inWorkspace = "") {
   const { token } = session();
   const workspace = inWorkspace || session().workspace;

@@ -18,8 +18,8 @@ ASSET_TYPES = {
 }
 """The only files served, by suffix, with their content types: never the package's Python."""
 
-JOB_PATH = "jobs/{workspace}/{run}"
-"""A run's page in the guide's form, relative to the console: `<console_url>jobs/<workspace>/<run>`
+JOB_PATH = "jobs/{cluster}/{run}"
+"""A run's page in the guide's form, relative to the console: `<console_url>jobs/<cluster>/<run>`
 (what `astra astraeus run` prints)."""
 
 _ROUTE_NAMES = frozenset(
@@ -85,7 +85,7 @@ def setup_console(app: web.Application) -> None:
 
     async def job(request: web.Request) -> web.StreamResponse:
         # Not HTTPFound: it would pass the location through yarl, which unescapes a `%2F`.
-        where = job_redirect(request.match_info["workspace"], request.match_info["run"])
+        where = job_redirect(request.match_info["cluster"], request.match_info["run"])
         return web.Response(status=302, headers={"Location": where, **_HEADERS})
 
     app.router.add_get("/", root, name="console-root")
@@ -96,13 +96,14 @@ def setup_console(app: web.Application) -> None:
     app.middlewares.insert(0, _public_console)
 
 
-def job_redirect(workspace: str, run: str) -> str:
-    """Where `<console>/jobs/<workspace>/<run>` sends the browser: the console's own page,
-    `#/jobs/<workspace>/<run>`, which checks the run with the visitor's token and opens it.
+def job_redirect(cluster: str, run: str) -> str:
+    """Where `<console>/jobs/<cluster>/<run>` sends the browser: the console's own page,
+    `#/jobs/<cluster>/<run>`, which checks the cluster's name and finds the run with the
+    visitor's token.
 
     Relative (`../../`), so it lands on the console however a proxy prefixes its path
     (`console_url`); each name is escaped, so a name is never read as a path or a header."""
-    return f"../../#/jobs/{quote(workspace, safe='')}/{quote(run, safe='')}"
+    return f"../../#/jobs/{quote(cluster, safe='')}/{quote(run, safe='')}"
 
 
 def _answer(files: dict[str, tuple[bytes, str]], name: str) -> web.Response:

@@ -74,10 +74,8 @@ class Story:
         spec = build_spec(args, None)
         shown = shlex.join(["astra", "astraeus", "run", *flags, "--", *args.command])
         print(f"$ {shown}", file=self.out)
-        submitted = Run.model_validate(
-            self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
-        )
-        print(submitted_line(self.member, submitted), file=self.out, flush=True)
+        self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
+        print(submitted_line(self.member, spec.name), file=self.out, flush=True)
         return spec.name
 
     def pause(self) -> None:

@@ -1,5 +1,6 @@
-"""The link `astra astraeus run` prints: the guide's form, escaped, at the address the user typed
-(https on a TLS cluster) when the coordinator has no `console_url`."""
+"""The link `astra astraeus run` prints: the guide's form, `<console_url>jobs/<cluster>/<run>`,
+escaped, at the address the user typed (https on a TLS cluster) when the coordinator has no
+`console_url`."""
 
 from __future__ import annotations
 
@@ -21,21 +22,22 @@ HELLO = ["astraeus", "run", "--name", "hello", "--", "echo", "hi"]
 @pytest.mark.parametrize(
     ("console_url", "expected"),
     [
-        ("https://c.example/o/acme/w/vision/", "https://c.example/o/acme/w/vision/jobs/vision/x"),
-        ("https://c.example/console", "https://c.example/console/jobs/vision/x"),
+        ("https://c.example/o/acme/w/vision/", "https://c.example/o/acme/w/vision/jobs/gpu-east/x"),
+        ("https://c.example/console", "https://c.example/console/jobs/gpu-east/x"),
     ],
     ids=["slash", "no-slash"],
 )
 def test_link_is_the_guides_path_under_the_console(console_url: str, expected: str) -> None:
-    """`<console_url>jobs/<workspace>/<run>`, whether or not `console_url` ends in `/`."""
-    assert run_link(console_url, "vision", "x") == expected
+    """`<console_url>jobs/<cluster>/<run>`, whether or not `console_url` ends in `/`."""
+    assert run_link(console_url, "gpu-east", "x") == expected
 
 
 def test_link_escapes_each_name_as_one_segment() -> None:
-    """Names come from the coordinator's answer; should one ever hold `/`, `?` or `#`, it stays
-    one segment and never becomes another path, a query or a fragment."""
-    link = run_link("https://c.example/", "a/b", "x?y#z")
-    assert link == "https://c.example/jobs/a%2Fb/x%3Fy%23z"
+    """Names come from the coordinator's answer, and a cluster's name is any text: should one
+    hold ` `, `/`, `?` or `#`, it stays one segment and never becomes another path, a query or a
+    fragment."""
+    link = run_link("https://c.example/", "gpu east/2", "x?y#z")
+    assert link == "https://c.example/jobs/gpu%20east%2F2/x%3Fy%23z"
 
 
 @pytest.fixture
@@ -77,7 +79,7 @@ def test_without_console_url_the_link_uses_the_name_typed(
     result = _astra(monkeypatch, capsys, tmp_path)(*HELLO, token=token)
     assert result.code == 0, result.err
     assert result.out == (
-        f"hello submitted to gpu-east: http://localhost:{unnamed.port}/console/jobs/vision/hello\n"
+        f"hello submitted to gpu-east: http://localhost:{unnamed.port}/console/jobs/gpu-east/hello\n"
     )
 
 
@@ -103,15 +105,20 @@ def test_on_a_tls_cluster_the_link_is_https_at_the_name_typed(
         server.stop()
     assert result.code == 0, result.err
     assert result.out == (
-        f"hello submitted to gpu-east: https://localhost:{server.port}/console/jobs/vision/hello\n"
+        f"hello submitted to gpu-east: https://localhost:{server.port}/console/jobs/gpu-east/hello\n"
     )
 
 
-def test_an_admins_link_names_the_workspace_it_acted_in(
-    coordinator: Coordinator, astra: Astra
+@pytest.mark.parametrize("workspace", ["vision", "nlp"])
+def test_an_admins_link_names_the_cluster_whatever_the_workspace(
+    coordinator: Coordinator, astra: Astra, workspace: str
 ) -> None:
-    """An admin submitting with `--workspace` gets that workspace's link."""
-    coordinator.member("vision")
-    result = astra(*HELLO[:2], "--workspace", "vision", *HELLO[2:])
+    """An admin submitting with `--workspace` gets the cluster's link, as a member does: the
+    workspace is not in the link (the console finds it)."""
+    coordinator.member(workspace)
+    result = astra(*HELLO[:2], "--workspace", workspace, *HELLO[2:])
     assert result.code == 0, result.err
-    assert result.out.endswith("/o/acme/w/vision/jobs/vision/hello\n")
+    assert result.out == (
+        "hello submitted to gpu-east: "
+        "https://console.astralyx.cloud/o/acme/w/vision/jobs/gpu-east/hello\n"
+    )

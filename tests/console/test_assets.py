@@ -99,16 +99,16 @@ async def test_root_redirects_to_the_console(cluster: Cluster, path: str) -> Non
 async def test_a_run_link_in_the_guides_form_opens_the_console_at_that_run(
     cluster: Cluster,
 ) -> None:
-    """`/console/jobs/<workspace>/<run>` (what `astra astraeus run` prints) needs no token and
-    redirects, relatively (a proxy's prefix is kept), to the console's page for that run, whose
-    page then reads the run with the visitor's own token."""
-    url = cluster.server.make_url("/console/jobs/vision/finetune")
+    """`/console/jobs/<cluster>/<run>` (what `astra astraeus run` prints) needs no token and
+    redirects, relatively (a proxy's prefix is kept), to the console's page for that run, which
+    then finds the run with the visitor's own token."""
+    url = cluster.server.make_url("/console/jobs/gpu-east/finetune")
     async with cluster.session.get(url, allow_redirects=False) as response:
         assert response.status == 302
         location = response.headers["Location"]
-    assert location == "../../#/jobs/vision/finetune"
-    assert str(URL("/o/acme/w/vision/jobs/vision/finetune").join(URL(location))) == (
-        "/o/acme/w/vision/#/jobs/vision/finetune"
+    assert location == "../../#/jobs/gpu-east/finetune"
+    assert str(URL("/o/acme/w/vision/jobs/gpu-east/finetune").join(URL(location))) == (
+        "/o/acme/w/vision/#/jobs/gpu-east/finetune"
     )
     async with cluster.session.get(url) as followed:  # the browser's next request
         assert followed.status == 200
