@@ -138,16 +138,24 @@ async function jobPage(ctx, cluster, name) {
 
 /** The workspaces in which this token sees a run of that name: for a member, its own or none
  * ("" stands for it); for an admin, the current workspace if it has one, else every workspace
- * that does, asked all at once. */
+ * that does, asked a few at a time. */
 async function workspacesWithRun(name) {
   if (!isAdmin()) return (await hasRun("", name)) ? [""] : [];
   const current = session().workspace;
   if (current && (await hasRun(current, name))) return [current];
   const { workspaces } = await get("/workspaces");
   const others = workspaces.map((w) => w.name).filter((w) => w !== current);
-  const has = await Promise.all(others.map((w) => hasRun(w, name)));
-  return others.filter((_, i) => has[i]);
+  const found = [];
+  for (let i = 0; i < others.length; i += ASKED_AT_ONCE) {
+    const batch = others.slice(i, i + ASKED_AT_ONCE);
+    const has = await Promise.all(batch.map((w) => hasRun(w, name)));
+    found.push(...batch.filter((_, j) => has[j]));
+  }
+  return found;
 }
+
+/** How many workspaces an admin's run link asks at once. */
+const ASKED_AT_ONCE = 8;
 
 /** Whether the run is there for this token: 404 is no (no such run, or one it may not see). */
 async function hasRun(workspace, name) {
