@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     _common(serve)
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8470)")
     serve.add_argument("--cluster-name", help="the name users see (default: the short hostname)")
-    serve.add_argument("--console-url", help="the console's URL (default http://LISTEN/console/)")
+    serve.add_argument(
+        "--console-url", help="the console's URL (default: the address the caller reached)"
+    )
     serve.add_argument("--tls-cert", type=Path, help="serve HTTPS with this PEM certificate chain")
     serve.add_argument("--tls-key", type=Path, help="... and this PEM private key")
     serve.add_argument(

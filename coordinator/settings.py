@@ -109,7 +109,8 @@ class Settings:
     cluster_name: str = field(default_factory=short_hostname)
     """The name users see: `finetune submitted to <cluster_name>: ...`."""
     console_url: str = ""
-    """Where users open the console; empty: `http://<listen>/console/` (set it behind a proxy)."""
+    """Where users open the console; empty: the host the caller reached, `http(s)://<Host>/console/`
+    (set it behind a proxy). A run's page is `<console_url>jobs/<cluster_name>/<run>`."""
     rendezvous_ports: str = "29500-30499"
     """`FIRST-LAST`: the ports a run's worker 0 may be given for its rendezvous (`MASTER_PORT`);
     no two live tasks of one machine hold the same one. Keep it below the kernel's ephemeral

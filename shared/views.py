@@ -51,7 +51,7 @@ class ClusterView(WireModel):
 
     name: str = Field(description="the cluster's name (`cluster_name`)")
     console_url: str = Field(
-        description="the console; a run's page is `<console_url>#/runs/<name>`"
+        description="the console; a run's page is `<console_url>jobs/<cluster>/<run>`"
     )
     version: str = Field(description="the coordinator's package version")
 

@@ -11,18 +11,16 @@ from .health import package_version
 from .keys import SETTINGS
 from .routes import Route
 
-_EVERY_INTERFACE = ("0.0.0.0", "::", "[::]", "")  # noqa: S104 - compared, never bound
-
 
 def console_url(request: web.Request) -> str:
-    """`console_url` if set, else `http://<listen>/console/`; when the listen address is no
-    address a browser can open (every interface, or port 0), the host the caller reached."""
+    """`console_url` if set, else the console at the address the caller reached:
+    `<scheme>://<Host header>/console/`, https when the coordinator serves TLS. The name the
+    user typed (`ASTRA_API`), never the listen address: that may be an address only this
+    machine knows, and "every interface" or port 0 is no address at all."""
     settings = request.app[SETTINGS]
     if settings.console_url:
         return settings.console_url
-    if settings.host in _EVERY_INTERFACE or settings.port == 0:
-        return f"{request.scheme}://{request.host}/console/"
-    return f"http://{settings.listen}/console/"
+    return f"{settings.scheme}://{request.host}/console/"
 
 
 async def cluster(request: web.Request) -> web.Response:

@@ -34,8 +34,17 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
 def submitted_line(api: Api, name: str) -> str:
     """`<name> submitted to <cluster>: <the run's page in the console>`, as in the guide."""
     cluster = ClusterView.model_validate(api.get("/cluster"))
-    url = f"{cluster.console_url}#/runs/{urllib.parse.quote(name)}"
-    return f"{name} submitted to {cluster.name}: {url}"
+    link = run_link(cluster.console_url, cluster.name, name)
+    return f"{name} submitted to {cluster.name}: {link}"
+
+
+def run_link(console_url: str, cluster: str, run: str) -> str:
+    """The run's page in the guide's form, `<console_url>jobs/<cluster>/<run>`: the cluster's
+    name, as after "submitted to", then the run's; each escaped as one path segment. The
+    workspace is the visitor's (or part of `console_url`, behind a proxy that names it)."""
+    base = console_url if console_url.endswith("/") else console_url + "/"
+    parts = (urllib.parse.quote(part, safe="") for part in (cluster, run))
+    return f"{base}jobs/{'/'.join(parts)}"
 
 
 def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:

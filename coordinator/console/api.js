@@ -49,10 +49,14 @@ export class ApiError extends Error {
   }
 }
 
-export async function api(method, path, body) {
-  const { token, workspace } = session();
+/** A call to the API. `inWorkspace` names the workspace to act in for this call only (an
+ * admin's run link looks for its run in each workspace); else an admin's is the one chosen,
+ * and a member's token already has one. A member naming another workspace is answered 404, as
+ * for any name the token may not see. */
+export async function api(method, path, body, inWorkspace = "") {
+  const { token } = session();
+  const workspace = inWorkspace || session().workspace;
   const url = new URL(`/api/v1${path}`, window.location.origin);
-  // Admins act in the workspace they named at sign-in; a member's token already has one.
   if (workspace) url.searchParams.set("workspace", workspace);
   const headers = { Accept: "application/json", Authorization: `Bearer ${token}` };
   const init = { method, headers, cache: "no-store" };
@@ -83,6 +87,8 @@ export async function api(method, path, body) {
 }
 
 export const get = (path) => api("GET", path);
+/** GET in the named workspace, whatever the session's. */
+export const getIn = (workspace, path) => api("GET", path, undefined, workspace);
 export const post = (path, body) => api("POST", path, body);
 export const put = (path, body) => api("PUT", path, body);
 export const del = (path) => api("DELETE", path);

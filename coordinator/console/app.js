@@ -1,6 +1,6 @@
 // The console's shell: sign in, the hash router, and the pages' refresh timers.
 
-import { ApiError, get, isAdmin, session, setWorkspace, signIn, signOut } from "./api.js";
+import { ApiError, enc, get, getIn, isAdmin, session, setWorkspace, signIn, signOut } from "./api.js";
 import { errorBox, h, mount } from "./dom.js";
 import { fieldBox, showErrors } from "./forms.js";
 import { machinePage, machinesPage, mapPage } from "./machines.js";
@@ -14,6 +14,9 @@ const ROUTES = [
   [/^#\/runs\/?$/, "runs", runsPage, true],
   [/^#\/new$/, "new", newRunPage, true],
   [/^#\/runs\/([a-z0-9-]+)$/, "runs", runPage, true],
+  // A run's link in the guide's form (`<console_url>jobs/<cluster>/<run>`, sent here by the
+  // server): it names the cluster, any text; the workspace is found, so it asks for none.
+  [/^#\/jobs\/([^/]+)\/([a-z0-9-]+)$/, "runs", jobPage, false],
   [/^#\/machines$/, "machines", machinesPage, false],
   [/^#\/machines\/(.+)$/, "machines", machinePage, false],
 ];
@@ -69,10 +72,100 @@ async function render() {
       await workspacePage(context(main));
       return;
     }
-    await page(context(main), ...match.slice(1).map(decodeURIComponent));
+    const names = decoded(match.slice(1));
+    if (names === null) break; // a `%` that escapes nothing: no page of ours
+    await page(context(main), ...names);
     return;
   }
-  mount(main, h("h1", {}, "Not found"), h("p", {}, "No page here. ", h("a", { href: "#/runs" }, "See the runs.")));
+  notFound(main, "No page here.");
+}
+
+/** The route's names, unescaped; null if one is not validly escaped. */
+function decoded(parts) {
+  try {
+    return parts.map(decodeURIComponent);
+  } catch {
+    return null;
+  }
+}
+
+function notFound(main, what) {
+  mount(main, h("h1", {}, "Not found"), h("p", {}, `${what} `, h("a", { href: "#/runs" }, "See the runs.")));
+}
+
+/** A link to a run in the guide's form, `jobs/<cluster>/<run>`. Another cluster's link is Not
+ * found, saying which cluster this console serves. Else the run opens in the visitor's
+ * workspace: a member's token has one, and a run it may not see reads as one that does not
+ * exist (nothing is told of other workspaces). An admin's current workspace is tried first;
+ * then every workspace: one has the run, the admin now acts there and the run opens; several
+ * have one, the admin chooses; none, Not found. */
+async function jobPage(ctx, cluster, name) {
+  mount(ctx.main, h("p", { class: "muted" }, "Loading…"));
+  let found;
+  try {
+    const here = (await get("/cluster")).name;
+    if (!ctx.alive()) return;
+    if (cluster !== here) {
+      notFound(ctx.main, `This console serves cluster ${here}; the link is for cluster ${cluster}.`);
+      return;
+    }
+    found = await workspacesWithRun(name);
+  } catch (err) {
+    if (ctx.alive()) mount(ctx.main, errorBox(err));
+    return;
+  }
+  if (!ctx.alive()) return;
+  if (found.length === 0) {
+    notFound(ctx.main, `There is no run ${name} that you may see.`);
+    return;
+  }
+  if (found.length === 1) {
+    if (isAdmin()) setWorkspace(found[0]);
+    // The run's own page, in place of this one in the history (Back does not come here again).
+    window.location.replace(`#/runs/${enc(name)}`);
+    return;
+  }
+  const choices = found.map((workspace) =>
+    h("li", {}, h("a", { href: `#/runs/${enc(name)}`, "data-workspace": workspace, onclick: () => setWorkspace(workspace) }, workspace)),
+  );
+  mount(
+    ctx.main,
+    h("h1", {}, `Runs named ${name}`),
+    h("p", {}, `${found.length} workspaces have a run named ${name}. Choose the workspace to open it in:`),
+    h("ul", { id: "run-workspaces" }, choices),
+  );
+}
+
+/** The workspaces in which this token sees a run of that name: for a member, its own or none
+ * ("" stands for it); for an admin, the current workspace if it has one, else every workspace
+ * that does, asked a few at a time. */
+async function workspacesWithRun(name) {
+  if (!isAdmin()) return (await hasRun("", name)) ? [""] : [];
+  const current = session().workspace;
+  if (current && (await hasRun(current, name))) return [current];
+  const { workspaces } = await get("/workspaces");
+  const others = workspaces.map((w) => w.name).filter((w) => w !== current);
+  const found = [];
+  for (let i = 0; i < others.length; i += ASKED_AT_ONCE) {
+    const batch = others.slice(i, i + ASKED_AT_ONCE);
+    const has = await Promise.all(batch.map((w) => hasRun(w, name)));
+    found.push(...batch.filter((_, j) => has[j]));
+  }
+  return found;
+}
+
+/** How many workspaces an admin's run link asks at once. */
+const ASKED_AT_ONCE = 8;
+
+/** Whether the run is there for this token: 404 is no (no such run, or one it may not see). */
+async function hasRun(workspace, name) {
+  try {
+    await getIn(workspace, `/runs/${enc(name)}`);
+    return true;
+  } catch (err) {
+    if (err.status === 404) return false;
+    throw err;
+  }
 }
 
 /** Nav, the workspace and Sign out show only to someone signed in. */

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -17,7 +18,13 @@ ASSET_TYPES = {
 }
 """The only files served, by suffix, with their content types: never the package's Python."""
 
-_ROUTE_NAMES = frozenset({"console-root", "console-bare", "console-index", "console-asset"})
+JOB_PATH = "jobs/{cluster}/{run}"
+"""A run's page in the guide's form, relative to the console: `<console_url>jobs/<cluster>/<run>`
+(what `astra astraeus run` prints)."""
+
+_ROUTE_NAMES = frozenset(
+    {"console-root", "console-bare", "console-index", "console-asset", "console-job"}
+)
 
 # The pages hold no secret: the token is typed in by the user and kept in the tab. The policy
 # makes the browser refuse anything not from this server, so nothing is ever fetched elsewhere.
@@ -76,11 +83,27 @@ def setup_console(app: web.Application) -> None:
     async def asset(request: web.Request) -> web.StreamResponse:
         return _answer(files, request.match_info["name"])
 
+    async def job(request: web.Request) -> web.StreamResponse:
+        # Not HTTPFound: it would pass the location through yarl, which unescapes a `%2F`.
+        where = job_redirect(request.match_info["cluster"], request.match_info["run"])
+        return web.Response(status=302, headers={"Location": where, **_HEADERS})
+
     app.router.add_get("/", root, name="console-root")
     app.router.add_get("/console", root, name="console-bare")
     app.router.add_get(CONSOLE_PREFIX, index, name="console-index")
     app.router.add_get(CONSOLE_PREFIX + "{name}", asset, name="console-asset")
+    app.router.add_get(CONSOLE_PREFIX + JOB_PATH, job, name="console-job")
     app.middlewares.insert(0, _public_console)
+
+
+def job_redirect(cluster: str, run: str) -> str:
+    """Where `<console>/jobs/<cluster>/<run>` sends the browser: the console's own page,
+    `#/jobs/<cluster>/<run>`, which checks the cluster's name and finds the run with the
+    visitor's token.
+
+    Relative (`../../`), so it lands on the console however a proxy prefixes its path
+    (`console_url`); each name is escaped, so a name is never read as a path or a header."""
+    return f"../../#/jobs/{quote(cluster, safe='')}/{quote(run, safe='')}"
 
 
 def _answer(files: dict[str, tuple[bytes, str]], name: str) -> web.Response:

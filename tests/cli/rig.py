@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 import urllib.request
 from dataclasses import dataclass, field, replace
@@ -17,11 +18,13 @@ from aiohttp import web
 from astraeus.coordinator.api import SCHEDULER, create_app
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.tls import ServerCertificate
 from astraeus.shared import SCHEMA_VERSION
 from astraeus.shared.clock import SystemClock
 from astraeus.shared.fake_gpu import gpu_uuid
+from astraeus.shared.tls import client_context
 
-CONSOLE_URL = "https://console.astralyx.cloud/o/acme/w/vision/jobs/gpu-east/"
+CONSOLE_URL = "https://console.astralyx.cloud/o/acme/w/vision/"
 H100 = "NVIDIA H100 80GB HBM3"
 A100_40 = "NVIDIA A100-SXM4-40GB"
 
@@ -53,9 +56,13 @@ def gpu_report(
 
 @dataclass
 class Coordinator:
-    """The coordinator under test; passes run only when a test asks (`run_pass`)."""
+    """The coordinator under test; passes run only when a test asks (`run_pass`). With `tls`
+    (certificate, key, the CA that signed them) it serves HTTPS, and listens on the port it
+    names in its `listen` setting, as a deployed coordinator does."""
 
     root: Path
+    console_url: str = CONSOLE_URL
+    tls: tuple[Path, Path, Path] | None = None
     store: Store | None = None
     app: web.Application | None = None
     runner: web.AppRunner | None = None
@@ -67,28 +74,34 @@ class Coordinator:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def start(self) -> None:
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result()
 
     async def _start(self) -> None:
+        listening = socket.socket()
+        listening.bind(("127.0.0.1", 0))
+        self.port = listening.getsockname()[1]
         settings = replace(
             Settings(
                 db=self.root / "astraeus.db",
                 scheduler=False,
                 cluster_name="gpu-east",
-                console_url=CONSOLE_URL,
+                console_url=self.console_url,
+                listen=f"127.0.0.1:{self.port}",
+                tls_cert=self.tls[0] if self.tls else None,
+                tls_key=self.tls[1] if self.tls else None,
             )
         )
         self.store = Store.open(settings.db)
         self.app = create_app(settings, store=self.store, clock=SystemClock())
         self.runner = web.AppRunner(self.app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        served = ServerCertificate(self.tls[0], self.tls[1]).context if self.tls else None
+        site = web.SockSite(self.runner, listening, ssl_context=served)
         await site.start()
-        self.port = self.runner.addresses[0][1]
         self.admin, _ = self.store.tokens.create(Role.ADMIN, SystemClock().now())
 
     def stop(self) -> None:
@@ -111,7 +124,8 @@ class Coordinator:
                 "Content-Type": "application/json",
             },
         )
-        with urllib.request.urlopen(request) as response:  # noqa: S310
+        context = client_context(self.tls[2]) if self.tls else None
+        with urllib.request.urlopen(request, context=context) as response:  # noqa: S310
             raw = response.read()
         return json.loads(raw) if raw else None
 

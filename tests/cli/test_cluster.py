@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -51,12 +52,17 @@ def test_bad_cluster_settings_name_the_setting(overrides: dict[str, str], messag
     ("settings", "expected"),
     [
         (Settings(console_url="https://c.example/x/"), "https://c.example/x/"),
-        (Settings(listen="10.0.0.5:8470"), "http://10.0.0.5:8470/console/"),
+        (Settings(listen="10.0.0.5:8470"), "http://gpu-east.example:8470/console/"),
         (Settings(listen="0.0.0.0:8470"), "http://gpu-east.example:8470/console/"),
         (Settings(listen="127.0.0.1:0"), "http://gpu-east.example:8470/console/"),
+        (
+            Settings(listen="10.0.0.5:8470", tls_cert=Path("c.pem"), tls_key=Path("k.pem")),
+            "https://gpu-east.example:8470/console/",
+        ),
     ],
-    ids=["set", "listen-address", "every-interface", "ephemeral-port"],
+    ids=["set", "listen-address", "every-interface", "ephemeral-port", "tls"],
 )
 def test_console_url_default(settings: Settings, expected: str) -> None:
-    """The console is `console_url`, else the listen address, else the host the caller reached."""
+    """The console is `console_url`, else the host the caller reached (the name the user typed,
+    not the listen address), over https when the coordinator serves TLS."""
     assert _console_for(settings) == expected

@@ -40,12 +40,20 @@ def guide_cluster(coordinator: Coordinator, astra: Astra) -> str:
     return token
 
 
-def test_run_prints_the_submitted_line(coordinator: Coordinator, astra: Astra) -> None:
-    """`run` prints `<name> submitted to <cluster name>: <the run's console page>`, exits 0."""
-    token = coordinator.member("vision")
+@pytest.mark.parametrize("workspace", ["vision", "nlp"])
+def test_run_prints_the_guides_line_to_the_letter(
+    coordinator: Coordinator, astra: Astra, workspace: str
+) -> None:
+    """`run` prints `<name> submitted to <cluster name>: <the run's console page>`, exits 0: with
+    the guide's console URL and cluster `gpu-east`, the guide's line character for character,
+    whatever the member's workspace (the page is `<console_url>jobs/<cluster>/<run>`)."""
+    token = coordinator.member(workspace)
     result = astra(*FINETUNE, *COMMAND, token=token)
-    assert result.code == 0
-    assert result.out == f"finetune submitted to gpu-east: {CONSOLE_URL}#/runs/finetune\n"
+    assert result.code == 0, result.err
+    assert result.out == (
+        "finetune submitted to gpu-east: "
+        "https://console.astralyx.cloud/o/acme/w/vision/jobs/gpu-east/finetune\n"
+    )
 
 
 def test_cluster_route_names_the_cluster(coordinator: Coordinator) -> None:

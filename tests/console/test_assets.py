@@ -6,6 +6,7 @@ import re
 from importlib import resources
 
 import pytest
+from yarl import URL
 
 from astraeus.coordinator.console import ASSET_TYPES, asset_names, setup_console
 
@@ -93,6 +94,46 @@ async def test_root_redirects_to_the_console(cluster: Cluster, path: str) -> Non
     async with cluster.session.get(url, allow_redirects=False) as response:
         assert response.status == 302
         assert response.headers["Location"] == "/console/"
+
+
+async def test_a_run_link_in_the_guides_form_opens_the_console_at_that_run(
+    cluster: Cluster,
+) -> None:
+    """`/console/jobs/<cluster>/<run>` (what `astra astraeus run` prints) needs no token and
+    redirects, relatively (a proxy's prefix is kept), to the console's page for that run, which
+    then finds the run with the visitor's own token."""
+    url = cluster.server.make_url("/console/jobs/gpu-east/finetune")
+    async with cluster.session.get(url, allow_redirects=False) as response:
+        assert response.status == 302
+        location = response.headers["Location"]
+    assert location == "../../#/jobs/gpu-east/finetune"
+    assert str(URL("/o/acme/w/vision/jobs/gpu-east/finetune").join(URL(location))) == (
+        "/o/acme/w/vision/#/jobs/gpu-east/finetune"
+    )
+    async with cluster.session.get(url) as followed:  # the browser's next request
+        assert followed.status == 200
+        assert followed.url.path == "/console/"
+        assert '<script type="module" src="app.js"></script>' in await followed.text()
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [
+        ("/console/jobs/a%20b/x%3Cy%3E", "../../#/jobs/a%20b/x%3Cy%3E"),
+        ("/console/jobs/a%0D%0ASet-Cookie:%20x=1/r", "../../#/jobs/a%0D%0ASet-Cookie%3A%20x%3D1/r"),
+        ("/console/jobs/..%2F..%2Fapi/r%23s", "../../#/jobs/..%2F..%2Fapi/r%23s"),
+    ],
+    ids=["space-and-angle", "header-injection", "slash-and-hash"],
+)
+async def test_a_run_links_names_are_escaped(cluster: Cluster, path: str, location: str) -> None:
+    """Names in the link are user input: each stays one escaped segment of the fragment, never
+    a header line, a path or another fragment (the console then shows the names it cannot
+    open as Not found)."""
+    url = URL(cluster.url.rstrip("/") + path, encoded=True)
+    async with cluster.session.get(url, allow_redirects=False) as response:
+        assert response.status == 302
+        assert response.headers["Location"] == location
+        assert "Set-Cookie" not in response.headers
 
 
 @pytest.mark.parametrize(

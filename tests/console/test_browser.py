@@ -566,3 +566,119 @@ async def test_a_waiting_run_is_read_grouped_and_each_machine_once_per_evaluatio
     await expect(page.locator('#why-machines tr[data-machine="gpu-01"] td.reason')).to_have_text(
         NO_ROOM
     )
+
+
+async def _runs_behind_links(cluster: Cluster) -> tuple[str, str]:
+    """Workspaces `vision` and `nlp` each hold a run named `secret` (told apart by their
+    commands), `nlp` alone one named `lonely`, and `empty` none; the answer is this cluster's
+    name and a member token of `nlp`."""
+    for workspace in ("nlp", "empty"):
+        await cluster.ok("PUT", f"/api/v1/workspaces/{workspace}", body={"pools": []})
+    made = await cluster.ok("POST", "/api/v1/tokens", body={"role": "member", "workspace": "nlp"})
+    nlp = str(made["token"])
+    for token, name, command in (
+        (nlp, "secret", ["echo", "nlp"]),
+        (cluster.member, "secret", ["echo", "vision"]),
+        (nlp, "lonely", ["echo", "lonely"]),
+    ):
+        await cluster.ok("POST", "/api/v1/runs", token, {"name": name, "command": command})
+    here = await cluster.ok("GET", "/api/v1/cluster", cluster.member)
+    return str(here["name"]), nlp
+
+
+async def _open_link(
+    page: Any, cluster: Cluster, link: str, token: str, workspace: str = ""
+) -> None:
+    """Open `<console>/jobs/<cluster>/<run>` signed out (a fresh tab's state), then sign in."""
+    await page.evaluate("() => sessionStorage.clear()")
+    await page.goto(f"{cluster.url}console/jobs/{link}")
+    await page.fill("#token", token)
+    if workspace:
+        await page.fill("#workspace", workspace)
+    await page.click("#sign-in")
+
+
+async def test_a_link_in_the_guides_form_opens_the_run_after_sign_in(
+    cluster: Cluster, page: Any
+) -> None:
+    """The link `astra astraeus run` prints, `<console>/jobs/<cluster>/<run>`, opened signed
+    out: sign in, and the run of the member's workspace opens (at `#/runs/<run>`)."""
+    from playwright.async_api import expect
+
+    here, nlp = await _runs_behind_links(cluster)
+    await page.goto(cluster.url)
+    for token, command in ((nlp, "echo nlp"), (cluster.member, "echo vision")):
+        await _open_link(page, cluster, f"{here}/secret", token)
+        await page.wait_for_url("**/console/#/runs/secret")
+        await expect(page.locator("#run")).to_contain_text(command)
+
+
+async def test_a_link_for_another_cluster_says_which_cluster_this_is(
+    cluster: Cluster, page: Any
+) -> None:
+    """A link naming another cluster is Not found, saying which cluster this console serves
+    and which the link is for (names escaped in the link are shown unescaped)."""
+    from playwright.async_api import expect
+
+    here, _ = await _runs_behind_links(cluster)
+    await page.goto(cluster.url)
+    await _open_link(page, cluster, "gpu%20west/secret", cluster.member)
+    await expect(page.locator("#main h1")).to_have_text("Not found")
+    await expect(page.locator("#main p")).to_contain_text(
+        f"This console serves cluster {here}; the link is for cluster gpu west."
+    )
+    await expect(page.locator("#run")).to_have_count(0)
+
+
+async def test_a_member_learns_nothing_of_another_workspaces_run(
+    cluster: Cluster, page: Any
+) -> None:
+    """A member of `vision` opening the link to `lonely` (a run of `nlp` only) sees the same
+    words as for a run that exists nowhere; no run page opens."""
+    from playwright.async_api import expect
+
+    here, _ = await _runs_behind_links(cluster)
+    await page.goto(cluster.url)
+    seen = []
+    for name in ("lonely", "nowhere"):
+        await _open_link(page, cluster, f"{here}/{name}", cluster.member)
+        await expect(page.locator("#main h1")).to_have_text("Not found")
+        assert page.url.endswith(f"/console/#/jobs/{here}/{name}")
+        await expect(page.locator("#run")).to_have_count(0)
+        seen.append((await page.locator("#main").inner_text()).replace(name, "NAME"))
+    assert seen[0] == seen[1]
+    assert "There is no run NAME that you may see." in seen[0]
+
+
+async def test_an_admins_link_finds_the_runs_workspace(cluster: Cluster, page: Any) -> None:
+    """An admin: the current workspace first (vision's `secret`); a run in exactly one
+    workspace opens there and the admin now acts in it (`lonely`, nlp); a run in several, none
+    current, offers them to choose from (`secret` from `empty`: nlp and vision), and choosing
+    opens that one; a run nowhere is Not found."""
+    from playwright.async_api import expect
+
+    here, _ = await _runs_behind_links(cluster)
+    await page.goto(cluster.url)
+    await _open_link(page, cluster, f"{here}/secret", cluster.admin, "vision")
+    await page.wait_for_url("**/console/#/runs/secret")
+    await expect(page.locator("#run")).to_contain_text("echo vision")
+    await expect(page.locator("#who")).to_have_text("admin, workspace vision")
+
+    for workspace in ("", "vision"):
+        await _open_link(page, cluster, f"{here}/lonely", cluster.admin, workspace)
+        await page.wait_for_url("**/console/#/runs/lonely")
+        await expect(page.locator("#run")).to_contain_text("echo lonely")
+        await expect(page.locator("#who")).to_have_text("admin, workspace nlp")
+
+    await _open_link(page, cluster, f"{here}/secret", cluster.admin, "empty")
+    choices = page.locator("#run-workspaces a")
+    await expect(choices).to_have_text(["nlp", "vision"])
+    await page.screenshot(path=screenshot_path("run-link-choose-workspace"))
+    await choices.filter(has_text="nlp").click()
+    await page.wait_for_url("**/console/#/runs/secret")
+    await expect(page.locator("#run")).to_contain_text("echo nlp")
+    await expect(page.locator("#who")).to_have_text("admin, workspace nlp")
+
+    await _open_link(page, cluster, f"{here}/nowhere", cluster.admin, "vision")
+    await expect(page.locator("#main h1")).to_have_text("Not found")
+    await expect(page.locator("#main")).to_contain_text("There is no run nowhere that you may see.")

@@ -16,7 +16,8 @@ OVERFLOW = "document.documentElement.scrollWidth - document.documentElement.clie
 async def test_signed_out_pages_show_no_nav_and_no_sign_out(cluster: Cluster, page: Any) -> None:
     """Signed out, whatever page the address names, only the sign-in form shows: no nav links,
     no Sign out, no workspace."""
-    for route in ("", "#/map", "#/runs", "#/new", "#/machines", "#/machines/gpu-01", "#/runs/x"):
+    routes = ("", "#/map", "#/runs", "#/new", "#/machines", "#/machines/gpu-01", "#/runs/x")
+    for route in (*routes, "jobs/gpu-east/x"):
         await page.goto(f"{cluster.url}console/{route}")
         await page.wait_for_selector("#token")
         for link in ("Map", "Runs", "New run", "Machines"):

@@ -177,7 +177,7 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     worker sees its 8 GPU UUIDs, WORLD_SIZE=2, its own RANK and NCCL_IB_HCA as `=port,...`; the
     run succeeds, and after SIGTERM no process of the test is left."""
     state = tmp_path / "coordinator"
-    cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
+    cluster.start_coordinator(state, "--cluster-name", "gpu-e2e", env=FAST)
     admin = cluster.admin_token(state)
     member = cluster.member_of_e2e(admin)
     for name in ("node-a", "node-b"):
@@ -200,8 +200,9 @@ def test_a_16_gpu_run_spreads_over_two_agent_processes(cluster: Cluster, tmp_pat
     submitted = cluster.astra(
         "astraeus", "run", "--name", "spread", "--gpus", "16", "--", *command, token=member
     )
-    assert submitted.startswith("spread submitted to e2e: ")
-    assert submitted.rstrip().endswith("/console/#/runs/spread")
+    # The link names the cluster (not the workspace, `e2e`), as the guide's does.
+    assert submitted.startswith("spread submitted to gpu-e2e: ")
+    assert submitted.rstrip().endswith("/console/jobs/gpu-e2e/spread")
 
     running = until("the run to be Running", lambda: _state(cluster, member, "Running"))
     assert (running["shape"]["tasks"], running["shape"]["gpus_each"]) == (2, 8)
