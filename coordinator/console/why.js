@@ -15,6 +15,8 @@ export const FIXES = {
   NoRackLabel: "Never leave one rack or One worker per rack on unlabelled machines. Label the racks or drop the rule.",
   CannotPlanWorkers: "The machines do not divide the GPU count. Change one of them.",
   UnderPressure: "The machine is out of memory or disk. It takes work again once it recovers.",
+  NoIMEXChannel: "The NVLink domain's machines have no IMEX channel, which a run across them needs. Ask an operator to start the IMEX service on them; or drop Never leave NVLink domain and NVLink as the network between workers.",
+  ClusterTooSmall: "Together the workspace's machines have fewer GPUs of the kind asked than the run needs, however many free up. Ask for fewer GPUs or another model, or ask an admin to grant more machines.",
 };
 
 export function isQueueKind(kind) {
@@ -54,6 +56,9 @@ export function reading({ reason, kind, placement, rejections }) {
   if (placement.closest) {
     return `${placement.closest} falls short only on room (cores, memory, GPUs): the run starts when enough frees up. ` +
       "Nothing to do, unless it should start sooner: see Priorities.";
+  }
+  if (kind === "ClusterTooSmall") {
+    return `${reason}: no machine frees up enough to change that. ${FIXES.ClusterTooSmall}`;
   }
   if (kind === "SameReason") {
     return `Every machine gives the same reason, ${reason}: that reason is the problem. ${fixFor(sharedCode(rejections))}`.trim();

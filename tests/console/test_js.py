@@ -77,4 +77,4 @@ def test_console_reads_the_kinds_and_codes_the_api_sends() -> None:
     read = json.loads(result.stdout)
     assert set(read["queue"]) == {kind.value for kind in ReasonKind if kind.is_queue}
     assert set(read["fixes"]) <= {code.value for code in RejectionCode}
-    assert len(read["fixes"]) == 8
+    assert len(read["fixes"]) == 10

@@ -91,3 +91,19 @@ test("fixes are looked up by code, and a workspace without machines gets the poo
   assert.equal(headlineFix("NoMachines"), fixFor("NotInPool"));
   assert.equal(headlineFix("NoMachineFits"), "");
 });
+
+test("a run the workspace's machines cannot hold between them says so, with what to change", () => {
+  const reason = "the workspace's machines have 52 GPUs that match; the run asks for 128";
+  const placement = { checked_nodes: 3, ready_nodes: 3, closest: null, nodes: [node("a", reason)] };
+  const text = reading({ reason, kind: "ClusterTooSmall", placement, rejections: [group("topology", "ClusterTooSmall", false, "a")] });
+  assert.match(text, /^the workspace's machines have 52 GPUs that match; the run asks for 128: no machine frees up/);
+  assert.match(text, /Ask for fewer GPUs or another model, or ask an admin to grant more machines\.$/);
+});
+
+test("an NVLink domain without IMEX names the IMEX service as the fix", () => {
+  const reason = "IMEX channel is not available on this machine";
+  const placement = { checked_nodes: 2, ready_nodes: 2, closest: null, nodes: [node("a", reason), node("b", reason)] };
+  const rejections = [group("topology", "NoIMEXChannel", false, "a", "b")];
+  assert.match(reading({ reason, kind: "SameReason", placement, rejections }), /start the IMEX service/);
+  assert.match(fixFor("NoIMEXChannel"), /^The NVLink domain's machines have no IMEX channel/);
+});
