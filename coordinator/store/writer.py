@@ -38,6 +38,8 @@ class Writer:
 
     def __init__(self, name: str) -> None:
         self._name = name
+        self.name = name
+        """The thread's name."""
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         """Jobs in order; None (put by `stop`) ends the thread after those before it."""
         self._thread: threading.Thread | None = None

@@ -1,4 +1,4 @@
-"""The SQLite file: numbered migrations, WAL, and explanations stored once."""
+"""The database: numbered migrations (on both engines), WAL, and explanations stored once."""
 
 from __future__ import annotations
 
@@ -29,6 +29,18 @@ def test_a_new_file_gets_every_migration_in_wal_mode(tmp_path: Path) -> None:
     store.close()
     again = Store.open(tmp_path / "a.db")
     assert again.database.schema_version == len(MIGRATIONS)
+    again.close()
+
+
+def test_a_new_database_gets_every_migration(database_location: Path | str) -> None:
+    """On either engine a new database runs all migrations, records how many, and opening it
+    again runs none; the tables the store writes are all there."""
+    store = Store.open(database_location)
+    assert store.database.schema_version == len(MIGRATIONS)
+    store.close()
+    again = Store.open(database_location)
+    assert again.database.schema_version == len(MIGRATIONS)
+    assert [row["n"] for row in again.database.read("SELECT count(*) AS n FROM gpu_holds")] == [0]
     again.close()
 
 
@@ -96,9 +108,9 @@ def test_reasons_stored_before_kinds_are_explained_again(tmp_path: Path) -> None
     store.close()
 
 
-async def test_runs_asking_alike_share_one_stored_explanation(fake_cluster: Cluster) -> None:
+async def test_runs_asking_alike_share_one_stored_explanation(store_cluster: Cluster) -> None:
     """Ten identical waiting runs point at one stored explanation; old ones are dropped."""
-    c = fake_cluster
+    c = store_cluster
     await c.workspace("vision")
     await c.report("gpu-01", gpus=4)
     for i in range(10):
@@ -116,13 +128,13 @@ async def test_runs_asking_alike_share_one_stored_explanation(fake_cluster: Clus
     assert held == 2  # r0 placed; r1 is the head with its own, r2..r9 share one
 
 
-async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster) -> None:
+async def test_a_reader_reparses_only_reports_that_changed(store_cluster: Cluster) -> None:
     """A second process's view of the file (the pass worker's) re-reads a machine's report
     only when its `report_version` moved: a heartbeat leaves the parsed report as it was."""
-    c = fake_cluster
+    c = store_cluster
     await c.report("gpu-01")
     await c.report("gpu-02")
-    opened = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.location)
     reader = MachineRecords(opened)
     kept = reader.get("gpu-01")
     assert kept is not None
