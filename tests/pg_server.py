@@ -29,7 +29,14 @@ UNPRIVILEGED = "nobody"
 """Who runs the server when the tests run as root."""
 
 
+BIN_DIR = "ASTRAEUS_POSTGRESQL_BIN"
+"""Where initdb and pg_ctl are, if not Debian's newest `/usr/lib/postgresql/*/bin` or PATH."""
+
+
 def _bin_dir() -> Path | None:
+    if os.environ.get(BIN_DIR):
+        given = Path(os.environ[BIN_DIR])
+        return given if (given / "initdb").exists() else None
     found = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/initdb"),
         key=lambda path: int(Path(path).parts[-3]) if Path(path).parts[-3].isdigit() else 0,
