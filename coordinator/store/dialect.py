@@ -297,7 +297,11 @@ class PgConnection:
         self.raw = raw
 
     def execute(self, sql: str, parameters: Any = (), /) -> PgCursor:
+        """`sql` with `?` placeholders; without parameters it is sent as it is (several
+        statements may then go in one round trip)."""
         try:
+            if not parameters:
+                return PgCursor(self.raw.execute(sql.encode()))
             return PgCursor(self.raw.execute(to_postgresql(sql), _params(parameters)))
         except _psycopg().Error as error:
             raise converted(error) from error
@@ -401,8 +405,7 @@ def pg_begin(conn: PgConnection) -> None:
     its commit or rollback), as `BEGIN IMMEDIATE` takes SQLite's. (A leader's fencing check
     belongs here too once leaders exist: one statement that fails the transaction when the
     epoch moved.)"""
-    conn.execute("BEGIN")
-    conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK,))
+    conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")  # one round trip
 
 
 # -- JSON in TEXT columns ---------------------------------------------------------------------
