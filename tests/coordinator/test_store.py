@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from astraeus.coordinator.machine_records import MachineRecords
-from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.store import NameTakenError, Role, Store
+from astraeus.coordinator.store.commit import PlacementRow, WorkerRow, commit_pass
 from astraeus.coordinator.store.db import _statements
 from astraeus.coordinator.store.migrations import MIGRATIONS
 from astraeus.coordinator.store.tokens import digest
+from astraeus.shared import RunSpec
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.reasons import ReasonKind
 
 from .conftest import Cluster
+
+NOW = datetime(2026, 10, 1, 9, tzinfo=UTC)
 
 EXPLANATION = (
     '{"checked_nodes": 1, "ready_nodes": 1, "down_nodes": 0, "closest": null, "nodes": [],'
@@ -178,3 +186,103 @@ def test_migration_10_keeps_every_token_and_its_id(tmp_path: Path) -> None:
     _, info = store.tokens.create(Role.ADMIN, datetime(2026, 10, 2, tzinfo=UTC))
     assert info.id == 8
     store.close()
+
+
+def _spec(name: str, gpus: int = 1) -> RunSpec:
+    return RunSpec.model_validate(
+        {"name": name, "command": ["x"], "requested_resources": {"gpu_requests": {"count": gpus}}}
+    )
+
+
+def _submit(store: Store, name: str) -> int:
+    """Submit a 1-GPU run; its sequence number."""
+    store.runs.submit(_spec(name), "w", NOW)
+    row = store.database.read_one("SELECT seq FROM runs WHERE name = ?", (name,))
+    assert row is not None
+    return int(row["seq"])
+
+
+def _on(seq: int, run: str, machine: str, gpu: str) -> PlacementRow:
+    worker = WorkerRow(machine, (gpu,), json.dumps([gpu]), 0.0, 0)
+    return PlacementRow(seq, run, 0, (worker,), "{}", '{"rung": "node"}', "none", None)
+
+
+def test_a_gpu_is_never_held_twice(database_location: Path | str) -> None:
+    """Two placements in one commit that want the same GPU: the hold's key refuses the second,
+    which loses only its own placement (its savepoint), not the other's or the pass's."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        a, b, c = (_submit(store, name) for name in "abc")
+        placed = [
+            _on(a, "a", "m", "g0"),
+            _on(b, "b", "m", "g0"),
+            _on(c, "c", "m", "g1"),
+        ]
+        assert commit_pass(store.database, placed, [], NOW) == 2
+        runs = store.database.read("SELECT name, state FROM runs ORDER BY seq")
+        assert {row["name"]: row["state"] for row in runs} == {
+            "a": "Running",
+            "b": "Pending",
+            "c": "Running",
+        }
+        assert store.runs.held_gpu_ids() == {("m", "g0"), ("m", "g1")}
+        tasks = store.database.read("SELECT name, state, machine FROM tasks ORDER BY id")
+        assert [(t["name"], t["state"], t["machine"]) for t in tasks] == [
+            ("a-0", "Assigned", "m"),
+            ("b-0", "Pending", None),
+            ("c-0", "Assigned", "m"),
+        ]
+    finally:
+        store.close()
+
+
+def test_a_rendezvous_port_is_never_held_twice(database_location: Path | str) -> None:
+    """Two live tasks of one machine cannot hold the same port; an ended one lets it go."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        a, b = (_submit(store, name) for name in "ab")
+        placed = [_on(a, "a", "m", "g0"), _on(b, "b", "m", "g1")]
+        assert commit_pass(store.database, placed, [], NOW) == 2
+        ids = [row["id"] for row in store.database.read("SELECT id FROM tasks ORDER BY id")]
+        with store.database.write() as conn:
+            conn.execute("UPDATE tasks SET port = 29500 WHERE id = ?", (ids[0],))
+        with pytest.raises(sqlite3.IntegrityError), store.database.write() as conn:
+            conn.execute("UPDATE tasks SET port = 29500 WHERE id = ?", (ids[1],))
+        with store.database.write() as conn:
+            conn.execute("UPDATE tasks SET state = 'Succeeded' WHERE id = ?", (ids[0],))
+            conn.execute("UPDATE tasks SET port = 29500 WHERE id = ?", (ids[1],))
+        ports = store.database.read("SELECT id, port FROM tasks ORDER BY id")
+        assert [(row["id"], row["port"]) for row in ports] == [(ids[0], 29500), (ids[1], 29500)]
+    finally:
+        store.close()
+
+
+def test_a_failed_transaction_leaves_nothing(database_location: Path | str) -> None:
+    """A write that fails part way (a constraint, or any error) leaves nothing of itself: a
+    submission whose name is taken stores no second run and no tasks."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        store.runs.submit(_spec("a"), "w", NOW)
+        with pytest.raises(NameTakenError):
+            store.runs.submit(_spec("a"), "w", NOW)
+        with pytest.raises(RuntimeError, match="midway"):
+            _half_written(store)
+        counts = store.database.read(
+            "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM tasks) AS tasks"
+        )
+        assert counts == [{"runs": 1, "tasks": 1}]
+    finally:
+        store.close()
+
+
+def _half_written(store: Store) -> None:
+    with store.database.write() as conn:
+        conn.execute(
+            "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at)"
+            " VALUES ('w', 'half', '{}', 0, 'Pending', ?)",
+            (NOW.isoformat(),),
+        )
+        raise RuntimeError("midway")
