@@ -9,6 +9,7 @@ test process (`tests/conftest.py`), one fresh database per test (`create_databas
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import glob
 import os
@@ -139,6 +140,27 @@ def start() -> Server | str:
         server.stop()
         return f"the server did not start: {' '.join(text.strip().splitlines()[-1:])}"
     return server
+
+
+_SHARED: list[Server] = []
+
+
+def shared() -> Server:
+    """This process's server for `ENGINE=postgresql` runs of the suite (started on first use,
+    stopped when the process exits)."""
+    if not _SHARED:
+        started = start()
+        if isinstance(started, str):
+            raise RuntimeError(f"{ENGINE}=postgresql but no PostgreSQL server: {started}")
+        atexit.register(started.stop)
+        _SHARED.append(started)
+    return _SHARED[0]
+
+
+ENGINE = "ASTRAEUS_TEST_ENGINE"
+"""`postgresql`: every coordinator the tests in tests/coordinator make (`make_cluster`) keeps
+its state on PostgreSQL, not only the store's own tests. For a developer's run of the whole
+folder on PostgreSQL; CI runs the store's tests on both engines and the rest on SQLite."""
 
 
 class Proxy:

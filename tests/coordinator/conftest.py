@@ -3,12 +3,14 @@ real aiohttp test server, with a fake clock."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pg_server
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -176,6 +178,8 @@ async def make_cluster(
     database: Path | str | None = None,
     **changes: Any,
 ) -> Cluster:
+    if database is None and os.environ.get(pg_server.ENGINE) == "postgresql":
+        database = pg_server.shared().create_database()
     settings = settings_for(tmp_path, database, **changes)
     store = Store.open(settings.database, log_cap_bytes=settings.log_cap_bytes)
     clock = clock or FakeClock(START)
