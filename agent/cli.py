@@ -15,6 +15,7 @@ from .api import create_app
 from .backends.select import UnknownBackendError
 from .fake import FakeMachineError
 from .inventory import scanner_for
+from .runtime.launch import inspect_launcher
 from .runtime.users import DYNAMIC, WorkerUserError, worker_users
 from .scanning import ScanService
 from .settings import MachineSettings, ServeSettings, load_command
@@ -40,7 +41,9 @@ COMMANDS = ("inspect", "serve")
 
 
 def inspect(settings: MachineSettings, as_json: bool) -> int:
-    scanner = scanner_for(settings)
+    """One scan, printed; read-only: the data directory (the running agent's known GPUs and
+    faults) is read, never written."""
+    scanner = scanner_for(settings, read_only=True)
     try:
         report = scanner.scan()
     finally:
@@ -48,8 +51,14 @@ def inspect(settings: MachineSettings, as_json: bool) -> int:
     if as_json:
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:
-        print(render(report, scanner.warnings, workers_line()), end="")
+        print(render(report, scanner.warnings, workers_line(), gpu_workers_line()), end="")
     return 0
+
+
+def gpu_workers_line() -> str:
+    """What GPU workers get here beyond their command (a private /dev/shm, unlimited locked
+    memory), by the way the agent would start them on this machine."""
+    return inspect_launcher().gives()
 
 
 def workers_line() -> str:

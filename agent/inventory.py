@@ -4,13 +4,15 @@ pressure, from whichever backend fits. `/sys`, `/proc` and `/dev` appear here on
 import contextlib
 import logging
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from astraeus.shared import SCHEMA_VERSION, BackendStatus, GpuInfo, MachineReport
+from astraeus.shared import SCHEMA_VERSION, BackendStatus, GpuInfo, MachineReport, Vendor
 from astraeus.shared.clock import SYSTEM_CLOCK, Clock
 
 from .backends import GpuBackend, GpuSample
@@ -32,6 +34,13 @@ log = logging.getLogger(__name__)
 
 AGENT_VERSION = "0.1.0"
 FAULTS_FILE = "gpu-faults.json"
+BACKEND_VENDORS = {
+    "nvml": Vendor.NVIDIA,
+    "amdsmi": Vendor.AMD,
+    "amdgpu": Vendor.AMD,
+    "intel": Vendor.INTEL,
+}
+"""The vendor each real backend reads (a fake machine's is its spec's; `none` reads none)."""
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,9 @@ class Telemetry:
     host: HostState = field(default_factory=HostState)
 
 
-def scanner_for(settings: MachineSettings) -> "Scanner":
-    """The one way every command (`run`, `inspect`, `serve`) builds its scanner."""
+def scanner_for(settings: MachineSettings, *, read_only: bool = False) -> "Scanner":
+    """The one way every command (`run`, `inspect`, `serve`) builds its scanner; `read_only`
+    (`inspect`) writes nothing in the data directory."""
     local = [DriveConfig(name, Path(path)) for name, path in settings.drives]
     remote = [DriveConfig(name, Path(path), local=False) for name, path in settings.network_drives]
     return Scanner(
@@ -58,6 +68,7 @@ def scanner_for(settings: MachineSettings) -> "Scanner":
         labels=dict(settings.labels),
         drives=local + remote,
         policy=settings.health,
+        read_only=read_only,
     )
 
 
@@ -69,7 +80,8 @@ class Scanner:
     with `fake:` renames the fake machine (its GPU UUIDs derive from the name). A fake
     machine writes its own sysfs/proc/dev tree under `data_dir` (unless it has one already) and
     that tree replaces the given roots. `drives` are the configured drives, read at each scan;
-    a fake machine adds its own."""
+    a fake machine adds its own. `read_only` writes nothing in `data_dir` (what it learns of
+    GPUs stays in memory; a fake machine's tree goes to a temporary directory)."""
 
     def __init__(
         self,
@@ -85,11 +97,15 @@ class Scanner:
         policy: HealthPolicy | None = None,
         drives: Sequence[DriveConfig] = (),
         addresses: AddressReader = live_addresses,
+        read_only: bool = False,
     ) -> None:
         data_dir = data_dir or default_state_dir(os.environ)
-        self.data_dir, self.clock = data_dir, clock
-        with contextlib.suppress(OSError):  # a missing disk figure is reported, not fatal
-            data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir, self.clock, self.read_only = data_dir, clock, read_only
+        self._scratch: Path | None = None
+        """The temporary directory of a read-only scanner's fake tree, removed at close."""
+        if not read_only:
+            with contextlib.suppress(OSError):  # a missing disk figure is reported, not fatal
+                data_dir.mkdir(parents=True, exist_ok=True)
         self.labels = dict(labels or {})
         self._disk: DiskReader = statvfs_disk
         self._addresses = addresses
@@ -99,9 +115,10 @@ class Scanner:
         self.machine = backend if isinstance(backend, FakeMachine) else None
         self.name = name or (self.machine.name if self.machine else socket.gethostname())
         if self.machine is not None:
-            root = self.machine.root or self.machine.write_tree(
-                data_dir / "fake" / self.machine.name
-            )
+            if read_only and self.machine.root is None:
+                self._scratch = Path(tempfile.mkdtemp(prefix="astraeus-inspect-"))
+            trees = self._scratch or data_dir / "fake"
+            root = self.machine.root or self.machine.write_tree(trees / self.machine.name)
             sysfs_root, proc_root, dev_root = root / "sys", root / "proc", root / "dev"
             self._disk = self.machine.disk_stats
             self._addresses = self.machine.addresses
@@ -114,8 +131,11 @@ class Scanner:
         if self.machine is not None and self.machine.spec.drives:
             fake = DriveReader(self.machine.drive_configs(), stat=self.machine.drive_stats)
             self.drives.append(fake)
-        self.tracker = HealthTracker(policy, state_file=data_dir / FAULTS_FILE)
-        self.known = KnownGpus(data_dir / KNOWN_FILE)
+        faults = data_dir / FAULTS_FILE
+        self.tracker = HealthTracker(policy, state_file=faults, read_only=read_only)
+        self.known = KnownGpus(
+            data_dir / KNOWN_FILE, self.backend.name, self._vendors(), read_only=read_only
+        )
         self.ports = PortHealthTracker(policy)
         self.warnings: list[str] = []
         self.telemetry = Telemetry()
@@ -123,7 +143,7 @@ class Scanner:
     def scan(self) -> MachineReport:
         """The full report; never raises for missing hardware."""
         now = self.clock.now()
-        host = read_host(self.proc_root, self.sysfs_root, self.data_dir, self._disk)
+        host = read_host(self.proc_root, self.sysfs_root, self._disk_dir(), self._disk)
         gpus, warnings, samples = self._gpus(now)
         interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
         counters = read_counters(self.sysfs_root)
@@ -166,6 +186,27 @@ class Scanner:
 
     def close(self) -> None:
         self.backend.close()
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _disk_dir(self) -> Path:
+        """Where free disk is measured: the data directory; for a read-only scanner that did not
+        create it, the nearest folder above it that exists (the file system it will be on)."""
+        where = self.data_dir
+        if self.read_only:
+            while not where.exists() and where != where.parent:
+                where = where.parent
+        return where
+
+    def _vendors(self) -> set[Vendor]:
+        """The vendors whose GPUs this scanner's backend lists (for the known GPUs)."""
+        if self.backend.name == "none":
+            return set()
+        if self.machine is not None:
+            return {self.machine.spec.gpus.vendor}
+        vendor = BACKEND_VENDORS.get(self.backend.name)
+        return {vendor} if vendor else set()
 
     def _gpus(self, now: datetime) -> tuple[list[GpuInfo], list[str], list[GpuSample]]:
         samples = _sample(self.backend)

@@ -3,12 +3,18 @@
 from collections.abc import Sequence
 
 from astraeus.shared import MachineReport
+from astraeus.shared.sizes import size_text
 
 GIB = 1024**3
 
 
 def _gib(value: int | None) -> str:
     return "-" if value is None else f"{value / GIB:.0f} GiB"
+
+
+def _size(value: int | None) -> str:
+    """`88.8 TiB`: disks and drives run to petabytes, where whole GiB stop being readable."""
+    return "-" if value is None else size_text(value)
 
 
 def _columns(header: Sequence[str], rows: list[list[str]]) -> list[str]:
@@ -19,12 +25,14 @@ def _columns(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def render(report: MachineReport, warnings: Sequence[str] = (), workers: str = "") -> str:
+def render(
+    report: MachineReport, warnings: Sequence[str] = (), workers: str = "", gpu_workers: str = ""
+) -> str:
     lines = [f"Machine {report.name} (schema {report.schema_version})"]
     conditions = ", ".join(c.value for c in report.conditions) or "none"
     lines.append(
         f"Host: {report.cpu_cores:g} cores, {_gib(report.memory_bytes)} memory "
-        f"({_gib(report.free_memory_bytes)} available), {_gib(report.data_free_bytes)} free "
+        f"({_gib(report.free_memory_bytes)} available), {_size(report.data_free_bytes)} free "
         f"at the data directory; pressure: {conditions}; CPU pressure: "
         f"{'yes' if report.cpu_pressure else 'no'}"
     )
@@ -33,10 +41,13 @@ def render(report: MachineReport, warnings: Sequence[str] = (), workers: str = "
     lines += _gpus(report)
     lines += _ports(report)
     lines.append(_interfaces(report))
+    lines.append(_drives(report))
     state = "available" if report.imex.available else "not available"
     lines.append(f"IMEX: {state} ({report.imex.detail})")
     if workers:
         lines.append(f"Workers: {workers.removeprefix('workers ')}")
+    if gpu_workers:
+        lines.append(f"GPU workers: {gpu_workers}")
     lines += [f"Warning: {w}" for w in warnings]
     return "\n".join(lines) + "\n"
 
@@ -83,3 +94,16 @@ def _interfaces(report: MachineReport) -> str:
         facts += [] if i.kind == "ethernet" else [i.kind]
         parts.append(f"{i.name} ({', '.join(facts + i.ipv4 + i.ipv6)})")
     return "Network: " + (", ".join(parts) or "none")
+
+
+def _drives(report: MachineReport) -> str:
+    """`Drives: datasets /mnt/data (network, 88.8 TiB, 12 TiB free), scratch /x (not reachable)`."""
+    parts = []
+    for d in report.drives:
+        facts = [] if d.local else ["network"]
+        if d.reachable:
+            facts += [size_text(d.capacity_bytes), f"{size_text(d.free_bytes)} free"]
+        else:
+            facts.append("not reachable")
+        parts.append(f"{d.name} {d.path or '-'} ({', '.join(facts)})")
+    return "Drives: " + (", ".join(parts) or "none")

@@ -114,6 +114,9 @@ class ReasonKind(StrEnum):
     """Every machine gives the same reason, not about room: the reason is that text."""
     NO_MACHINES = "NoMachines"
     """The workspace's pools hold no machine."""
+    CLUSTER_TOO_SMALL = "ClusterTooSmall"
+    """`the workspace's machines have 52 GPUs that match; the run asks for 128`: all of the
+    workspace's machines together, idle, could not hold the run."""
     WAITS_FOR_NETWORK = "WaitsForNetwork"
     """The run waits, with `patience_seconds`, for a tighter rung of the ladder."""
     NOT_EVALUATED = "NotEvaluated"
@@ -175,6 +178,10 @@ class RejectionCode(StrEnum):
     NO_RACK_LABEL = "NoRackLabel"
     NO_FABRIC = "NoFabric"
     NO_NVLINK_DOMAIN = "NoNVLinkDomain"
+    NO_IMEX_CHANNEL = "NoIMEXChannel"
+    """The machine is in an NVLink domain, but its IMEX channel is not available: the domain
+    holds no run of several machines there (`interconnect: nvlink`, `keep_within:
+    nvlink_domain`)."""
     CANNOT_PLAN_WORKERS = "CannotPlanWorkers"
     """No shape meets the run's rules: every machine gives it."""
     NO_ROOM_WITHIN = "NoRoomWithin"
@@ -185,6 +192,8 @@ class RejectionCode(StrEnum):
     SPANS_SITES = "SpansSites"
     WHOLE_RUN_DOES_NOT_FIT = "WholeRunDoesNotFit"
     """The machines that pass every filter are too few, or have too little room, together."""
+    CLUSTER_TOO_SMALL = "ClusterTooSmall"
+    """The workspace's machines have fewer GPUs of the kind asked than the run asks for."""
     WAITS_FOR_TIGHTER_RUNG = "WaitsForTighterRung"
     """The machine could take the run now, but the run waits for a tighter rung."""
     # drives

@@ -35,10 +35,17 @@ class _Gpu:
 
 
 class HealthTracker:
-    def __init__(self, policy: HealthPolicy | None = None, *, state_file: Path | None = None):
+    def __init__(
+        self,
+        policy: HealthPolicy | None = None,
+        *,
+        state_file: Path | None = None,
+        read_only: bool = False,
+    ):
+        """`state_file` keeps the fatal Xids; `read_only` reads it and never writes it."""
         self.policy = policy or HealthPolicy()
         self._gpus: dict[str, _Gpu] = {}
-        self._state_file = state_file
+        self._state_file, self._read_only = state_file, read_only
         self._load()
 
     def record_xid(self, event: XidEvent) -> None:
@@ -130,7 +137,7 @@ class HealthTracker:
             log.warning("cannot read saved GPU faults from %s: %s", self._state_file, exc)
 
     def _save(self) -> None:
-        if self._state_file is None:
+        if self._state_file is None or self._read_only:
             return
         faults = {
             uuid: {key: s.model_dump(mode="json") for key, s in gpu.xid_faults.items()}

@@ -1,6 +1,6 @@
 """The agent runtime: the report loop, workers launched with their environment, restarts."""
 
-from .container import container_command, container_runtime, runtime_capabilities
+from .container import ContainerRuntimes, container_command
 from .launch import choose_launcher
 from .loop import Agent, LoopConfig
 from .main import main
@@ -9,6 +9,7 @@ from .state import Outbox, StateDir
 
 __all__ = [
     "Agent",
+    "ContainerRuntimes",
     "LoopConfig",
     "Outbox",
     "Runner",
@@ -16,7 +17,5 @@ __all__ = [
     "StateDir",
     "choose_launcher",
     "container_command",
-    "container_runtime",
     "main",
-    "runtime_capabilities",
 ]

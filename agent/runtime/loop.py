@@ -62,14 +62,16 @@ class Agent:
         *,
         notifier: Notifier | None = None,
         config: LoopConfig | None = None,
-        capabilities: list[str] | None = None,
+        capabilities: Callable[[], list[str]] | None = None,
         rng: Callable[[], float] = random.random,
         advertise: Callable[[], str | None] | None = None,
     ) -> None:
         self.client, self.runner, self.scan = client, runner, scan
         self.notifier = notifier or Notifier({})
         self.config = config or LoopConfig()
-        self.capabilities = capabilities or []
+        self.capabilities = capabilities or list
+        """What the agent adds to each report's capabilities, asked before each report (a
+        container runtime's daemon may start or stop)."""
         self.rng = rng
         self.advertise = advertise or (lambda: route_source(client.url))
         """The address this machine advertises, asked before each report (routes change)."""
@@ -148,7 +150,8 @@ class Agent:
         """Scan, send the report with every unacknowledged update and new log, act on the reply."""
         report = await asyncio.to_thread(self.scan)
         address = await asyncio.to_thread(self.advertise)
-        capabilities = sorted({*report.capabilities, *self.capabilities})
+        added = await asyncio.to_thread(self.capabilities)
+        capabilities = sorted({*report.capabilities, *added})
         now = datetime.now(UTC)
         update = {"capabilities": capabilities, "reported_at": now, "advertise_address": address}
         report = report.model_copy(update=update)

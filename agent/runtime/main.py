@@ -27,7 +27,7 @@ from astraeus.shared.tls import (
 
 from ..topology.route import route_source
 from .client import CoordinatorClient
-from .container import container_runtime, runtime_capabilities
+from .container import ContainerRuntimes
 from .launch import choose_launcher
 from .loop import Agent, LoopConfig, Scan
 from .runner import Runner, RunnerConfig
@@ -111,9 +111,11 @@ async def serve(settings: Settings, token: str, scan: Scan) -> None:
     state = StateDir(settings.state_dir)
     users = settings_users(settings)
     log.log(logging.INFO if users.mode == DYNAMIC else logging.WARNING, "%s", users.describe())
+    runtimes = ContainerRuntimes()
+    await asyncio.to_thread(runtimes.refresh)  # said in the log before the first report
     config = RunnerConfig(
         stop_grace_seconds=settings.stop_grace_seconds,
-        container_runtime=container_runtime(),
+        container_runtime=runtimes.known,
         uverbs=lambda: uverbs_nodes(settings.sysfs_root),
         users=users,
         work_root=settings.work_root,
@@ -126,7 +128,7 @@ async def serve(settings: Settings, token: str, scan: Scan) -> None:
     for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stopper(notifier, stop))
     try:
-        await _run(settings, token, scan, runner, notifier, stop)
+        await _run(settings, token, scan, runner, notifier, stop, runtimes)
     finally:
         for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
@@ -139,6 +141,7 @@ async def _run(
     runner: Runner,
     notifier: Notifier,
     stop: asyncio.Event,
+    runtimes: ContainerRuntimes,
 ) -> None:
     loop_config = LoopConfig(
         report_interval_seconds=settings.report_interval_seconds,
@@ -153,7 +156,7 @@ async def _run(
             scan,
             notifier=notifier,
             config=loop_config,
-            capabilities=runtime_capabilities(),
+            capabilities=runtimes.capabilities,
             advertise=advertiser(settings),
         )
         log.info("reporting as %s to %s", settings.name, settings.coordinator)

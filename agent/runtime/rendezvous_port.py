@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Iterable
 from astraeus.shared import Assignment, BusyPort, PortSpan
 from astraeus.shared.assignment import MAX_BUSY_PORTS
 
-from ..rendezvous import user_picks_port
+from ..rendezvous import runs_port, user_picks_port
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +71,10 @@ class PortGate:
     whole run at its rendezvous. Such a task waits, its agent reports the port busy together
     with every other port of the range in use here (one probe of the range), and the
     coordinator gives another port, skipping all of them; the task starts once its port
-    changes. A port the run chose itself (`MASTER_PORT` in its `env`) is the run's own business
-    and is not checked; a world of one holds no port and is not checked either."""
+    changes. A port the run chose itself (`MASTER_PORT` or `PET_MASTER_PORT` in its `env`)
+    replaces the given one, which is then not checked: the run's own is, and a worker 0 that
+    finds it in use fails at once (`runs_own_in_use`), for no other port will do. A world of
+    one holds no port of the range and is not checked either."""
 
     def __init__(self, free: Callable[[int], bool] = port_free) -> None:
         self.free = free
@@ -110,6 +112,16 @@ class PortGate:
             sum(len(span.ports()) for span in self.in_use_here),
         )
         return True
+
+    def runs_own_in_use(self, assignment: Assignment) -> str | None:
+        """Why worker 0 cannot start: the port its run chose for itself is in use here, so
+        its rendezvous would fail with EADDRINUSE; None when it is free, or the run chose
+        none, or this is not worker 0."""
+        port = runs_port(assignment.env)
+        if port is None or assignment.rendezvous.rank != 0 or self.free(port):
+            return None
+        names = [name for name in ("MASTER_PORT", "PET_MASTER_PORT") if name in assignment.env]
+        return f"env.{names[0]}: port {port}, which the run chose, is in use"
 
     def _probe_range(self) -> list[int]:
         """Every port of the range in use here now: one bind per port, a few ms for 1,000."""

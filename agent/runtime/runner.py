@@ -14,8 +14,9 @@ from astraeus.shared.assignment import MAX_LOG_CHUNKS
 from astraeus.shared.clock import Clock, SystemClock
 
 from ..environment import IMEX_CHANNEL0, WorkerEnvironmentError, worker_environment
-from ..rendezvous import users_own
-from .launch import Launched, Launcher
+from ..rendezvous import accelerate_note, users_own
+from .accelerate import write_accelerate_config
+from .launch import Launched, Launcher, promised
 from .logs import CHUNK_BYTES, next_chunk
 from .rendezvous_port import PortGate, own_port, port_free
 from .spec import CannotStartError, Files, shim_spec
@@ -40,7 +41,8 @@ LOST = "exit status unknown: the worker ended while nothing was left to record i
 class RunnerConfig:
     stop_grace_seconds: float = 30.0
     imex_channel_path: str = IMEX_CHANNEL0
-    container_runtime: str | None = None
+    container_runtime: Callable[[], str | None] = lambda: None
+    """The container runtime that answered at the last check (`ContainerRuntimes.known`)."""
     uverbs: Callable[[], Mapping[str, str]] = dict
     agent_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     env_passthrough: tuple[str, ...] = ()
@@ -241,6 +243,9 @@ class Runner:
 
     def _launch(self, record: TaskRecord, report: MachineReport) -> Launched:
         assignment = record.assignment
+        busy = self.ports.runs_own_in_use(assignment)
+        if busy is not None:
+            raise CannotStartError(f"{busy} on machine {report.name}: the run cannot meet there")
         span = self.ports.span
         worker = worker_environment(
             assignment,
@@ -253,7 +258,7 @@ class Runner:
         note_users_own(files.log, assignment.env, worker.env)
         key, cursor = self._work_key(record), self.state.root / UID_CURSOR
         where = self.work.prepare(key, self.config.users, worker.devices, cursor)
-        runtime, agent_env = self.config.container_runtime, self.config.agent_env
+        runtime, agent_env = self.config.container_runtime(), self.config.agent_env
         spec = shim_spec(
             assignment,
             worker,
@@ -263,8 +268,12 @@ class Runner:
             runtime=runtime,
             passthrough=self.config.env_passthrough,
         )
+        if assignment.image is None:
+            write_accelerate_config(where, spec["env"])
+            note_line(files.log, accelerate_note(spec["env"]))
         write_json(files.spec, spec)
-        return self.launcher.start(record, files.spec, files.log, worker.devices, span)
+        owed = promised(assignment, worker)
+        return self.launcher.start(record, files.spec, files.log, worker.devices, span, owed)
 
     def _work_key(self, record: TaskRecord) -> str:
         """The working directory's name: the task folder's (its uid, or its name from before
@@ -371,9 +380,16 @@ def note_users_own(log_file: Path, user_env: Mapping[str, str], placed: Mapping[
     of its own: they win over the placement's, and the user should see that they did."""
     notes = users_own(user_env, placed)
     if notes:
-        line = f"astraeus: the run's env sets {', '.join(notes)}; the run's values are used\n"
+        note_line(
+            log_file, f"astraeus: the run's env sets {', '.join(notes)}; the run's values are used"
+        )
+
+
+def note_line(log_file: Path, line: str | None) -> None:
+    """A line of the agent's own in the task's log, before the worker writes any."""
+    if line is not None:
         with log_file.open("a", encoding="utf-8") as out:
-            out.write(line)
+            out.write(line + "\n")
 
 
 def signal_name(number: int) -> str:

@@ -10,13 +10,12 @@ from astraeus.shared import Assignment
 from astraeus.shared.sdnotify import SYSTEMD_VARIABLES
 
 from ..environment import WorkerEnvironment
-from ..rendezvous import RENDEZVOUS_VARIABLES
+from ..rendezvous import ACCELERATE_CONFIG, ACCELERATE_VARIABLE, accelerate_config, runs_own
 from .container import container_cleanup, container_command
 from .workdir import Worker
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CONTAINER_ENV = "container.env"
-USERS_WIN = frozenset(RENDEZVOUS_VARIABLES)
 
 
 class CannotStartError(Exception):
@@ -44,13 +43,16 @@ def agent_base_env(agent_env: Mapping[str, str]) -> dict[str, str]:
 
 def placed_env(assignment: Assignment, worker: WorkerEnvironment) -> dict[str, str]:
     """The user's variables, then the placement's, which win (they keep workers on their
-    GPUs), except the NCCL tuning knobs and the rendezvous variables a user set on purpose."""
+    GPUs), except the NCCL tuning knobs and the rendezvous variables a user set on purpose;
+    a user's `MASTER_PORT` or `MASTER_ADDR` is given to its `PET_*` twin too, and the reverse
+    (`runs_own`), so torchrun meets where `env://` does."""
+    own = runs_own(assignment.env)
     placed = {
         key: value
         for key, value in worker.env.items()
-        if not (key in assignment.env and (key.startswith("NCCL_") or key in USERS_WIN))
+        if key not in own and not (key in assignment.env and key.startswith("NCCL_"))
     }
-    return {**assignment.env, **placed}
+    return {**assignment.env, **placed, **own}
 
 
 WORKER_BASE = ("PATH", "LANG")
@@ -81,10 +83,14 @@ def worker_env(
     passthrough: Iterable[str] = (),
 ) -> dict[str, str]:
     """A plain worker's environment, from a clean start: `worker_base_env`, HOME and TMPDIR in
-    its working directory, then the user's variables, then the placement's."""
+    its working directory, then the user's variables, then the placement's; and where
+    `accelerate_config` can be written, its path (`ASTRAEUS_ACCELERATE_CONFIG`)."""
     base = worker_base_env(agent_env, passthrough)
     places = {"HOME": str(workdir), "TMPDIR": str(workdir / "tmp")}
-    return {**base, **places, **placed_env(assignment, worker)}
+    env = {**base, **places, **placed_env(assignment, worker)}
+    if accelerate_config(env) is not None:
+        env[ACCELERATE_VARIABLE] = str(workdir / ACCELERATE_CONFIG)
+    return env
 
 
 def shim_spec(

@@ -29,7 +29,13 @@ def read_interfaces(
         names = os.listdir(base)
     except OSError:
         return [], []
-    found = [iface for name in names if (iface := _interface(base / name, book)) is not None]
+    # Each interface is a directory (a link to its device's); `bonding_masters`, which the
+    # bonding driver writes beside them, and any other file is not one.
+    found = [
+        iface
+        for name in names
+        if (base / name).is_dir() and (iface := _interface(base / name, book)) is not None
+    ]
     found.sort(key=lambda i: (not i.physical, i.name))
     problems = []
     if len(found) > MAX_NETWORK_INTERFACES:

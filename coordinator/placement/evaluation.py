@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from functools import cached_property
 
-from astraeus.shared import GpuHealthState, SelectionMode
+from astraeus.shared import GpuHealthState, SelectionMode, labels
 
 from . import gpu_match, scores
 from .cluster import Cluster
@@ -60,6 +60,8 @@ class RunEvaluation:
         self._caps: dict[Hashable, int] = {}
         self._scores: dict[tuple[int, int, bool], int] = {}
         self._slots: dict[tuple[int, ShapeOption], int] = {}
+        self._holders: dict[ShapeOption, int] = {}
+        self._shares: dict[Hashable, int] = {}
         every = self.needs.mode is SelectionMode.ALL and not self.needs.array_element
         if every and not self.needs.gpus:
             self.options = (ShapeOption(self._every_machine(), 0),)
@@ -147,21 +149,60 @@ class RunEvaluation:
         """Machines no filter rejects, in name order."""
         return [i for i in range(len(self.free)) if self.passes(i)]
 
-    def explained_gpus(self) -> int:
+    def explained_gpus(self) -> int | None:
         """The worker an explanation checks (call on an idle evaluation): the smallest of any
-        shape that enough machines could hold if idle. When none could, and sizes are what
-        stops it, that of the fewest-machines shape, so machines tell how short they fall;
-        when no machine takes even the smallest worker, the smallest, so they tell why."""
-        # Workers that stack: the fewest-workers shape, so a machine that could hold the whole
-        # run alone tells how short it falls of all of it.
+        shape that enough machines could hold if idle. None when no shape could: each machine
+        is then judged against its own part of the shapes (`share`), never against the whole
+        run in one worker."""
+        # Workers that stack: the fewest-workers shape first, so a machine that could hold the
+        # whole run alone is checked for all of it.
         order = self.options if self.needs.stacks else sorted(self.options, key=_each)
         for option in order:
             holders = sum(self.slots(i, option) for i in self.eligible)
             if holders >= option.tasks:
                 return option.gpus_each
-        if not self.options or not self.eligible:
-            return self.smallest.gpus
-        return self.options[0].gpus_each
+            self._holders[option] = holders
+        return None
+
+    def nearest_shape(self) -> ShapeOption | None:
+        """The shape the idle cluster comes nearest to holding, when it holds none (call after
+        `explained_gpus` answered None): the largest part of its workers the machines could
+        hold, then the fewest workers."""
+        held = self._holders
+        return max(held, key=lambda one: (held[one] / one.tasks, -one.tasks), default=None)
+
+    def share(self, i: int) -> int:
+        """Machine `i`'s part of the run when no shape fits the idle cluster (call on an idle
+        evaluation): the largest worker of an allowed shape it could hold idle (its GPUs of the
+        kind asked, at risk or not, with all its cores and memory), else the smallest worker
+        any shape has, so it tells why it cannot take even that."""
+        key = self.free_kinds[i]
+        if key not in self._shares:
+            sizes = sorted({option.gpus_each for option in self.options})
+            most = sizes[0] if sizes else 0
+            if len(sizes) > 1:
+                free = self.free[i]
+                usable = self.supply(i).usable
+                most = self.needs.most_gpus(usable, free.cpu_cores, free.memory_bytes)
+            self._shares[key] = max(
+                (size for size in sizes if size <= most), default=self.smallest.gpus
+            )
+        return self._shares[key]
+
+    @cached_property
+    def workspace(self) -> list[int]:
+        """The machines (indices, in name order) of the run's workspace's pools; all of them
+        for a workspace without pools. An explanation checks these only."""
+        pools, facts = self.needs.run.pools, self.cluster.facts
+        if not pools:
+            return list(range(len(facts)))
+        return [i for i, one in enumerate(facts) if one.snapshot.labels.get(labels.POOL) in pools]
+
+    @cached_property
+    def workspace_gpus(self) -> int:
+        """The GPUs of the kind asked (at risk or not, never faulted) on the workspace's
+        machines, free or not: all the run could ever get."""
+        return sum(self.supply(i).usable for i in self.workspace)
 
     def cap(self, i: int) -> int:
         """The most GPUs one worker of this run can get on machine `i` (1 for a CPU worker)."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from astraeus.shared import labels, reasons
-from astraeus.shared.reasons import ReasonKind
+from astraeus.shared import reasons
+from astraeus.shared.reasons import ReasonKind, RejectionCode
 
 from .evaluation import RunEvaluation
 from .filters.selection import in_no_pool
@@ -21,6 +21,9 @@ from .verdicts import Verdicts
 
 Survivor = Callable[[int], Rejection]
 """What keeps out a machine no filter rejects (the whole run did not fit with it)."""
+Judge = Callable[[list[int]], list[Rejection | None]]
+"""The first filter keeping each of these machines out, or None (`RunEvaluation.rejections`,
+or the machines judged each against its own part of the run)."""
 
 
 def pending(
@@ -32,10 +35,19 @@ def pending(
     patience_remaining: int | None = None,
     waits_for: str | None = None,
     unplannable: Rejection | None = None,
+    *,
+    judge: Judge | None = None,
+    unheld: RunEvaluation | None = None,
+    too_small: str | None = None,
 ) -> Pending:
     """The explanation; `wanted` empty means no machine could ever take the run, so no machine
     is the closest. `waits_for` is the headline of a run that waits for a tighter rung;
     `unplannable` is every machine's reason when the run's rules leave it no shape at all.
+    `judge` finds the machines' rejections (default: `current`'s). `unheld` judges the run
+    without machines held for a run ahead: a held machine shows what else keeps it out, and
+    `held for a run ahead in the queue` only where nothing does. `too_small` is the headline
+    when the workspace's machines together could never hold the run, unless every machine
+    gives one other reason, not about room (that reason is the problem).
 
     Only the machines of the workspace's pools are checked, counted and named: the guide's
     "you never see machines outside them"."""
@@ -44,7 +56,9 @@ def pending(
     if unplannable is not None:
         rejections = [unplannable] * len(shown)
     else:
-        found = current.rejections(shown)
+        found = (judge or current.rejections)(shown)
+        if unheld is not None:
+            found = _unheld(found, shown, unheld)
         rejections = [rejection or survivor(i) for i, rejection in zip(shown, found, strict=True)]
     up = [facts[i].up for i in shown]
     closest = _closest(current, idle, shown, rejections) if wanted else None
@@ -54,6 +68,9 @@ def pending(
         text, kind = waits_for, ReasonKind.WAITS_FOR_NETWORK
     elif shown or not pools:
         text, kind = headline(rejections, sum(up))
+        # The guide's rule first: one reason, not room, on every machine is the problem.
+        if too_small is not None and (kind is not ReasonKind.SAME_REASON or text == too_small):
+            text, kind = too_small, ReasonKind.CLUSTER_TOO_SMALL
     else:
         text, kind = in_no_pool(pools), ReasonKind.NO_MACHINES
     return Pending(
@@ -63,6 +80,19 @@ def pending(
         patience_remaining_seconds=patience_remaining,
         wanted_machines=wanted,
     )
+
+
+def _unheld(
+    found: list[Rejection | None], shown: list[int], unheld: RunEvaluation
+) -> list[Rejection | None]:
+    """Held is about room: a held machine that something else keeps out shows that instead."""
+    held = RejectionCode.HELD_FOR_QUEUE
+    return [
+        (unheld.rejection(i) or rejection)
+        if rejection is not None and rejection.code == held
+        else rejection
+        for i, rejection in zip(shown, found, strict=True)
+    ]
 
 
 def headline(rejections: list[Rejection], ready: int) -> tuple[str, ReasonKind]:
@@ -77,10 +107,7 @@ def headline(rejections: list[Rejection], ready: int) -> tuple[str, ReasonKind]:
 def workspace_machines(current: RunEvaluation) -> list[int]:
     """The machines (indices, in name order) of the run's workspace's pools; all of them for a
     workspace without pools."""
-    pools, facts = current.needs.run.pools, current.cluster.facts
-    if not pools:
-        return list(range(len(facts)))
-    return [i for i, one in enumerate(facts) if one.snapshot.labels.get(labels.POOL) in pools]
+    return current.workspace
 
 
 def _closest(

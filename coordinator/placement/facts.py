@@ -21,6 +21,9 @@ class MachineFacts:
     """The machine's site; "" when neither the label nor the agent's network says."""
     rack: str | None
     nvlink_domain: str | None
+    imex: bool
+    """The agent can give a worker IMEX channel 0 (`report.imex.available`): a worker placed
+    in a multi-node NVLink domain needs it."""
     gpus: tuple[GpuInfo, ...]
     gpu_by_id: dict[str, GpuInfo]
     """Each GPU under its UUID and under its index as a string, for pinned `ids`."""
@@ -59,6 +62,7 @@ def machine_facts(machine: MachineSnapshot) -> MachineFacts:
         site=site,
         rack=fabrics.rack(report),
         nvlink_domain=fabrics.nvlink_domain(report),
+        imex=report is not None and report.imex.available,
         gpus=gpus,
         gpu_by_id=by_id,
         local_drives=frozenset(d.name for d in drives if d.local and d.reachable),

@@ -23,14 +23,24 @@ class Member:
     fabric: str | None
     link: LinkLayer | None
     nvlink_domain: str | None
+    imex: bool
+    """IMEX channel 0 is available: the machine counts in its NVLink domain for a group."""
 
 
 def _node(m: Member) -> Key | None:
     return (m.name,)
 
 
+def shared_domain(m: Member) -> str | None:
+    """The NVLink domain a machine shares with others: only with its IMEX channel, which every
+    worker placed in a multi-node domain is given (the agent fails one without it). A machine
+    without it is in no domain for a group of machines; alone (rung 1) it needs none."""
+    return m.nvlink_domain if m.imex else None
+
+
 def _nvlink(m: Member) -> Key | None:
-    return (m.nvlink_domain,) if m.nvlink_domain else None
+    domain = shared_domain(m)
+    return (domain,) if domain else None
 
 
 def _fabric_rack(m: Member) -> Key | None:
@@ -182,7 +192,23 @@ def allowed_rungs(needs: Needs) -> tuple[Rung, ...]:
     if needs.asks_rdma and last == "ethernet":
         last = "rdma"
     names = [rung.name for rung in RUNGS]
-    return RUNGS[: names.index(last) + 1]
+    allowed = RUNGS[: names.index(last) + 1]
+    if ethernet_will_do(needs):
+        return tuple(rung for rung in allowed if not (rung.nvlink or rung.rdma))
+    return allowed
+
+
+def ethernet_will_do(needs: Needs) -> bool:
+    """A run without GPUs that asks for no interconnect (nor an RDMA port speed) and no rule
+    naming an NVLink domain or fabric: its workers gain nothing from NVLink or RDMA, so it climbs
+    rungs 1, 7 and 8 only, rather than take GPU machines for rungs 2-6 while CPU machines are
+    free (the -30 score for a CPU worker on a GPU machine counts only within a rung)."""
+    return (
+        needs.gpus == 0
+        and needs.interconnect is Interconnect.AUTO
+        and not needs.asks_rdma
+        and needs.keep_within not in (KeepWithin.NVLINK_DOMAIN, KeepWithin.FABRIC)
+    )
 
 
 def group_key(rung: Rung, needs: Needs, m: Member) -> Key | None:
@@ -204,7 +230,7 @@ def _keep(keep_within: KeepWithin | None, m: Member) -> Key | None:
     if keep_within is None or keep_within is KeepWithin.NODE:
         return ()
     value = {
-        KeepWithin.NVLINK_DOMAIN: m.nvlink_domain,
+        KeepWithin.NVLINK_DOMAIN: shared_domain(m),
         KeepWithin.FABRIC: m.fabric,
         KeepWithin.RACK: m.rack,
     }[keep_within]

@@ -53,7 +53,9 @@ class Frame:
         self._places: dict[float | None, list[NetworkPlace]] = {}
         self._clusters: dict[float | None, Cluster] = {}
         self._verdicts: dict[tuple[object, ...], StaticVerdicts] = {}
-        self.idle_fits: dict[tuple[object, ...], tuple[RunEvaluation, Choice | None]] = {}
+        self.idle_fits: dict[
+            tuple[object, ...], tuple[RunEvaluation, Choice | None, int | None]
+        ] = {}
         """Runs against the idle cluster, by ask (see `PlacementSession._idle_fit`)."""
         self.timed = any(
             r.starts_at or r.ends_at for one in facts for r in one.snapshot.reservations
@@ -98,7 +100,7 @@ class Frame:
         facts = self.facts
         places = self._network(min_gbps)
         members = [
-            ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain)
+            ladder.Member(f.name, f.site, f.rack, p.fabric, p.link, f.nvlink_domain, f.imex)
             for f, p in zip(facts, places, strict=True)
         ]
         known = frozenset().union(*(one.reported_drives for one in facts))

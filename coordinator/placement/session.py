@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from astraeus.shared.reasons import RejectionCode
@@ -64,20 +65,62 @@ class PlacementSession:
         if choice is not None:
             waiting = self._patient(current, choice, rungs, now)
             return waiting or assemble.build_placement(current, choice)
-        # Held machines come free for this run once the run ahead has started: like room.
-        idle, could = self._idle_fit(self._prepare(needs, now, frozenset()), rungs)
+        # Held machines come free for this run once the run ahead has started: like room. So
+        # the idle cluster has no hold, and a held machine shows what else keeps it out.
+        unheld = self._prepare(needs, now, frozenset())
+        idle, could, explained = self._idle_fit(unheld, rungs)
+        if could is None:
+            return self._never_fits(unheld, idle, explained is None, now)
         if idle.smallest.gpus != current.smallest.gpus:
             current = self._evaluation(prepared, idle.smallest.gpus)
-        survivor = survivors.gang_rejection(current, could_fit=could is not None)
-        return explanation.pending(current, idle, survivor, now, _names(prepared.cluster, could))
+        survivor = survivors.gang_rejection(current, could_fit=True, idle=idle)
+        wanted = _names(prepared.cluster, could)
+        free = self._unheld(prepared, unheld, current.smallest.gpus)
+        return explanation.pending(current, idle, survivor, now, wanted, unheld=free)
+
+    def _never_fits(
+        self, prepared: Prepared, idle: RunEvaluation, by_machine: bool, now: datetime
+    ) -> Pending:
+        """Why a run that even the idle cluster cannot hold waits. Nothing held for a run ahead
+        keeps it out, so no hold is shown. When no shape could be held, each machine is judged
+        against its own part of the shapes automatic shape would try (`RunEvaluation.share`),
+        never against the whole run in one worker; and when the workspace's machines have too
+        few GPUs of the kind asked between them, that is the headline, and the reason of every
+        machine that could take its part if idle."""
+        current = self._evaluation(prepared, idle.smallest.gpus)
+        needs = prepared.needs
+        matching = idle.workspace_gpus if needs.gpus and not needs.gpu_requests.ids else 0
+        if by_machine and 0 < matching < needs.gpus:
+            # Judged as if idle: no room frees up to change it, so no room reason is shown.
+            text = topology.too_few_in_workspace(matching, needs.gpus)
+            survivor = survivors.too_small(text)
+            return explanation.pending(
+                current, idle, survivor, now, judge=idle.rejections, too_small=text
+            )
+        if not by_machine:
+            survivor = survivors.gang_rejection(current, could_fit=False, idle=idle)
+            return explanation.pending(current, idle, survivor, now)
+        survivor = survivors.gang_rejection(
+            current, could_fit=False, shape=idle.nearest_shape(), idle=idle
+        )
+        judge = _ByShare(idle, current, lambda gpus: self._evaluation(prepared, gpus))
+        return explanation.pending(current, idle, survivor, now, judge=judge)
+
+    def _unheld(self, prepared: Prepared, unheld: Prepared, gpus: int) -> RunEvaluation | None:
+        """The run against what is free now without the holds for a run ahead, when some
+        machine is held: what else keeps a held machine out."""
+        if not prepared.held:
+            return None
+        return self._evaluation(unheld, gpus)
 
     def _idle_fit(
         self, prepared: Prepared, rungs: tuple[ladder.Rung, ...]
-    ) -> tuple[RunEvaluation, gang.Choice | None]:
+    ) -> tuple[RunEvaluation, gang.Choice | None, int | None]:
         """The run against an idle cluster, where no machine is held for a run ahead: where it
-        could go, checked at the worker its explanation uses. Idle capacity never changes in a
-        pass, so runs with the same ask share it, and it is kept with the live state's frame for
-        later sessions too (what is idle changes only with what machines are)."""
+        could go, and the worker its explanation checks (`RunEvaluation.explained_gpus`: None
+        when no shape fits it), the evaluation made at that worker. Idle capacity never changes
+        in a pass, so runs with the same ask share it, and it is kept with the live state's
+        frame for later sessions too (what is idle changes only with what machines are)."""
         needs = prepared.needs
         moment = prepared.now if self._frame.timed else None
         key = (needs.static_key, needs.ask.model_dump_json(), needs.run.array_index, moment)
@@ -85,10 +128,10 @@ class PlacementSession:
             idle = self._idle_evaluation(prepared)
             could = gang.search(idle, rungs)
             worker = idle.explained_gpus()
-            if worker != idle.smallest.gpus:
+            if worker is not None and worker != idle.smallest.gpus:
                 idle = self._idle_evaluation(prepared, worker)
             forget_oldest(self._idle_fits)
-            self._idle_fits[key] = (idle, could)
+            self._idle_fits[key] = (idle, could, worker)
         return self._idle_fits[key]
 
     def take(self, placement: Placement) -> None:
@@ -137,7 +180,9 @@ class PlacementSession:
         text = patience.waits_for(left, better.rung.title)
         wanted = _names(current.cluster, better)
         survivor = survivors.waiting(text)
-        return explanation.pending(current, idle, survivor, now, wanted, left, text)
+        unheld = self._prepare(current.needs, now, frozenset())
+        free = self._unheld(current.prepared, unheld, current.smallest.gpus)
+        return explanation.pending(current, idle, survivor, now, wanted, left, text, unheld=free)
 
     def _evaluation(self, prepared: Prepared, worker_gpus: int | None = None) -> RunEvaluation:
         """The run against what is free in this session now."""
@@ -167,3 +212,36 @@ def _names(cluster: Cluster, choice: gang.Choice | None) -> tuple[str, ...]:
     if choice is None:
         return ()
     return tuple(cluster.facts[i].name for i in choice.machines)
+
+
+class _ByShare:
+    """Each machine judged against its own part of the run (`RunEvaluation.share`), for a run
+    no shape of which the idle cluster could hold: first against the smallest worker any shape
+    has (what keeps it out of every shape), then against its share, whose verdict counts when
+    it is not about room (room matters only to a run that could fit once others end)."""
+
+    def __init__(
+        self,
+        idle: RunEvaluation,
+        current: RunEvaluation,
+        at: Callable[[int], RunEvaluation],
+    ) -> None:
+        """`current` checks the smallest worker; `at(gpus)` makes the run's evaluation now for
+        a worker of that size."""
+        self._idle, self._current, self._make = idle, current, at
+
+    def __call__(self, machines: list[int]) -> list[Rejection | None]:
+        found = self._current.rejections(machines)
+        smallest = self._current.smallest.gpus
+        by_share: dict[int, list[int]] = {}
+        for k, (i, rejection) in enumerate(zip(machines, found, strict=True)):
+            if rejection is None:
+                share = self._idle.share(i)
+                if share != smallest:
+                    by_share.setdefault(share, []).append(k)
+        for share, positions in by_share.items():
+            judged = self._make(share).rejections([machines[k] for k in positions])
+            for k, rejection in zip(positions, judged, strict=True):
+                if rejection is not None and not rejection.room:
+                    found[k] = rejection
+        return found

@@ -15,12 +15,23 @@ from .rejection import Rejection
 from .shape import ShapeOption
 
 
-def gang_rejection(evaluation: RunEvaluation, could_fit: bool) -> Survivor:
+def gang_rejection(
+    evaluation: RunEvaluation,
+    could_fit: bool,
+    shape: ShapeOption | None = None,
+    idle: RunEvaluation | None = None,
+) -> Survivor:
     """The same text for every survivor; `could_fit` (the run fits an idle cluster) makes it a
-    room reason, with each machine's own free room as its share of the need."""
-    text, code, need = _text(evaluation)
+    room reason, with each machine's own free room as its share of the need. `shape` is the
+    shape to tell the shortfall of (default: the fewest workers of the evaluation's worker). A
+    run that needs an NVLink domain tells the machines of a domain without IMEX so
+    (`_without_imex`)."""
+    text, code, need = _text(evaluation, shape)
+    imex = topology.wants_domain(evaluation.needs)
 
     def survivor(i: int) -> Rejection:
+        if imex and _without_imex(evaluation, idle or evaluation, i):
+            return topology.no_imex()
         have = evaluation.room_free(i) if evaluation.needs.gpus else 1
         return Rejection(
             filter=topology.NAME, reason=text, room=could_fit, need=need, have=have, code=code
@@ -29,7 +40,20 @@ def gang_rejection(evaluation: RunEvaluation, could_fit: bool) -> Survivor:
     return survivor
 
 
-def _text(evaluation: RunEvaluation) -> tuple[str, RejectionCode, float]:
+def _without_imex(evaluation: RunEvaluation, idle: RunEvaluation, i: int) -> bool:
+    """Machine `i` is in an NVLink domain without its IMEX channel, so in no group of several
+    machines, and could not take the whole run alone even idle (rung 1 needs no IMEX)."""
+    facts = evaluation.cluster.facts[i]
+    if not facts.nvlink_domain or facts.imex:
+        return False
+    if not idle.passes(i):
+        return True
+    stacks = idle.needs.stacks
+    alone = [option for option in idle.options if option.tasks == 1 or stacks]
+    return not any(idle.slots(i, option) >= option.tasks for option in alone)
+
+
+def _text(evaluation: RunEvaluation, shape: ShapeOption | None) -> tuple[str, RejectionCode, float]:
     needs = evaluation.needs
     need = needs.gpus or max((option.tasks for option in evaluation.options), default=1)
     if needs.keep_within is not None:
@@ -44,14 +68,15 @@ def _text(evaluation: RunEvaluation) -> tuple[str, RejectionCode, float]:
             else RejectionCode.NO_ROOM_ON_NETWORK
         )
         return topology.NO_ROOM_ON[network], code, need
-    text, code = _room_text(evaluation, need)
+    text, code = _room_text(evaluation, need, shape or _explained(evaluation))
     return text, code, need
 
 
-def _room_text(evaluation: RunEvaluation, need: int) -> tuple[str, RejectionCode]:
+def _room_text(
+    evaluation: RunEvaluation, need: int, option: ShapeOption
+) -> tuple[str, RejectionCode]:
     """What the machines that pass every filter lack together: GPUs, then machines (workers
     when they may share one), each first checked against one site."""
-    option = _explained(evaluation)
     gpus: dict[str, int] = defaultdict(int)
     workers: dict[str, int] = defaultdict(int)
     for i in evaluation.eligible:
@@ -121,6 +146,17 @@ def _sites_needed(by_site: dict[str, int], need: int) -> int:
         if held >= need:
             return count
     return len(by_site)
+
+
+def too_small(text: str) -> Survivor:
+    """Machines that could take their part of the run, when the workspace's machines together
+    have fewer GPUs of the kind asked than the run asks for."""
+    rejection = Rejection(filter=topology.NAME, reason=text, code=RejectionCode.CLUSTER_TOO_SMALL)
+
+    def survivor(i: int) -> Rejection:
+        return rejection
+
+    return survivor
 
 
 def waiting(text: str) -> Survivor:

@@ -20,6 +20,7 @@ from astraeus.shared import (
     GpuHealth,
     GpuHealthState,
     GpuInfo,
+    ImexStatus,
     LinkLayer,
     MachineReport,
     MachineState,
@@ -115,9 +116,14 @@ def machine(
     drives: Iterable[DriveInfo] = (),
     data_free_gib: float | None = None,
     workers: Iterable[tuple[str, str]] = (),
+    imex: bool | None = None,
 ) -> MachineSnapshot:
-    """A machine as the scheduler sees it: its report and what live tasks hold."""
+    """A machine as the scheduler sees it: its report and what live tasks hold. Its IMEX
+    channel is available (`imex`) by default when its GPUs report an NVLink domain, as on a
+    GB200 NVL72 tray set up for multi-node work."""
     found = gpu_list if gpu_list is not None else gpus(name, gpu_count, model=model)
+    if imex is None:
+        imex = any(gpu.nvlink_domain for gpu in found)
     tags = dict(labels_ or {})
     for key, value in ((labels.RACK, rack), (labels.FABRIC, fabric)):
         if value is not None:
@@ -135,6 +141,7 @@ def machine(
         data_free_bytes=None if data_free_gib is None else int(data_free_gib * GIB),
         gpus=found,
         rdma_ports=list(ports),
+        imex=ImexStatus(available=imex),
     )
     return MachineSnapshot(
         name=name,

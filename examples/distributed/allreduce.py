@@ -22,8 +22,10 @@ def main() -> int:
     dist.all_reduce(total)
     expected = world * (world + 1) / 2
     local = os.environ["LOCAL_RANK"]
+    met = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     print(
-        f"rank {rank} of {world} (local rank {local}): sum {total.item():g}, expected {expected:g}"
+        f"rank {rank} of {world} (local rank {local}) at {met}:"
+        f" sum {total.item():g}, expected {expected:g}"
     )
     dist.destroy_process_group()
     return 0 if total.item() == expected else 1

@@ -88,3 +88,18 @@ def test_fake_machine_reports_its_management_ethernet(tmp_path: Path) -> None:
     assert (eth.name, eth.state, eth.speed_mbps, eth.ipv4, eth.physical) == (
         "eth0", "up", 100000, ["127.0.0.1"], True,
     )  # fmt: skip
+
+
+def test_files_in_class_net_are_not_interfaces(tmp_path: Path) -> None:
+    """`bonding_masters` (a file the bonding driver puts in /sys/class/net) and any other entry
+    that is not a directory is no interface; a symlinked device directory, as sysfs has, is."""
+    _netdev(tmp_path, "eth0", ifindex=2, mac="0c:00:00:00:00:02")
+    virtual = tmp_path / "devices/virtual/net/bond0"
+    virtual.mkdir(parents=True)
+    for key, value in {"type": "1", "ifindex": "4", "address": "0c:00:00:00:00:04"}.items():
+        (virtual / key).write_text(value + "\n")
+    (tmp_path / "class/net/bond0").symlink_to(os.path.relpath(virtual, tmp_path / "class/net"))
+    (tmp_path / "class/net/bonding_masters").write_text("bond0\n")
+    (tmp_path / "class/net/dangling").symlink_to("../../devices/virtual/net/gone")
+    interfaces, problems = read_interfaces(tmp_path, {})
+    assert ([i.name for i in interfaces], problems) == (["bond0", "eth0"], [])

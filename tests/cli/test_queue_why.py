@@ -41,8 +41,8 @@ def test_a_run_waiting_for_room_behind_the_head_has_a_closest_machine(
     coordinator: Coordinator, astra: Astra
 ) -> None:
     """A run that fits the idle cluster but not now, whose only machines are held for the head,
-    waits for room: held machines come free, so one is the closest, and nothing says that no
-    machine could ever take it."""
+    waits for room: each held machine says what else keeps it out (other runs hold its GPUs:
+    room), so one is the closest, and nothing says that no machine could ever take it."""
     for name in ("gpu-01", "gpu-02"):
         coordinator.report(gpu_report(name, 8, H100, 80))
     token = coordinator.member("vision")
@@ -59,6 +59,6 @@ def test_a_run_waiting_for_room_behind_the_head_has_a_closest_machine(
         "whole: Pending — No machine fits: 2 of 2 machines ready",
         "  whole-0  Pending  -  No machine fits: 2 of 2 machines ready",
         "Why it is not running yet: 2 machines checked, 2 ready, 0 down; closest: gpu-01",
-        "  gpu-01  Up  held for a run ahead in the queue",
-        "  gpu-02  Up  held for a run ahead in the queue",
+        "  gpu-01  Up  insufficient gpus: need 8, 4 free and usable",
+        "  gpu-02  Up  insufficient gpus: need 8, 4 free and usable",
     ]

@@ -24,10 +24,10 @@ SCHEDULER_DIR = Path(loop.__file__).resolve().parent
 async def test_the_worker_process_and_the_service_decide_the_same_file_alike(
     cluster: Cluster,
 ) -> None:
-    """Over one file: a reshape, placements, the queue's head, runs waiting for room (two
-    sharing one explanation) and for their workspace's quota. The pass computed
-    in a spawned worker process and the pass computed in this process with the service's own
-    store give the same rows, in the same order."""
+    """Over one file: a reshape, placements, the queue's head, runs waiting for room, runs too
+    big for the workspace (two sharing one explanation) and for their workspace's quota. The
+    pass computed in a spawned worker process and the pass computed in this process with the
+    service's own store give the same rows, in the same order."""
     c = cluster
     await _spread_over_ethernet(c)  # `pretrain` over Ethernet on a1 and b1; a2 runs `blocker`
     await c.report("a2", [{"task": "blocker-0", "state": "Succeeded", "exit_code": 0}], labels=R1)
@@ -56,8 +56,8 @@ async def test_the_worker_process_and_the_service_decide_the_same_file_alike(
     waiting = {row.run: row for row in elsewhere.waiting}
     assert {run: row.kind for run, row in waiting.items()} == {
         "next": "NextToRun",
-        "huge-a": "NoMachineFits",
-        "huge-b": "NoMachineFits",
+        "huge-a": "ClusterTooSmall",
+        "huge-b": "ClusterTooSmall",
         "over-quota": "WaitsForQuota",
         "small": "NoMachineFits",
     }

@@ -32,11 +32,15 @@ async def test_no_change_no_decisions_until_something_changes(
         await c.submit("vision", "huge", gpus=16)
         assert await waiting_after_passes(c) == [1, 1, 0]
         _, run = await c.call("GET", "/api/v1/runs/huge", member)
-        assert run["reason"] == ("machine has too few gpus: need 16, it has 8 usable")
+        assert (
+            run["reason"] == "the workspace's machines have 8 GPUs that match; the run asks for 16"
+        )
         await c.report("gpu-02", gpus=4)
         assert await waiting_after_passes(c) == [1, 0, 0]
         _, run = await c.call("GET", "/api/v1/runs/huge", member)
-        assert run["reason"] == "No machine fits: 2 of 2 machines ready"
+        assert (
+            run["reason"] == "the workspace's machines have 12 GPUs that match; the run asks for 16"
+        )
     finally:
         c.store.close()
 

@@ -74,10 +74,10 @@ async def test_explanations_list_only_the_workspace_s_machines(cluster: Cluster)
     names = [node["name"] for node in placement["nodes"]]
     counts = (placement["checked_nodes"], placement["ready_nodes"], placement["down_nodes"])
     assert (names, counts) == (["gpu-01"], (1, 1, 0))
-    assert task["reason"] == "machine has too few gpus: need 16, it has 8 usable"
-    assert task["reason_kind"] == "SameReason"
+    assert task["reason"] == "the workspace's machines have 8 GPUs that match; the run asks for 16"
+    assert task["reason_kind"] == "ClusterTooSmall"
     assert task["rejections"] == [
-        {"filter": "gpus", "code": "TooFewGPUs", "room": False, "machines": ["gpu-01"]}
+        {"filter": "topology", "code": "ClusterTooSmall", "room": False, "machines": ["gpu-01"]}
     ]
     status, dry = await c.call(
         "POST",

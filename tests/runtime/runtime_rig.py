@@ -115,6 +115,8 @@ class Coordinator:
     arrived: int = 0
     running: list[list[str] | None] = field(default_factory=list)
     """The `tasks` of every report, in order: what the agent said it runs."""
+    capabilities: list[list[str]] = field(default_factory=list)
+    """The machine's `capabilities` in every report, in order."""
     hold: asyncio.Event | None = None
     """While set to an unset event, reports are received but not answered."""
     port: int = 0
@@ -146,6 +148,7 @@ class Coordinator:
         self.reports += 1
         self.batches.append(len(body.updates))
         self.running.append(body.tasks)
+        self.capabilities.append(body.report.capabilities)
         for update in body.updates:
             self.updates[update.seq] = update
             if update.state.ended:
@@ -214,21 +217,23 @@ class Harness:
     agent_env: dict[str, str] = field(default_factory=lambda: dict(AGENT_ENV))
     """The agent's own environment."""
     env_passthrough: tuple[str, ...] = ()
+    stop_grace_seconds: float = 0.5
+    port_free: Callable[[int], bool] = lambda _port: True
+    """Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this machine
+    (by another test run) must not hold a worker back, unless a test says which are in use."""
 
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
         self.launchers.append(launcher)
         state = StateDir(self.state_dir)
         config = RunnerConfig(
-            stop_grace_seconds=0.5,
+            stop_grace_seconds=self.stop_grace_seconds,
             agent_env=self.agent_env,
             env_passthrough=self.env_passthrough,
             users=self.users,
             work_root=self.work_root,
-            container_runtime=self.container_runtime,
-            # Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this
-            # machine (by another test run) must not hold a worker back.
-            port_free=lambda _port: True,
+            container_runtime=lambda: self.container_runtime,
+            port_free=self.port_free,
         )
         runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)
         client = CoordinatorClient(self.session, self.coordinator.url, "gpu-01", TOKEN)

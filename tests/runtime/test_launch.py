@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from runtime_rig import assignment, uid_of
 
-from astraeus.agent.runtime import choose_launcher, container_runtime, runtime_capabilities
+from astraeus.agent.runtime import choose_launcher
 from astraeus.agent.runtime.launch import (
     ProcessLauncher,
     SystemdLauncher,
@@ -155,22 +155,6 @@ def test_systemctl_kill_goes_to_the_shim(sig: signal.Signals, expected: str) -> 
     assert systemctl_kill_command("astraeus-vision-t-0", sig) == [
         "systemctl", "kill", "--kill-who=main", expected, "astraeus-vision-t-0"
     ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("present", "runtime", "capabilities"),
-    [
-        pytest.param(("podman", "docker"), "/usr/bin/podman", ["container"], id="podman-first"),
-        pytest.param(("docker",), "/usr/bin/docker", ["container"], id="docker"),
-        pytest.param((), None, [], id="none"),
-    ],
-)
-def test_container_capability(
-    present: tuple[str, ...], runtime: str | None, capabilities: list[str]
-) -> None:
-    """The container capability is reported only where podman or docker is installed."""
-    assert container_runtime(_which(*present)) == runtime
-    assert runtime_capabilities(_which(*present)) == capabilities
 
 
 def test_proc_alive_tells_a_zombie_and_a_reused_pid() -> None:

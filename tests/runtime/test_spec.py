@@ -62,11 +62,11 @@ def test_a_plain_worker_lives_in_its_working_directory() -> None:
 
 
 def test_the_users_own_rendezvous_variables_win() -> None:
-    """A run's own MASTER_PORT (or any rendezvous variable) wins over the placement's; the rest
-    of the placement's variables stay."""
+    """A run's own MASTER_PORT (or any rendezvous variable) wins over the placement's, and
+    reaches PET_MASTER_PORT, which torchrun reads; the rest of the placement's variables stay."""
     env = _spec(env={"MASTER_PORT": "29999", "PET_NPROC_PER_NODE": "2"}, image=None)["env"]
     assert (env["MASTER_PORT"], env["PET_NPROC_PER_NODE"]) == ("29999", "2")
-    assert env["PET_MASTER_PORT"] == "29500"
+    assert (env["PET_MASTER_PORT"], env["WORLD_SIZE"]) == ("29999", "2")
 
 
 def test_the_users_variables_never_replace_the_gpus() -> None:
@@ -86,5 +86,6 @@ def test_the_task_log_says_which_rendezvous_variables_the_run_set(tmp_path: Path
     note_users_own(log, {"MASTER_PORT": "29999", "PET_NNODES": "2"}, placed)
     assert log.read_text() == (
         "astraeus: the run's env sets MASTER_PORT=29999 (Astraeus gave 29500), PET_NNODES=2"
-        " (Astraeus sets none); the run's values are used\n"
+        " (Astraeus sets none), PET_MASTER_PORT=29999 (follows MASTER_PORT); the run's values"
+        " are used\n"
     )

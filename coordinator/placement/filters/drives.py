@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Final
 
 from astraeus.shared.reasons import RejectionCode
+from astraeus.shared.sizes import size_text
 
 from ..rejection import Rejection
-from ..units import gib
 from .check import Check, Reads
 
 NAME: Final = "drives"
@@ -23,7 +23,8 @@ def unreachable(name: str) -> str:
 
 
 def no_data_room(need: int, free: int) -> str:
-    return f"drives need {gib(need)} at the data location, {gib(free)} free"
+    """Sizes in the unit they reach (`90.9 TiB`): drives and data disks run to petabytes."""
+    return f"drives need {size_text(need)} at the data location, {size_text(free)} free"
 
 
 def check(c: Check) -> Rejection | None:

@@ -8,6 +8,7 @@ from typing import Final
 from astraeus.shared import Interconnect, KeepWithin, Spread, labels, reasons
 from astraeus.shared.reasons import RejectionCode
 
+from ..needs import Needs
 from ..rejection import Rejection
 from .check import Check, Reads
 
@@ -17,6 +18,9 @@ READS: Final = Reads.MACHINE
 
 NO_FABRIC: Final = f"no fabric known for this machine ({labels.FABRIC}, or an InfiniBand subnet)"
 NO_NVLINK_DOMAIN: Final = "machine is in no NVLink domain"
+NO_IMEX: Final = "IMEX channel is not available on this machine"
+"""A machine of an NVLink domain whose agent cannot give a worker IMEX channel 0: the agent's own
+words when it refuses such a worker (`agent/environment.py`)."""
 
 NO_ROOM_WITHIN: Final = {
     KeepWithin.NODE: "no machine has room for the whole run",
@@ -37,6 +41,13 @@ def no_room(need: int, free: int, machines: int) -> str:
         f"the whole run does not fit: need {need} GPUs, "
         f"{free} free and usable on {_count(machines, 'machine')}"
     )
+
+
+def too_few_in_workspace(have: int, need: int) -> str:
+    """The workspace's machines, all of them and idle, have fewer GPUs of the kind asked than
+    the run asks for: no shape and no wait makes it fit."""
+    gpus = "1 GPU that matches" if have == 1 else f"{have} GPUs that match"
+    return f"the workspace's machines have {gpus}; the run asks for {need}"
 
 
 def too_few_machines(need: int, gpus_each: int, have: int) -> str:
@@ -76,6 +87,17 @@ def no_even_split(gpus: int) -> str:
     return f"Cannot plan workers: no even split of {gpus} gpus meets the run's rules"
 
 
+def wants_domain(needs: Needs) -> bool:
+    """The run never leaves one NVLink domain (`keep_within`), or its workers talk over NVLink."""
+    keep, interconnect = needs.keep_within, needs.interconnect
+    return keep is KeepWithin.NVLINK_DOMAIN or interconnect is Interconnect.NVLINK
+
+
+def no_imex() -> Rejection:
+    """For the whole gang: the machine's domain holds no run of several machines here."""
+    return Rejection(filter=NAME, reason=NO_IMEX, code=RejectionCode.NO_IMEX_CHANNEL)
+
+
 def check(c: Check) -> Rejection | None:
     needs, facts = c.needs, c.facts
     if (needs.keep_within is KeepWithin.RACK or needs.spread is Spread.RACK) and not facts.rack:
@@ -85,9 +107,6 @@ def check(c: Check) -> Rejection | None:
     wants_fabric = needs.keep_within is KeepWithin.FABRIC or needs.spread is Spread.FABRIC
     if wants_fabric and not c.place.fabric:
         return Rejection(filter=NAME, reason=NO_FABRIC, code=RejectionCode.NO_FABRIC)
-    wants_domain = (
-        needs.keep_within is KeepWithin.NVLINK_DOMAIN or needs.interconnect is Interconnect.NVLINK
-    )
-    if wants_domain and not facts.nvlink_domain:
+    if wants_domain(needs) and not facts.nvlink_domain:
         return Rejection(filter=NAME, reason=NO_NVLINK_DOMAIN, code=RejectionCode.NO_NVLINK_DOMAIN)
     return None
