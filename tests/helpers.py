@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
@@ -132,3 +133,84 @@ def reserved_ports(count: int, tries: int = 50) -> Iterator[int]:
     raise RuntimeError(
         f"no {count} consecutive loopback ports, half of them free to hold, found in {tries} tries"
     )
+
+
+class Proxy:
+    """A TCP proxy on 127.0.0.1 in front of `target` (a coordinator, a database server).
+    `cut` closes every connection through it and stops listening, so new ones are refused (one
+    side of a partition, or a server gone); `heal` listens again on the same port."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.port = 0
+        self._server: socket.socket | None = None
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.heal()
+
+    @property
+    def url(self) -> str:
+        """The proxy's address as an HTTP URL (for a coordinator behind it)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def listening(self) -> bool:
+        return self._server is not None
+
+    def heal(self) -> None:
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", self.port))
+        server.listen(64)
+        self.port = int(server.getsockname()[1])
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return  # closed by `cut`
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._open |= {client, upstream}
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(source, sink)
+
+    def _close(self, *sockets: socket.socket) -> None:
+        with self._lock:
+            for sock in sockets:
+                self._open.discard(sock)
+                sock.close()
+
+    def cut(self) -> None:
+        if self._server is not None:
+            # A close alone leaves the thread in accept() taking connections (Linux keeps the
+            # socket while a call uses it); shutdown wakes it.
+            with contextlib.suppress(OSError):
+                self._server.shutdown(socket.SHUT_RDWR)
+            self._server.close()
+            self._server = None
+        with self._lock:
+            found = list(self._open)
+        for sock in found:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._close(*found)
+
+    def close(self) -> None:
+        self.cut()

@@ -10,7 +10,6 @@ test process (`tests/conftest.py`), one fresh database per test (`create_databas
 from __future__ import annotations
 
 import atexit
-import contextlib
 import glob
 import os
 import pwd
@@ -164,75 +163,3 @@ folder on PostgreSQL; CI runs the store's tests on both engines and the rest on 
 fail there by design: four use SQLite's own page limit for a full disk (`test_storage.py`), and
 two restart a coordinator on "the same file" by its folder (`test_partition.py`,
 `test_poison.py`), which this switch gives a new database."""
-
-
-class Proxy:
-    """A TCP proxy on 127.0.0.1 to the server: `cut` closes every connection through it and
-    stops listening (a client then meets `connection refused`); `heal` listens again on the
-    same port."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.port = 0
-        self._server: socket.socket | None = None
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self.heal()
-
-    def url(self, database: str) -> str:
-        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
-
-    @property
-    def listening(self) -> bool:
-        return self._server is not None
-
-    def heal(self) -> None:
-        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        server.bind(("127.0.0.1", self.port))
-        server.listen(64)
-        self.port = int(server.getsockname()[1])
-        self._server = server
-        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
-
-    def _accept(self, server: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = server.accept()
-            except OSError:
-                return  # closed by `cut`
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            self._close(source, sink)
-
-    def _close(self, *sockets: socket.socket) -> None:
-        with self._lock:
-            for sock in sockets:
-                self._open.discard(sock)
-                sock.close()
-
-    def cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            self._server = None
-        with self._lock:
-            found = list(self._open)
-        for sock in found:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._close(*found)

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import pg_server
 import pytest
+from helpers import Proxy
 
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.startup import start
@@ -25,20 +26,25 @@ def _name(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
 
 
+def _through(proxy: Proxy, database: str) -> str:
+    """`database` on the test server, reached through `proxy`."""
+    return f"postgresql://{pg_server.USER}@127.0.0.1:{proxy.port}/{database}"
+
+
 @pytest.fixture
-def proxy(postgresql_server: pg_server.Server) -> Iterator[pg_server.Proxy]:
-    made = pg_server.Proxy(postgresql_server.port)
+def proxy(postgresql_server: pg_server.Server) -> Iterator[Proxy]:
+    made = Proxy(postgresql_server.port)
     yield made
     made.cut()
 
 
 @pytest.fixture
 async def through_proxy(
-    aiohttp_client: ClientFactory, tmp_path: Path, postgresql_url: str, proxy: pg_server.Proxy
+    aiohttp_client: ClientFactory, tmp_path: Path, postgresql_url: str, proxy: Proxy
 ) -> AsyncIterator[Cluster]:
     """A coordinator whose database is reached through `proxy`."""
     made = await make_cluster(
-        aiohttp_client, tmp_path, FirstFitSession, database=proxy.url(_name(postgresql_url))
+        aiohttp_client, tmp_path, FirstFitSession, database=_through(proxy, _name(postgresql_url))
     )
     yield made
     if not proxy.listening:
@@ -108,7 +114,7 @@ async def test_a_read_only_server_answers_writes_503_and_recovers(
 
 
 async def test_an_unreachable_server_answers_503_and_recovers(
-    through_proxy: Cluster, proxy: pg_server.Proxy, postgresql_url: str
+    through_proxy: Cluster, proxy: Proxy, postgresql_url: str
 ) -> None:
     """With the way to the server cut (connections reset, new ones refused) writes and reads
     answer 503 with `Retry-After`, and `/healthz` 503; once it is back the coordinator's

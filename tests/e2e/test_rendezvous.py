@@ -96,9 +96,12 @@ def _free(rig: Rig) -> int:
 
 @pytest.fixture(scope="module")
 def held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Rig, int]]:
+    yield from four_agents(tmp_path_factory.mktemp("rendezvous"))
+
+
+def four_agents(root: Path) -> Iterator[tuple[Rig, int]]:
     """Four agents, and another program listening on the first port of the range (the rest of
-    the range is held for the test's workers alone: `reserved_ports`)."""
-    root = tmp_path_factory.mktemp("rendezvous")
+    the range is held for the test's workers alone: `reserved_ports`); with that port."""
     with reserved_ports(41) as first, socket.create_server(("127.0.0.1", first)):
         cluster = Cluster(root)
         try:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,24 +14,14 @@ from pathlib import Path
 import pytest
 from helpers import WAIT_SECONDS, reserved_ports, until
 
-from .test_real_processes import Cluster
-from .test_rendezvous import EXAMPLES, MACHINES, Rig, start
+from .test_rendezvous import EXAMPLES, Rig, four_agents
 
 pytestmark = pytest.mark.slow  # four agents and real PyTorch processes
 
 
 @pytest.fixture(scope="module")
 def held(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Rig, int]]:
-    """Four agents, and another program listening on the first port of the range (the rest of
-    the range is held for the test's workers alone: `reserved_ports`)."""
-    root = tmp_path_factory.mktemp("launchers")
-    with reserved_ports(41) as first, socket.create_server(("127.0.0.1", first)):
-        cluster = Cluster(root)
-        try:
-            agents: dict[str, list[str]] = {name: [] for name in MACHINES}
-            yield start(cluster, root, ports=f"{first}-{first + 40}", agents=agents), first
-        finally:
-            cluster.stop()
+    yield from four_agents(tmp_path_factory.mktemp("launchers"))
 
 
 @pytest.mark.skipif(

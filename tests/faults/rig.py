@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -303,71 +302,6 @@ class Cluster:
         for pid in workers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
-
-
-class Proxy:
-    """A TCP proxy on 127.0.0.1 in front of the coordinator. `cut` closes every connection
-    through it and refuses new ones (the agent's side of a partition); `heal` lets them in."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.server.getsockname()[1])
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.cut_off = False
-        self.open: set[socket.socket] = set()
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return  # closed
-            if self.cut_off:
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target))
-            except OSError:
-                client.close()
-                continue
-            with self.lock:
-                self.open |= {client, upstream}
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            self._close(source, sink)
-
-    def _close(self, *sockets: socket.socket) -> None:
-        with self.lock:
-            for sock in sockets:
-                self.open.discard(sock)
-                sock.close()
-
-    def cut(self) -> None:
-        self.cut_off = True
-        with self.lock:
-            found = list(self.open)
-        for sock in found:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self._close(*found)
-
-    def heal(self) -> None:
-        self.cut_off = False
-
-    def close(self) -> None:
-        self.cut()
-        self.server.close()
 
 
 def machine_report(name: str) -> dict[str, Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from helpers import until
+from helpers import Proxy, until
 
-from .rig import LOST_AFTER, Cluster, Proxy, alive, invariants
+from .rig import LOST_AFTER, Cluster, alive, invariants
 
 pytestmark = pytest.mark.slow  # real processes through an outage past the Lost grace
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import until
+from helpers import Proxy, until
 
-from .rig import Cluster, Proxy, alive, invariants
+from .rig import Cluster, alive, invariants
 
 pytestmark = pytest.mark.slow  # real processes through a partition past the Lost grace
 
