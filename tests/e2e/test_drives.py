@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import json
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +20,7 @@ from astraeus.coordinator.placement import (
 )
 from astraeus.shared import MachineReport, MachineState, RequestedResources
 
-from .test_real_processes import AS_THIS_USER, FAST, Cluster
+from .test_real_processes import FAST, Cluster
 
 WORKER = (
     "import os,pathlib,sys; d=pathlib.Path(os.environ['ASTRAEUS_DRIVE_DATASETS']); "
@@ -47,8 +44,8 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, str]:
     state = tmp_path / "coordinator"
     cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
     admin = cluster.admin_token(state)
-    _api(cluster, "/workspaces/e2e", admin, {"pools": []}, method="PUT")
-    member = _api(cluster, "/tokens", admin, {"role": "member", "workspace": "e2e"})["token"]
+    cluster.api("/workspaces/e2e", admin, {"pools": []}, method="PUT")
+    member = cluster.api("/tokens", admin, {"role": "member", "workspace": "e2e"})["token"]
     (tmp_path / "nfs").mkdir()
     (tmp_path / "disk").mkdir()
     drives = {
@@ -59,40 +56,15 @@ def _start(cluster: Cluster, tmp_path: Path) -> tuple[str, str]:
         "node-b": ["--drive", f"datasets={tmp_path / 'disk'}"],
     }  # fmt: skip
     for name, flags in drives.items():
-        secret = _api(cluster, "/tokens", admin, {"role": "agent", "machine": name})["token"]
-        token_file = tmp_path / f"{name}.token"
-        token_file.write_text(secret)
-        cluster.start(
-            name,
-            "astraeus-agent", "run", "--coordinator", cluster.url, "--token-file", str(token_file),
-            "--name", name, "--backend", "fake:l40s-pcie", "--state-dir", str(tmp_path / name),
-            *flags, env=AS_THIS_USER,
-        )  # fmt: skip
+        cluster.start_agent(name, admin, "fake:l40s-pcie", *flags)
     until("both agents to report their drives", lambda: _drives(cluster, admin))
     return admin, member
-
-
-def _api(
-    cluster: Cluster, path: str, token: str, body: Any = None, method: str | None = None
-) -> Any:
-    """Call an API route: the CLI starts a process per call, too slow to poll or set up with."""
-    request = urllib.request.Request(  # noqa: S310 - our own http://127.0.0.1 URL
-        f"{cluster.url}/api/v1{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method or ("GET" if body is None else "POST"),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
-            return json.loads(response.read())
-    except urllib.error.HTTPError:
-        return None
 
 
 def _drives(cluster: Cluster, admin: str) -> dict[str, list[dict[str, Any]]] | None:
     found = {}
     for name in ("node-a", "node-b"):
-        detail = _api(cluster, f"/machines/{name}", admin)
+        detail = cluster.api(f"/machines/{name}", admin)
         if detail is None or detail.get("report") is None:
             return None  # not reported yet
         found[name] = detail["report"]["drives"]
@@ -100,7 +72,7 @@ def _drives(cluster: Cluster, admin: str) -> dict[str, list[dict[str, Any]]] | N
 
 
 def _run(cluster: Cluster, token: str, name: str) -> dict[str, Any]:
-    return dict(_api(cluster, f"/runs/{name}", token))
+    return dict(cluster.api(f"/runs/{name}", token))
 
 
 def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_path: Path) -> None:
@@ -138,7 +110,7 @@ def test_agents_report_drives_and_runs_go_next_to_theirs(cluster: Cluster, tmp_p
     for name, drive in (("nowhere", "missing"), ("stale", "ghost")):
         mount = {"drives": [{"name": drive, "mount_path": "/d"}]}
         spec = {"name": name, "command": ["true"], "requested_resources": mount}
-        _api(cluster, "/runs", member, spec)
+        cluster.api("/runs", member, spec)
     waiting = until("both to be explained", lambda: _explained(cluster, member, "nowhere", "stale"))
     assert waiting == {
         "nowhere": "drive missing does not exist",
@@ -154,9 +126,7 @@ def _drive_terms(cluster: Cluster, admin: str) -> dict[str, tuple[int, int]]:
         MachineSnapshot(
             name=name,
             state=MachineState.UP,
-            report=MachineReport.model_validate(
-                _api(cluster, f"/machines/{name}", admin)["report"]
-            ),
+            report=MachineReport.model_validate(cluster.api(f"/machines/{name}", admin)["report"]),
         )
         for name in ("node-a", "node-b")
     ]

@@ -6,9 +6,7 @@ each tray saying so."""
 
 from __future__ import annotations
 
-import json
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 from helpers import until
 
-from .test_real_processes import AS_THIS_USER, FAST, Cluster
+from .test_real_processes import FAST, Cluster
 
 NO_IMEX = "IMEX channel is not available on this machine"
 
@@ -75,20 +73,12 @@ def test_an_nvlink_domain_without_imex_is_no_rung_for_a_gang(
     state = tmp_path / "coordinator"
     cluster.start_coordinator(state, "--cluster-name", "e2e", env=FAST)
     admin = cluster.admin_token(state)
-    _api(cluster, "/workspaces/e2e", admin, {"pools": []}, method="PUT")
-    member = _api(cluster, "/tokens", admin, {"role": "member", "workspace": "e2e"})["token"]
+    cluster.api("/workspaces/e2e", admin, {"pools": []}, method="PUT")
+    member = cluster.api("/tokens", admin, {"role": "member", "workspace": "e2e"})["token"]
     for name in TRAYS:
         spec = tmp_path / f"{name}.toml"
         spec.write_text(TRAY.format(name=name))
-        secret = _api(cluster, "/tokens", admin, {"role": "agent", "machine": name})["token"]
-        token_file = tmp_path / f"{name}.token"
-        token_file.write_text(secret)
-        cluster.start(
-            name,
-            "astraeus-agent", "run", "--coordinator", cluster.url, "--token-file", str(token_file),
-            "--name", name, "--backend", f"fake:{spec}", "--state-dir", str(tmp_path / name),
-            env=AS_THIS_USER,
-        )  # fmt: skip
+        cluster.start_agent(name, admin, f"fake:{spec}")
     reports = until("both trays to report", lambda: _reports(cluster, admin))
     for report in reports:
         assert report["imex"]["available"] is False
@@ -120,28 +110,15 @@ def test_an_nvlink_domain_without_imex_is_no_rung_for_a_gang(
     assert task["rejections"] == [
         {"filter": "topology", "code": "NoIMEXChannel", "room": False, "machines": list(TRAYS)}
     ]
-    run = _api(cluster, "/runs/domain", member)
+    run = cluster.api("/runs/domain", member)
     assert (run["state"], run["reason"], run["reason_kind"]) == ("Pending", NO_IMEX, "SameReason")
-
-
-def _api(
-    cluster: Cluster, path: str, token: str, body: Any = None, method: str | None = None
-) -> Any:
-    request = urllib.request.Request(  # noqa: S310 - our own http://127.0.0.1 URL
-        f"{cluster.url}/api/v1{path}",
-        data=json.dumps(body).encode() if body is not None else None,
-        method=method or ("POST" if body is not None else "GET"),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        return json.loads(response.read())
 
 
 def _reports(cluster: Cluster, admin: str) -> list[dict[str, Any]] | None:
     found = []
     for name in TRAYS:
         try:
-            view = _api(cluster, f"/machines/{name}", admin)
+            view = cluster.api(f"/machines/{name}", admin)
         except OSError:
             return None
         if view.get("state") != "Up" or not view.get("report"):
@@ -154,14 +131,14 @@ def _submit(
     cluster: Cluster, token: str, name: str, ask: dict[str, Any], command: list[str]
 ) -> None:
     spec = {"name": name, "command": command, "requested_resources": ask}
-    _api(cluster, "/runs", token, spec)
+    cluster.api("/runs", token, spec)
 
 
 def _ended(cluster: Cluster, token: str, name: str) -> dict[str, Any] | None:
-    run = _api(cluster, f"/runs/{name}", token)
+    run = cluster.api(f"/runs/{name}", token)
     return run if run["state"] in ("Succeeded", "Failed") else None
 
 
 def _explained(cluster: Cluster, token: str, task: str) -> dict[str, Any] | None:
-    found = _api(cluster, f"/tasks/{task}", token)
+    found = cluster.api(f"/tasks/{task}", token)
     return found if found.get("placement") else None

@@ -127,6 +127,34 @@ class Cluster:
         argv = ("astraeus", "token", "create", "--role", "member", "--for-workspace", "e2e")
         return self.astra(*argv, token=admin).strip()
 
+    def api(self, path: str, token: str, body: Any = None, method: str | None = None) -> Any:
+        """Call an API route (the CLI starts a process per call, too slow to poll or set up
+        with); None for an HTTP error."""
+        request = urllib.request.Request(  # noqa: S310 - our own http://127.0.0.1 URL
+            f"{self.url}/api/v1{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method or ("GET" if body is None else "POST"),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return json.loads(response.read())
+        except urllib.error.HTTPError:
+            return None
+
+    def start_agent(self, name: str, admin: str, backend: str, *flags: str) -> None:
+        """`astraeus-agent run` for machine `name` with an agent token made for it, its state
+        under this cluster's folder."""
+        secret = self.api("/tokens", admin, {"role": "agent", "machine": name})["token"]
+        token_file = self.root / f"{name}.token"
+        token_file.write_text(secret)
+        self.start(
+            name,
+            "astraeus-agent", "run", "--coordinator", self.url, "--token-file", str(token_file),
+            "--name", name, "--backend", backend, "--state-dir", str(self.root / name),
+            *flags, env=AS_THIS_USER,
+        )  # fmt: skip
+
     @property
     def port(self) -> int:
         return int(self.url.rpartition(":")[2])
