@@ -144,13 +144,24 @@ async def test_metrics_export_gpu_seconds(cluster: Cluster) -> None:
     assert 'astraeus_workspace_gpu_seconds_total{workspace="alpha"} 240' in text
 
 
-@pytest.mark.parametrize("weight", [0, -1, 1e9, "heavy"])
-async def test_bad_weights_get_400_naming_the_field(cluster: Cluster, weight: object) -> None:
+@pytest.mark.parametrize(
+    ("weight", "problem"),
+    [
+        (0, "must be more than 0"),
+        (-1, "must be more than 0"),
+        (1e9, "must be at most 1000000"),
+        ("heavy", "valid number"),
+    ],
+)
+async def test_bad_weights_get_400_naming_the_field(
+    cluster: Cluster, weight: object, problem: str
+) -> None:
     status, data = await cluster.call(
         "PUT", "/api/v1/workspaces/alpha", body={"fair_share_weight": weight}
     )
     assert status == 400, data
-    assert "fair_share_weight" in str(data)
+    assert [f["field"] for f in data["fields"]] == ["fair_share_weight"]
+    assert problem in data["fields"][0]["problem"]
 
 
 async def test_the_weight_is_kept_and_shown(cluster: Cluster) -> None:
