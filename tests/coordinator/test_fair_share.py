@@ -185,3 +185,30 @@ def test_usage_decays_with_the_half_life() -> None:
     assert decay(604800, 604800) == pytest.approx(0.5)
     assert decay(3600, 7200) == pytest.approx(0.25)
     assert decay(3600, 0) == 1.0
+
+
+async def test_a_dry_run_waits_only_behind_what_fair_share_puts_ahead(cluster: Cluster) -> None:
+    """A dry run of a workspace that has used nothing is not put behind the equal-priority
+    runs of one that used the cluster: it would start on the GPUs they wait for."""
+    c = cluster
+    await c.workspace("alpha")
+    beta = await c.workspace("beta")
+    await c.report("gpu-01", gpus=8)
+    for i in range(8):
+        await c.submit("alpha", f"warm-{i}", gpus=1)
+    await c.run_pass()
+    c.clock.advance(RUN_SECONDS / 2)
+    await c.report("gpu-01", gpus=8)
+    await c.run_pass()  # alpha's usage counted
+    for i in range(8):
+        await c.submit("alpha", f"more-{i}", gpus=1)
+    c.clock.advance(RUN_SECONDS / 2)
+    ended = [{"task": f"warm-{i}-0", "state": "Succeeded", "exit_code": 0} for i in range(8)]
+    await c.report("gpu-01", ended, gpus=8)
+    spec = {
+        "name": "probe",
+        "command": ["x"],
+        "requested_resources": {"gpu_requests": {"count": 8}},
+    }
+    status, dry = await c.call("POST", "/api/v1/runs?dry_run=true", beta, spec)
+    assert (status, dry["would_start"]) == (200, True), dry
