@@ -14,7 +14,6 @@ import hashlib
 import ipaddress
 import json
 import logging
-import sqlite3
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -22,6 +21,7 @@ from datetime import datetime, timedelta
 
 from astraeus.coordinator.store import StorageError, Store
 from astraeus.coordinator.store.db import Row
+from astraeus.coordinator.store.dialect import Connection
 from astraeus.coordinator.store.machines import COLUMNS, MachineRow
 from astraeus.shared import MachineReport, MachineState
 from astraeus.shared.labels import POOL, SITE
@@ -312,7 +312,7 @@ class MachineRecords:
 
     def write_report(
         self,
-        conn: sqlite3.Connection,
+        conn: Connection,
         report: MachineReport,
         address: str | None,
         now: datetime,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -55,6 +54,7 @@ from astraeus.coordinator.store.agents import (
     write_release,
 )
 from astraeus.coordinator.store.db import Row
+from astraeus.coordinator.store.dialect import Connection
 from astraeus.coordinator.store.machines import Machines
 from astraeus.coordinator.store.port_rows import refuse_ports
 from astraeus.coordinator.store.runs import run_tasks, stop_live_tasks, write_run_state
@@ -359,7 +359,7 @@ class Reports:
         return (record.address if record else None) or machine or "127.0.0.1"
 
 
-def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
+def settle_run(conn: Connection, seq: int, now: datetime) -> None:
     """Set a run's state from its tasks, and tell the rest of a gang to stop when one of it
     failed (the rules: `domain/lifecycle.py`), inside the caller's transaction."""
     found = run_tasks(conn, seq)
@@ -376,9 +376,7 @@ def settle_run(conn: sqlite3.Connection, seq: int, now: datetime) -> None:
     write_run_state(conn, seq, new, failure, now)
 
 
-def _apply_update(
-    conn: sqlite3.Connection, machine: str, update: TaskUpdate, now: datetime
-) -> bool:
+def _apply_update(conn: Connection, machine: str, update: TaskUpdate, now: datetime) -> bool:
     """Write what the task state machine (`domain/lifecycle.py`) makes of the agent's update;
     returns whether GPUs were freed."""
     task = updated_task(conn, machine, update.task_uid)

@@ -20,7 +20,7 @@ from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.scheduler import worker_pool
 from astraeus.coordinator.settings import Settings, load
-from astraeus.coordinator.startup import open_store, start
+from astraeus.coordinator.startup import open_store, shown_database, start
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.backup import BackupError, backup
 from astraeus.coordinator.tls import ServerCertificate, TlsError
@@ -36,10 +36,12 @@ SHUTDOWN_SECONDS = 5.0
 """On SIGTERM, requests already being answered get this long to finish."""
 
 DESCRIPTION = """\
-The Astraeus coordinator keeps the queue in SQLite, places runs on machines and serves the API
+The Astraeus coordinator keeps the queue in SQLite (or PostgreSQL, with --database-url), places
+runs on machines and serves the API
 (`/api/v1`, OpenAPI at /api/v1/openapi.json) for the `astra` CLI, the console and the agents.
 Settings come from --config (TOML), then ASTRAEUS_* variables (ASTRAEUS_DB, ASTRAEUS_LISTEN,
-ASTRAEUS_STATE_DIR, ASTRAEUS_TLS_CERT, ASTRAEUS_DOWN_AFTER_SECONDS, ...), then flags.
+ASTRAEUS_DATABASE_URL, ASTRAEUS_STATE_DIR, ASTRAEUS_TLS_CERT, ASTRAEUS_DOWN_AFTER_SECONDS, ...),
+then flags.
 The state directory is $STATE_DIRECTORY under systemd, else $XDG_DATA_HOME/astraeus
 (~/.local/share/astraeus). SIGHUP reloads the TLS certificate."""
 
@@ -47,6 +49,10 @@ The state directory is $STATE_DIRECTORY under systemd, else $XDG_DATA_HOME/astra
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="TOML file of settings")
     parser.add_argument("--db", type=Path, help="the SQLite file (default: STATE_DIR/astraeus.db)")
+    parser.add_argument(
+        "--database-url",
+        help="postgresql://USER@HOST:PORT/DB: keep the state in PostgreSQL 13+ instead of --db",
+    )
     parser.add_argument(
         "--state-dir",
         type=Path,
@@ -108,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config=args.config,
             overrides={
                 "db": args.db,
+                "database_url": args.database_url,
                 "state_dir": args.state_dir,
                 "listen": getattr(args, "listen", None),
                 "cluster_name": getattr(args, "cluster_name", None),
@@ -126,6 +133,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "token":
         return _token(args, settings)
     if args.command == "backup":
+        if settings.database_url:
+            print(
+                "astraeus-coordinator: backup copies the SQLite file; back up a PostgreSQL"
+                " database with its own tools (pg_dump, or the server's base backups)",
+                file=sys.stderr,
+            )
+            return 2
         return _backup(settings.db, args.path)
     try:
         certificate = _certificate(settings)
@@ -155,7 +169,7 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     try:
         return _token_in(args, settings)
     except (StorageError, sqlite3.Error) as exc:
-        print(f"astraeus-coordinator: {settings.db}: {exc}", file=sys.stderr)
+        print(f"astraeus-coordinator: {shown_database(settings)}: {exc}", file=sys.stderr)
         return 1
 
 
@@ -247,7 +261,7 @@ async def _serve(
     site = web.TCPSite(runner, settings.host, settings.port, ssl_context=context)
     await site.start()
     address = _address(runner, settings)
-    log.info("listening on %s, database %s", address, settings.db)
+    log.info("listening on %s, database %s", address, shown_database(settings))
     if certificate is None and not settings.loopback:
         log.warning(
             "serving plain HTTP on %s (allow_plain_http): tokens cross the network in clear "

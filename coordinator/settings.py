@@ -66,7 +66,10 @@ class Settings:
     """Everything the coordinator can be told. Durations are seconds."""
 
     db: Path = UNSET
-    """The SQLite file; unset: `<state_dir>/astraeus.db`."""
+    """The SQLite file; unset: `<state_dir>/astraeus.db`. Unused with `database_url`."""
+    database_url: str = ""
+    """`postgresql://...` (PostgreSQL 13 or newer): the database on that server instead of the
+    SQLite file. Empty: the SQLite file (the default)."""
     listen: str = "127.0.0.1:8470"
     state_dir: Path = field(default_factory=default_state_dir)
     """The database (unless `db` says otherwise) and the first admin token."""
@@ -127,6 +130,11 @@ class Settings:
             object.__setattr__(self, "db", self.state_dir / DB_FILE)
 
     @property
+    def database(self) -> Path | str:
+        """What the store opens: the PostgreSQL URL when one is given, else the SQLite file."""
+        return self.database_url or self.db
+
+    @property
     def port_range(self) -> PortRange:
         return parse_range(self.rendezvous_ports)
 
@@ -158,6 +166,17 @@ class Settings:
         return int(self.listen.rpartition(":")[2])
 
 
+def _database_url(raw: object) -> str:
+    """A libpq URL of PostgreSQL (`postgresql://` or `postgres://`); empty: none."""
+    text = str(raw).strip()
+    if text and not text.startswith(("postgresql://", "postgres://")):
+        raise ValueError(
+            f"{text!r} is not a postgresql:// URL, e.g."
+            " postgresql://astraeus@db.example:5432/astraeus (leave it unset for the SQLite file)"
+        )
+    return text
+
+
 def _label_list(raw: object) -> tuple[str, ...]:
     """`pool` and the labels listed (a comma list, or a TOML array), each once, in order."""
     items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
@@ -169,6 +188,7 @@ def _label_list(raw: object) -> tuple[str, ...]:
 
 SCHEMA: dict[str, Rule] = {
     "db": PATH,
+    "database_url": Rule(_database_url),
     "listen": TEXT,
     "state_dir": PATH,
     "tls_cert": PATH,

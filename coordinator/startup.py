@@ -1,4 +1,5 @@
-"""Opening the database for `serve`: its lock, the file, the first admin token, a first write."""
+"""Opening the database for `serve`: its lock, the file (or the PostgreSQL database), the first
+admin token, a first write."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from pathlib import Path
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, StorageError, Store
-from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
+from astraeus.coordinator.store.dialect import shown
+from astraeus.coordinator.store.lock import (
+    DatabaseInUseError,
+    DatabaseLock,
+    ServerLock,
+    lock_database,
+    lock_server,
+)
 from astraeus.shared.clock import SystemClock
 
 log = logging.getLogger("astraeus.coordinator")
@@ -38,8 +46,17 @@ def private_dir(path: Path) -> None:
 
 
 def open_store(settings: Settings) -> Store:
+    if not settings.database_url:
+        private_dir(settings.db.parent)
+    return Store.open(settings.database, log_cap_bytes=settings.log_cap_bytes)
+
+
+def lock(settings: Settings) -> DatabaseLock | ServerLock:
+    """The database's one-coordinator lock: the SQLite file's, or the PostgreSQL database's."""
+    if settings.database_url:
+        return lock_server(settings.database_url)
     private_dir(settings.db.parent)
-    return Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+    return lock_database(settings.db)
 
 
 def first_admin_token(store: Store, state_dir: Path) -> Path | None:
@@ -56,27 +73,27 @@ def first_admin_token(store: Store, state_dir: Path) -> Path | None:
     return path
 
 
-def start(settings: Settings) -> tuple[DatabaseLock, Store, MachineRecords] | str:
+def start(settings: Settings) -> tuple[DatabaseLock | ServerLock, Store, MachineRecords] | str:
     """The database's lock, the open store and the machines read from it, or why the
     coordinator cannot start."""
+    shown = shown_database(settings)
     try:
-        private_dir(settings.db.parent)
-        lock = lock_database(settings.db)
+        held = lock(settings)
     except DatabaseInUseError as exc:
         return str(exc)
-    except OSError as exc:
-        return f"cannot lock {settings.db}: {exc}"
+    except (OSError, sqlite3.Error) as exc:
+        return f"cannot lock {shown}: {exc}"
     try:
         store = open_store(settings)
         records = MachineRecords(store, settings.access_labels)
     except (StorageError, sqlite3.Error, OSError) as exc:
-        lock.release()
-        return f"cannot open {settings.db}: {exc}"
+        held.release()
+        return f"cannot open {shown}: {exc}"
     try:
         token_file = first_admin_token(store, settings.state_dir)
-    except (StorageError, OSError) as exc:
+    except (StorageError, sqlite3.Error, OSError) as exc:
         store.close()
-        lock.release()
+        held.release()
         return f"cannot write the first admin token: {exc}"
     if token_file is not None:
         log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)
@@ -84,7 +101,12 @@ def start(settings: Settings) -> tuple[DatabaseLock, Store, MachineRecords] | st
     if fault is not None:
         log.error("%s; serving reads, writes answer 503 until it clears", fault.error)
     settle_loaded()
-    return lock, store, records
+    return held, store, records
+
+
+def shown_database(settings: Settings) -> str:
+    """The database as messages name it (a URL without its password)."""
+    return shown(settings.database)
 
 
 def settle_loaded() -> None:

@@ -1,5 +1,11 @@
-"""The order of the suite under pytest-xdist: modules holding a slow test go first."""
+"""The order of the suite under pytest-xdist (modules holding a slow test go first), and the
+PostgreSQL server the store's tests run on besides SQLite."""
 
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pg_server
 import pytest
 
 
@@ -14,3 +20,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow)  # stable: the rest keep their order
+
+
+REQUIRE_POSTGRESQL = "ASTRAEUS_REQUIRE_POSTGRESQL"
+"""Set to 1 (CI's `.ci/run` does, where it installed PostgreSQL): tests that need a server fail
+instead of skipping when none starts."""
+
+
+@pytest.fixture(scope="session")
+def postgresql_server() -> Iterator[pg_server.Server]:
+    """One private PostgreSQL server for this test process (`tests/pg_server.py`); where none
+    can start, the tests that need it skip with the reason (fail under `REQUIRE_POSTGRESQL`)."""
+    started = pg_server.start()
+    if isinstance(started, str):
+        if os.environ.get(REQUIRE_POSTGRESQL) == "1":
+            pytest.fail(f"{REQUIRE_POSTGRESQL}=1 but no PostgreSQL server: {started}")
+        pytest.skip(f"no PostgreSQL server: {started}")
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def postgresql_url(postgresql_server: pg_server.Server) -> str:
+    """A fresh, empty database on the session's server."""
+    return postgresql_server.create_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a store test keeps its state, once per engine: a SQLite file, or a fresh
+    PostgreSQL database (its URL). The store's own tests take it, so each runs on both."""
+    if request.param == "sqlite":
+        return tmp_path / "astraeus.db"
+    return str(request.getfixturevalue("postgresql_url"))

@@ -7,6 +7,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 from aiohttp import web
 
+from astraeus.coordinator.store.faults import StorageError
+
 from .auth import require_admin, require_user
 from .errors import RETRY_AFTER
 from .keys import CLOCK, METRICS, RECORDS, SCHEDULER, STORE
@@ -29,7 +31,7 @@ async def healthz(request: web.Request) -> web.Response:
     database = request.app[STORE].database
     try:
         database.read("SELECT 1")
-    except sqlite3.Error as error:
+    except (sqlite3.Error, StorageError) as error:  # StorageError: a server out of reach
         return _unhealthy(f"database is not readable: {error}")
     fault = database.fault
     if fault is not None:

@@ -215,7 +215,7 @@ class Scheduler:
         return await asyncio.get_running_loop().run_in_executor(
             self._pool,
             worker_pass,
-            str(self._store.database.path),
+            self._store.database.location,
             self._inputs(now),
             self._settings.access_labels,
         )

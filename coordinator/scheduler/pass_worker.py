@@ -2,8 +2,9 @@
 
 The engine is pure Python: computed in a thread of the service, it holds the GIL, and every
 report the event loop answers meanwhile waits for it at each database call. In its own process
-the pass has a core of its own. The worker reads what it needs from the SQLite file (committed
-data only, as WAL readers do) and sends back only the decisions; the service commits them.
+the pass has a core of its own. The worker reads what it needs from the database (committed
+data only: as WAL readers do, or PostgreSQL's sessions of their own) and sends back only the
+decisions; the service commits them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Store
@@ -58,11 +58,12 @@ def watch_parent(parent: int) -> None:
 def worker_pass(
     db: str, inputs: PassInputs, access_labels: tuple[str, ...] = ("pool",)
 ) -> tuple[PassRows, bool]:
-    """`compute_pass` over the file `db` as committed now, in this process: the store is
-    opened once and its machines reloaded from the file each pass. The decisions come back as
+    """`compute_pass` over the database `db` (a SQLite file's path, or a PostgreSQL URL) as
+    committed now, in this process: the store is opened once and its machines reloaded from
+    the database each pass. The decisions come back as
     the rows the store writes (`as_rows`)."""
     if db not in _OPEN:
-        store = Store.open(Path(db))
+        store = Store.open(db)
         _OPEN[db] = PassState(store, MachineRecords(store, access_labels), gc=_GC)
     state = _OPEN[db]
     state.records.reload()

@@ -1,4 +1,5 @@
-"""Storage: one SQLite file, its schema, and the coordinator's reads and writes of it."""
+"""Storage: one database (a SQLite file, or PostgreSQL), its schema, and the coordinator's reads
+and writes of it."""
 
 from __future__ import annotations
 
@@ -28,8 +29,10 @@ class Store:
         self.agents = Agents(database, log_cap_bytes)
 
     @classmethod
-    def open(cls, path: Path, *, log_cap_bytes: int = 1024 * 1024) -> Store:
-        return cls(Database(path), log_cap_bytes=log_cap_bytes)
+    def open(cls, location: Path | str, *, log_cap_bytes: int = 1024 * 1024) -> Store:
+        """The store over a SQLite file (a path) or a PostgreSQL database (a
+        `postgresql://` URL)."""
+        return cls(Database(location), log_cap_bytes=log_cap_bytes)
 
     def close(self) -> None:
         self.database.close()

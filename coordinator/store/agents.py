@@ -6,7 +6,6 @@ decided above (`coordinator/reports.py`, by `coordinator/domain/`'s rules)."""
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Collection
 from datetime import datetime
 from typing import NamedTuple
@@ -14,6 +13,7 @@ from typing import NamedTuple
 from astraeus.shared import LogChunk, TaskUpdate
 
 from .db import Database, Row
+from .dialect import Connection
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class Agents:
             tuple(runs),
         )
 
-    def append_log(self, conn: sqlite3.Connection, machine: str, chunk: LogChunk) -> None:
+    def append_log(self, conn: Connection, machine: str, chunk: LogChunk) -> None:
         """Apply a chunk by its offsets: what is held already changes nothing (a resend), a
         chunk starting earlier replaces what was held from there on, so the log never
         duplicates or goes out of order."""
@@ -85,7 +85,7 @@ class Agents:
         if chunk.end <= held:
             return
         cut = conn.execute(
-            "SELECT 1 FROM logs WHERE task_id = ? AND offset < ? AND end_offset > ? LIMIT 1",
+            'SELECT 1 FROM logs WHERE task_id = ? AND "offset" < ? AND end_offset > ? LIMIT 1',
             (task_id, chunk.offset, chunk.offset),
         ).fetchone()
         if cut is not None:
@@ -99,18 +99,20 @@ class Agents:
                 chunk.task_uid,
             )
             return
-        conn.execute("DELETE FROM logs WHERE task_id = ? AND offset >= ?", (task_id, chunk.offset))
         conn.execute(
-            "INSERT INTO logs (task_id, offset, end_offset, data) VALUES (?, ?, ?, ?)",
+            'DELETE FROM logs WHERE task_id = ? AND "offset" >= ?', (task_id, chunk.offset)
+        )
+        conn.execute(
+            'INSERT INTO logs (task_id, "offset", end_offset, data) VALUES (?, ?, ?, ?)',
             (task_id, chunk.offset, chunk.end, chunk.data),
         )
         self._trim_log(conn, task_id)
 
-    def _trim_log(self, conn: sqlite3.Connection, task_id: int) -> None:
+    def _trim_log(self, conn: Connection, task_id: int) -> None:
         """Drop the oldest chunks past the cap."""
         total = 0
         rows = conn.execute(
-            "SELECT id, length(data) FROM logs WHERE task_id = ? ORDER BY offset DESC, id DESC",
+            'SELECT id, length(data) FROM logs WHERE task_id = ? ORDER BY "offset" DESC, id DESC',
             (task_id,),
         ).fetchall()
         for row_id, size in rows:
@@ -120,7 +122,7 @@ class Agents:
                 break
 
 
-def _task_id(conn: sqlite3.Connection, machine: str, uid: str) -> int | None:
+def _task_id(conn: Connection, machine: str, uid: str) -> int | None:
     """The task with this uid, if it is on this machine: an agent speaks for its own only."""
     row = conn.execute(
         "SELECT id FROM tasks WHERE uid = ? AND machine = ?", (uid, machine)
@@ -128,7 +130,7 @@ def _task_id(conn: sqlite3.Connection, machine: str, uid: str) -> int | None:
     return int(row[0]) if row else None
 
 
-def updated_task(conn: sqlite3.Connection, machine: str, uid: str) -> UpdatedTask | None:
+def updated_task(conn: Connection, machine: str, uid: str) -> UpdatedTask | None:
     """The task an update names, if it is on this machine: an agent speaks for its own only."""
     row = conn.execute(
         "SELECT id, run_seq, state, held FROM tasks WHERE uid = ? AND machine = ?",
@@ -139,7 +141,7 @@ def updated_task(conn: sqlite3.Connection, machine: str, uid: str) -> UpdatedTas
     return UpdatedTask(int(row[0]), int(row[1]), str(row[2]), bool(row[3]))
 
 
-def write_forward(conn: sqlite3.Connection, task_id: int, update: TaskUpdate) -> None:
+def write_forward(conn: Connection, task_id: int, update: TaskUpdate) -> None:
     """The task takes the update's live state (and its message, when it has one)."""
     at = update.at.isoformat()
     conn.execute(
@@ -149,7 +151,7 @@ def write_forward(conn: sqlite3.Connection, task_id: int, update: TaskUpdate) ->
     )
 
 
-def write_end(conn: sqlite3.Connection, task_id: int, update: TaskUpdate) -> None:
+def write_end(conn: Connection, task_id: int, update: TaskUpdate) -> None:
     """The task ends in the update's state; its GPUs, cores and memory return."""
     at = update.at.isoformat()
     conn.execute(
@@ -160,7 +162,7 @@ def write_end(conn: sqlite3.Connection, task_id: int, update: TaskUpdate) -> Non
     conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
 
 
-def write_lost(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> int | None:
+def write_lost(conn: Connection, task_id: int, message: str, now: datetime) -> int | None:
     """A started task ends Lost and its GPUs return; the run's seq, or None when the task was
     not Starting or Running (nothing written)."""
     row = conn.execute(
@@ -174,7 +176,7 @@ def write_lost(conn: sqlite3.Connection, task_id: int, message: str, now: dateti
     return int(row[0])
 
 
-def write_release(conn: sqlite3.Connection, task_id: int, note: str = "") -> None:
+def write_release(conn: Connection, task_id: int, note: str = "") -> None:
     """A Lost task's GPUs, cores and memory return (`note` added to its message)."""
     conn.execute(
         "UPDATE tasks SET held = 0, message = coalesce(message, '') || ? WHERE id = ?",
@@ -183,7 +185,7 @@ def write_release(conn: sqlite3.Connection, task_id: int, note: str = "") -> Non
     conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
 
 
-def live_tasks_on(conn: sqlite3.Connection, machine: str) -> list[tuple[int, int]]:
+def live_tasks_on(conn: Connection, machine: str) -> list[tuple[int, int]]:
     """The id and run of each live task on `machine`, inside the caller's transaction."""
     rows = conn.execute(
         "SELECT id, run_seq FROM tasks WHERE machine = ?"
@@ -193,13 +195,13 @@ def live_tasks_on(conn: sqlite3.Connection, machine: str) -> list[tuple[int, int
     return [(int(task_id), int(run_seq)) for task_id, run_seq in rows]
 
 
-def held_on(conn: sqlite3.Connection, machine: str) -> list[int]:
+def held_on(conn: Connection, machine: str) -> list[int]:
     """The id of each Lost task holding GPUs on `machine`, inside the caller's transaction."""
     rows = conn.execute("SELECT id FROM tasks WHERE machine = ? AND held = 1", (machine,))
     return [int(row[0]) for row in rows.fetchall()]
 
 
-def write_lost_freed(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> int:
+def write_lost_freed(conn: Connection, task_id: int, message: str, now: datetime) -> int:
     """A live task (of any live state) ends Lost and its GPUs, cores and memory return at once;
     returns its run's seq."""
     row = conn.execute(
@@ -211,13 +213,13 @@ def write_lost_freed(conn: sqlite3.Connection, task_id: int, message: str, now: 
     return int(row[0])
 
 
-def gpus_held_on(conn: sqlite3.Connection, machine: str) -> int:
+def gpus_held_on(conn: Connection, machine: str) -> int:
     """How many of `machine`'s GPUs tasks hold (live ones and held Lost ones)."""
     row = conn.execute("SELECT count(*) FROM gpu_holds WHERE machine = ?", (machine,)).fetchone()
     return int(row[0])
 
 
-def task_names(conn: sqlite3.Connection, task_ids: Collection[int]) -> list[str]:
+def task_names(conn: Connection, task_ids: Collection[int]) -> list[str]:
     """`workspace/task` of each task (names repeat across workspaces), in id order."""
     found = []
     for task_id in sorted(task_ids):
@@ -230,7 +232,7 @@ def task_names(conn: sqlite3.Connection, task_ids: Collection[int]) -> list[str]
     return found
 
 
-def write_lost_held(conn: sqlite3.Connection, task_id: int, message: str, now: datetime) -> None:
+def write_lost_held(conn: Connection, task_id: int, message: str, now: datetime) -> None:
     """The task is Lost, its GPUs, cores and memory still held on its machine (`held`)."""
     conn.execute(
         "UPDATE tasks SET state = 'Lost', message = ?, ended_at = ?, held = 1 WHERE id = ?",

@@ -19,6 +19,7 @@ from astraeus.shared import PendingExplanation, task_name
 from astraeus.shared.explanation import RejectionGroup
 
 from .db import Database
+from .dialect import Connection
 from .rows import new_task_uid
 
 
@@ -155,7 +156,7 @@ def _write_pass(
     return committed
 
 
-def place_run(conn: sqlite3.Connection, placement: PlacementRow, now: datetime) -> bool:
+def place_run(conn: Connection, placement: PlacementRow, now: datetime) -> bool:
     """Assign a Pending run (or array element) its workers and their GPUs; False when it is no
     longer pending. Worker `n` is task `element + n`: an array element is one worker at its
     own index, a whole run's workers are tasks 0 to n-1."""
@@ -213,19 +214,17 @@ def place_run(conn: sqlite3.Connection, placement: PlacementRow, now: datetime) 
     return True
 
 
-def _explain(
-    conn: sqlite3.Connection, wait: WaitingRow, now: datetime, stored: dict[int, int]
-) -> None:
+def _explain(conn: Connection, wait: WaitingRow, now: datetime, stored: dict[int, int]) -> None:
     explanation = wait.explanation
     row_id = None
     if explanation is not None:
         row_id = stored.get(explanation.key)
         if row_id is None:
             cursor = conn.execute(
-                "INSERT INTO explanations (body, rejections) VALUES (?, ?)",
+                "INSERT INTO explanations (body, rejections) VALUES (?, ?) RETURNING id",
                 (explanation.body, explanation.rejections),
             )
-            row_id = stored[explanation.key] = int(cursor.lastrowid or 0)
+            row_id = stored[explanation.key] = int(cursor.fetchone()[0])
     conn.execute(
         "UPDATE tasks SET reason = ?, reason_kind = ?,"
         " explanation_id = coalesce(?, explanation_id)"

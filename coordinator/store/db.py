@@ -1,4 +1,6 @@
-"""The SQLite file: WAL mode, numbered migrations, one writer, each write in `BEGIN IMMEDIATE`.
+"""The database: a SQLite file (WAL mode, the default) or a PostgreSQL server
+(`database_url`); numbered migrations, one writer, each write in a transaction that holds the
+writers' lock (`BEGIN IMMEDIATE`; `dialect.pg_begin`). Where the engines differ: `dialect.py`.
 
 A write that fails because of the storage (disk full, a read-only file, an I/O error) rolls back
 whole and raises `StorageError`; the fault is kept until a write succeeds again (`faults.py`), and
@@ -23,8 +25,10 @@ from typing import Any, TypeVar
 
 import sqlite_utils
 
+from . import dialect
+from .dialect import Connection, PgConnection
 from .faults import REOPEN, SQLITE_FULL, SQLITE_READONLY, Fault, StorageError, storage_problem
-from .migrations import MIGRATIONS
+from .migrations import MIGRATIONS, migration
 from .writer import Writer
 
 T = TypeVar("T")
@@ -40,11 +44,12 @@ on a full disk a small write that fits in pages SQLite already holds still succe
 next one that needs a new page fails, so a success alone would end the fault and bring it back
 again from one write to the next."""
 
-Row = dict[str, Any]
+Row = dialect.Row
 
 
 class Database:
-    """Owns the one write connection, and a read connection per thread, to the same file.
+    """Owns the one write connection, and a read connection per thread, to the same file
+    (or PostgreSQL database: `location` is then its `postgresql://` URL).
 
     Every write happens inside `write()`, one at a time. While the service runs, the writer
     thread (`start_writer`, `writer.py`) does the service's writes: the event loop sends it
@@ -55,9 +60,14 @@ class Database:
     of the reading thread's own, so they see committed data only and never share a cursor.
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        make_private(path)
+    def __init__(self, location: Path | str) -> None:
+        self.postgresql = dialect.is_postgresql(location)
+        self.location = str(location)
+        """The file's path, or the PostgreSQL URL (`shown` for logs: no password)."""
+        self.shown = dialect.shown(location)
+        self._path = Path() if self.postgresql else Path(location)
+        if not self.postgresql:
+            make_private(self._path)
         self.fault: Fault | None = None
         """The storage fault in effect, if any."""
         self.write_failures: Counter[str] = Counter()
@@ -70,7 +80,11 @@ class Database:
         self._reopen = False
         self._probed = 0.0
         self._lock = threading.Lock()
-        self.writer = Writer(f"sqlite-writer {path.name}")
+        self.writer = Writer(
+            f"postgresql-writer {self.shown.rpartition('/')[2]}"
+            if self.postgresql
+            else f"sqlite-writer {self._path.name}"
+        )
         """The thread that runs the service's writes (started by the app)."""
         self.writes_elsewhere: Counter[str] = Counter()
         """Writes made on another thread while the writer ran, by thread name."""
@@ -80,14 +94,33 @@ class Database:
         self._checked = 0.0
         """Bumped when the file is opened writable again after a read-only start: each thread
         then opens its read connection again (an immutable one would never see a write)."""
-        self._writer = self._connect(path)
-        self._migrate()
+        self._writer: Any = self._connect()
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+        try:
+            self._migrate()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self._writer.close()
+            raise
 
-    def _connect(self, path: Path) -> sqlite3.Connection:
+    @property
+    def path(self) -> Path:
+        """The SQLite file (a PostgreSQL database has none: `location`)."""
+        if self.postgresql:
+            raise TypeError(f"{self.shown} is a PostgreSQL database, not a file")
+        return self._path
+
+    def _connect(self) -> Any:
+        """A write or read connection: see `_sqlite_connect`; on PostgreSQL, a new session
+        (a server that cannot be reached raises `dialect.PgStorageError`)."""
+        if self.postgresql:
+            return PgConnection(dialect.pg_connect(self.location))
+        return self._sqlite_connect(self._path)
+
+    def _sqlite_connect(self, path: Path) -> sqlite3.Connection:
         """A connection in WAL mode; on a file or file system that takes no writes, a read-only
         one instead, with the fault recorded (writes answer 503, reads work, and the first
         write that succeeds later ends it), as a coordinator started on a read-only file
@@ -115,33 +148,44 @@ class Database:
             return
         self._checked = time.monotonic()
         try:
-            _writable_connection(self.path).close()
+            _writable_connection(self._path).close()
         except sqlite3.Error:
             return
         self.read_only = False
         self._reopen = True
         self._generation += 1
 
+    def _version(self, conn: Any) -> int:
+        if self.postgresql:
+            return dialect.pg_version(conn)
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
     def _migrate(self) -> None:
-        version = int(self._writer.execute("PRAGMA user_version").fetchone()[0])
+        version = self._version(self._writer)
         if self.read_only and version < len(MIGRATIONS):
             raise StorageError(
                 f"the file is read-only, and this version must first bring its schema from"
                 f" {version} to {len(MIGRATIONS)}: make it writable",
                 SQLITE_READONLY,
             )
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+        for number in range(version + 1, len(MIGRATIONS) + 1):
             with self.write() as conn:
-                for statement in _statements(script):
+                # In the writers' lock: another process may have migrated meanwhile.
+                if self._version(conn) >= number:
+                    continue
+                for statement in _statements(migration(number, self.postgresql)):
                     conn.execute(statement)
-                conn.execute(f"PRAGMA user_version={number}")
+                if self.postgresql:
+                    dialect.pg_set_version(conn, number)  # type: ignore[arg-type]
+                else:
+                    conn.execute(f"PRAGMA user_version={number}")
 
     @property
-    def _reader(self) -> sqlite3.Connection:
+    def _reader(self) -> Any:
         """This thread's read connection, opened on its first read."""
         if self.read_only:
             self._writable_again()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn: Any = getattr(self._local, "conn", None)
         if conn is not None and self._local.generation != self._generation:
             with contextlib.suppress(sqlite3.Error):
                 conn.close()
@@ -149,24 +193,64 @@ class Database:
         if conn is None:
             if self._closed:
                 raise sqlite3.ProgrammingError("Cannot operate on a closed database.")
-            conn = self._connect(self.path)
+            conn = self._connect()
             self._local.conn = conn
             self._local.generation = self._generation
-            self._local.db = sqlite_utils.Database(conn)
+            if not self.postgresql:
+                self._local.db = sqlite_utils.Database(conn)
             with self._readers_lock:
                 self._readers.append(conn)
         return conn
 
+    def _drop_reader(self) -> None:
+        """Forget this thread's read connection (PostgreSQL: its session broke); the next read
+        opens another, so reads recover with the server, without a restart."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is None:
+            return
+        with self._readers_lock:
+            if conn in self._readers:
+                self._readers.remove(conn)
+        with contextlib.suppress(sqlite3.Error):
+            conn.close()
+
+    def _pg_read(self, read: Callable[[Any], T]) -> T:
+        """A read on this thread's PostgreSQL session; one whose session broke (the server
+        restarted, a failover) is tried once more on a new one. A server that still cannot
+        be read raises `StorageError` (503 and `Retry-After`, as a write fault)."""
+        try:
+            return read(self._reader)
+        except dialect.PgStorageError as error:
+            if error.code not in REOPEN:
+                raise StorageError(error.problem, error.code) from error
+            self._drop_reader()
+        try:
+            return read(self._reader)
+        except dialect.PgStorageError as error:
+            self._drop_reader()
+            raise StorageError(error.problem, error.code) from error
+
     @property
     def db(self) -> sqlite_utils.Database:
-        """sqlite-utils over this thread's read connection, for queries."""
+        """sqlite-utils over this thread's read connection, for queries (SQLite only)."""
         self._reader  # noqa: B018 - opens it on first use
         found: sqlite_utils.Database = self._local.db
         return found
 
     @property
     def schema_version(self) -> int:
-        return int(self._reader.execute("PRAGMA user_version").fetchone()[0])
+        if self.postgresql:
+            return self._pg_read(dialect.pg_version)
+        return self._version(self._reader)
+
+    def json_text(self, column: str, path: str) -> str:
+        """SQL for the scalar at `path` of the JSON in `column` (`dialect.json_text`)."""
+        return dialect.json_text(self.postgresql, column, path)
+
+    def json_pick(self, column: str, keys: Sequence[str]) -> str:
+        """SQL for a JSON object of `keys` of the JSON in `column` (`dialect.json_pick`)."""
+        return dialect.json_pick(self.postgresql, column, keys)
 
     def start_writer(self) -> None:
         """From now on, writes run on the writer thread only (see the class)."""
@@ -188,7 +272,7 @@ class Database:
         return await self.writer.run_in_turn(jobs)
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[Connection]:
         """One write transaction: committed on success, rolled back on any exception.
 
         A storage fault anywhere in it (BEGIN, a statement, COMMIT) leaves nothing written and
@@ -198,11 +282,17 @@ class Database:
         with self._lock:
             yield from self._transaction()
 
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self) -> Iterator[Connection]:
+        conn: Any = None
         try:
             conn = self._writable()
-            conn.execute("BEGIN IMMEDIATE")
+            if self.postgresql:
+                conn = self._pg_begin(conn)
+            else:
+                conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
+            if self.postgresql and conn is not None:
+                self._rollback(conn)
             fault = self._failed(error)
             if fault is None:
                 raise
@@ -213,9 +303,7 @@ class Database:
         except BaseException as error:
             # SQLite may have rolled back already (a full disk, an I/O error): only roll back
             # what is still open, so the original error is the one raised.
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
+            self._rollback(conn)
             fault = self._failed(error) if isinstance(error, sqlite3.Error) else None
             if fault is None:
                 raise
@@ -223,26 +311,51 @@ class Database:
         if self.fault is not None and self._room_again():
             self._recover()
 
+    def _pg_begin(self, conn: Any) -> Any:
+        """Open a write transaction on PostgreSQL; a session found broken (the server
+        restarted, the session was ended) has written nothing yet: it is replaced by a new one
+        at once, once, before the transaction counts as failed."""
+        try:
+            dialect.pg_begin(conn)
+            return conn
+        except dialect.PgStorageError as error:
+            if error.code not in REOPEN:
+                raise
+        self._rollback(conn)
+        self._reopen = True
+        conn = self._writable()
+        dialect.pg_begin(conn)
+        return conn
+
+    @staticmethod
+    def _rollback(conn: Any) -> None:
+        """Roll back what is still open, if the connection can still say (a PostgreSQL session
+        that broke has nothing open: the server rolled it back)."""
+        with contextlib.suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
     def _room_again(self) -> bool:
         """Whether a write that succeeded may end the fault in effect: always, but for a full
         disk only once its file system has `ROOM_AGAIN_BYTES` free again."""
         assert self.fault is not None  # noqa: S101 - only called while a fault is recorded
-        if self.fault.code != SQLITE_FULL:
-            return True
+        if self.fault.code != SQLITE_FULL or self.postgresql:
+            return True  # a server's disk is the server's: its next write that succeeds says
         try:
-            found = os.statvfs(self.path.parent)
+            found = os.statvfs(self._path.parent)
         except OSError:
             return True
         return found.f_bavail * found.f_frsize >= ROOM_AGAIN_BYTES
 
-    def _writable(self) -> sqlite3.Connection:
-        """The write connection, opened again first after a fault that may have left it stuck."""
+    def _writable(self) -> Any:
+        """The write connection, opened again first after a fault that may have left it stuck
+        (on PostgreSQL: a session that broke, or one opened on a read-only server)."""
         if self._reopen:
             with contextlib.suppress(sqlite3.Error):
                 self._writer.close()
             was_read_only, self.read_only = self.read_only, False
+            self._writer = self._connect()  # may raise: the next write tries again
             self._reopen = False
-            self._writer = self._connect(self.path)
             if was_read_only and not self.read_only:
                 self._generation += 1  # readers opened read-only see writes only when reopened
         return self._writer
@@ -250,14 +363,14 @@ class Database:
     def _failed(self, error: sqlite3.Error) -> StorageError | None:
         """A `StorageError` for a storage fault (recorded, counted, logged once per fault);
         None for any other error, which is raised as it is."""
-        found = storage_problem(error)
+        found = dialect.problem(error)
         if found is None:
             return None
         problem, code = found
         self.write_failures[problem] += 1
         self._reopen = self._reopen or code in REOPEN
         if self.fault is None or self.fault.problem != problem:
-            log.error("database %s is not writable: %s (%s)", self.path, problem, error)
+            log.error("database %s is not writable: %s (%s)", self.shown, problem, error)
             self.fault = Fault(problem, code, datetime.now(UTC))
         else:
             self.fault = replace(self.fault, failures=self.fault.failures + 1)
@@ -267,7 +380,7 @@ class Database:
         assert self.fault is not None  # noqa: S101 - only called while a fault is recorded
         log.warning(
             "database %s is writable again after %d failed writes (%s)",
-            self.path,
+            self.shown,
             self.fault.failures,
             self.fault.problem,
         )
@@ -280,7 +393,8 @@ class Database:
         self._probed = time.monotonic()
         with contextlib.suppress(StorageError), self.write() as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO write_probe (id, at) VALUES (1, ?)",
+                "INSERT INTO write_probe (id, at) VALUES (1, ?)"
+                " ON CONFLICT (id) DO UPDATE SET at = excluded.at",
                 (datetime.now(UTC).isoformat(),),
             )
         return self.fault
@@ -293,14 +407,19 @@ class Database:
         return self.fault
 
     def read(self, sql: str, params: tuple[object, ...] | dict[str, object] = ()) -> list[Row]:
-        """Rows as dicts, through sqlite-utils on the read connection."""
+        """Rows as dicts, through sqlite-utils on the read connection (psycopg's dict rows on
+        PostgreSQL)."""
+        if self.postgresql:
+            return self._pg_read(lambda conn: conn.dicts(sql, params))
         return list(self.db.query(sql, params))
 
     def tuples(
         self, sql: str, params: tuple[object, ...] | dict[str, object] = ()
     ) -> list[tuple[Any, ...]]:
-        """Rows as plain tuples, straight from SQLite (no dict per row: for reads of every
+        """Rows as plain tuples, straight from the engine (no dict per row: for reads of every
         machine each pass)."""
+        if self.postgresql:
+            return self._pg_read(lambda conn: list(conn.execute(sql, params).fetchall()))
         return list(self._reader.execute(sql, params).fetchall())
 
     def read_one(self, sql: str, params: tuple[object, ...] | dict[str, object] = ()) -> Row | None:
@@ -343,16 +462,7 @@ def make_private(path: Path) -> None:
 
 def _statements(script: str) -> list[str]:
     """Split a migration into statements (executescript would commit on its own)."""
-    statements: list[str] = []
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        statements.append(buffer.strip())
-    return statements
+    return dialect.split_statements(script)
 
 
 def _writable_connection(path: Path) -> sqlite3.Connection:

@@ -6,11 +6,11 @@ The rows only: the records the coordinator keeps in memory, built from these rea
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime
 from typing import Any
 
 from .db import Database
+from .dialect import Connection
 
 COLUMNS = (
     "name",
@@ -74,7 +74,7 @@ class Machines:
 
     @staticmethod
     def write_beat(
-        conn: sqlite3.Connection, name: str, address: str | None, now: datetime, acked_seq: int
+        conn: Connection, name: str, address: str | None, now: datetime, acked_seq: int
     ) -> None:
         """A report with nothing new for placement, inside the caller's transaction: its
         address, time and the agent's acknowledged update; the stored report stays."""
@@ -85,7 +85,7 @@ class Machines:
 
     @staticmethod
     def write_report(
-        conn: sqlite3.Connection,
+        conn: Connection,
         name: str,
         report_json: str,
         address: str | None,
@@ -97,7 +97,7 @@ class Machines:
             "INSERT INTO machines (name, report, address, last_seen, acked_seq, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET report = excluded.report,"
             " address = excluded.address, last_seen = excluded.last_seen,"
-            " acked_seq = excluded.acked_seq, report_version = report_version + 1",
+            " acked_seq = excluded.acked_seq, report_version = machines.report_version + 1",
             (name, report_json, address, now.isoformat(), acked_seq, now.isoformat()),
         )
 
@@ -113,7 +113,7 @@ class Machines:
             )
 
     @staticmethod
-    def remove(conn: sqlite3.Connection, name: str) -> int:
+    def remove(conn: Connection, name: str) -> int:
         """The machine's row and its reservations, deleted inside the caller's transaction;
         returns how many reservations went with it."""
         reservations = conn.execute("DELETE FROM reservations WHERE machine = ?", (name,))
@@ -124,6 +124,6 @@ class Machines:
         """A machine known by name before it reports (its agent token was just made)."""
         with self._database.write() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO machines (name, created_at) VALUES (?, ?)",
+                "INSERT INTO machines (name, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                 (name, now.isoformat()),
             )

@@ -1,4 +1,11 @@
-"""The schema, as numbered migrations. Never edit one that has shipped: add the next."""
+"""The schema, as numbered migrations. Never edit one that has shipped: add the next.
+
+One list serves both engines. Each step is written for SQLite; on PostgreSQL its types are
+translated (`dialect.postgresql_ddl`), and a step whose SQL differs beyond types has its
+PostgreSQL text in `POSTGRESQL_STEPS`, under the same number. A PostgreSQL database is only
+ever made from step 1 on (PostgreSQL support came with step 11), so those texts need not move
+old rows the way the SQLite steps do, but they do where it is cheap.
+"""
 
 from typing import Final
 
@@ -223,3 +230,42 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX tasks_ended ON tasks (ended_at);
     """,
 )
+
+POSTGRESQL_STEPS: Final[dict[int, str]] = {
+    # 5: uids from PostgreSQL's own UUIDs (13 and newer); a chunk's end counted in bytes.
+    5: """
+    ALTER TABLE tasks ADD COLUMN uid TEXT;
+    UPDATE tasks SET uid = gen_random_uuid()::text;
+    CREATE UNIQUE INDEX tasks_uid ON tasks (uid);
+    ALTER TABLE logs ADD COLUMN end_offset BIGINT NOT NULL DEFAULT 0;
+    UPDATE logs SET end_offset = "offset" + octet_length(data);
+    """,
+    # 9: the change feed's stamps, by a trigger function. Writers take one advisory lock each
+    # (`dialect.pg_begin`), so `max + 1` is in commit order as it is in SQLite.
+    9: """
+    ALTER TABLE machines ADD COLUMN stamp BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX machines_stamp ON machines (stamp);
+    CREATE FUNCTION machines_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'INSERT' OR NEW.stamp = OLD.stamp THEN
+            NEW.stamp := (SELECT coalesce(max(stamp), 0) FROM machines) + 1;
+        END IF;
+        RETURN NEW;
+    END;
+    $$;
+    CREATE TRIGGER machines_stamp BEFORE INSERT OR UPDATE ON machines
+        FOR EACH ROW EXECUTE FUNCTION machines_stamp();
+    """,
+    # 10: identity columns never reuse an id: nothing to rebuild.
+    10: "",
+}
+"""PostgreSQL's text of the steps whose SQL differs beyond types, by step number."""
+
+
+def migration(number: int, postgresql: bool) -> str:
+    """Step `number` (from 1) for the engine."""
+    if not postgresql:
+        return MIGRATIONS[number - 1]
+    from .dialect import postgresql_ddl
+
+    return postgresql_ddl(POSTGRESQL_STEPS.get(number, MIGRATIONS[number - 1]))

@@ -29,12 +29,13 @@ class PortNeed:
 
 
 def needing_ports(database: Database) -> list[PortNeed]:
+    array = database.json_text("runs.spec", "requested_resources.array")
     rows = database.read(
-        "SELECT tasks.id, tasks.name, tasks.machine FROM tasks"
+        "SELECT tasks.id, tasks.name, tasks.machine FROM tasks"  # noqa: S608 - our own text
         " JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state = 'Assigned' AND tasks.port IS NULL AND tasks.machine IS NOT NULL"
         " AND tasks.idx = 0"
-        " AND json_extract(runs.spec, '$.requested_resources.array') IS NULL"
+        f" AND {array} IS NULL"
         " AND EXISTS (SELECT 1 FROM tasks AS other"
         " WHERE other.run_seq = tasks.run_seq AND other.idx > 0)"
         " ORDER BY tasks.id"

@@ -39,19 +39,16 @@ class Usage:
     """(workspace, run) of each run with a live task here."""
 
 
-PLACED_BY = (
-    "json_object('requested_resources', json_extract(runs.spec, '$.requested_resources'),"
-    " 'image', json_extract(runs.spec, '$.image'),"
-    " 'time_limit_seconds', json_extract(runs.spec, '$.time_limit_seconds'))"
-)
-"""The parts of a run's spec a placement reads, cut out by SQLite: decoding every queued run's
-whole spec in Python took 0.4 s of a pass's first read at 10,000 queued."""
+PLACED_BY = ("requested_resources", "image", "time_limit_seconds")
+"""The parts of a run's spec a placement reads, cut out by the database: decoding every queued
+run's whole spec in Python took 0.4 s of a pass's first read at 10,000 queued."""
 
 
 def read_queue(database: Database) -> list[QueueRow]:
     """Pending tasks in queue order: priority (highest first), then submission, then index."""
+    placed_by = database.json_pick("runs.spec", PLACED_BY)
     rows = database.tuples(
-        f"SELECT runs.seq, runs.workspace, runs.name, tasks.idx, runs.priority, {PLACED_BY},"  # noqa: S608 - our own text
+        f"SELECT runs.seq, runs.workspace, runs.name, tasks.idx, runs.priority, {placed_by},"  # noqa: S608 - our own text
         " runs.first_evaluated_at, runs.submitted_at"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state = 'Pending' AND runs.state IN ('Pending', 'Running')"
@@ -108,8 +105,9 @@ def use_by_workspace(database: Database) -> dict[str, WorkspaceUse]:
         )
     }
     rows = database.read(
-        "SELECT runs.workspace, total(tasks.cpu_cores) AS cores,"
-        " total(tasks.memory_bytes) AS memory FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+        "SELECT runs.workspace, coalesce(sum(tasks.cpu_cores), 0) AS cores,"
+        " coalesce(sum(tasks.memory_bytes), 0) AS memory"
+        " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state IN ('Assigned', 'Starting', 'Running') OR tasks.held = 1"
         " GROUP BY runs.workspace"
     )

@@ -18,7 +18,7 @@ class Reservations:
         with self._database.write() as conn:
             cursor = conn.execute(
                 "INSERT INTO reservations (machine, labels, workspace, starts_at, ends_at)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (
                     machine,
                     json.dumps(spec.labels),
@@ -27,9 +27,8 @@ class Reservations:
                     spec.ends_at.isoformat() if spec.ends_at else None,
                 ),
             )
-        return StoredReservation(
-            id=int(cursor.lastrowid or 0), machine=machine, **spec.model_dump()
-        )
+            row_id = int(cursor.fetchone()[0])
+        return StoredReservation(id=row_id, machine=machine, **spec.model_dump())
 
     def of(self, machine: str | None = None) -> list[StoredReservation]:
         if machine is None:

@@ -12,6 +12,7 @@ from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
 from astraeus.shared.reasons import ReasonKind
 
 from .db import Database, Row
+from .dialect import Connection
 from .rows import RUN_FIELDS, TASK_SELECT, new_task_uid, run_from_row, task_from_row
 
 LIVE = tuple(state.value for state in TaskState if state.holds_resources)
@@ -33,7 +34,7 @@ class Runs:
             with self._database.write() as conn:
                 cursor = conn.execute(
                     "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
                     (
                         workspace,
                         spec.name,
@@ -43,7 +44,7 @@ class Runs:
                         now.isoformat(),
                     ),
                 )
-                seq = int(cursor.lastrowid or 0)
+                seq = int(cursor.fetchone()[0])
                 conn.executemany(
                     "INSERT INTO tasks (run_seq, idx, name, state, uid)"
                     " VALUES (?, ?, ?, 'Pending', ?)",
@@ -97,7 +98,7 @@ class Runs:
         if row is None:
             return None
         chunks = self._database.read(
-            "SELECT offset, data FROM logs WHERE task_id = ? ORDER BY offset, id", (row["id"],)
+            'SELECT "offset", data FROM logs WHERE task_id = ? ORDER BY "offset", id', (row["id"],)
         )
         if not chunks:
             return 0, ""
@@ -183,7 +184,7 @@ class RunTasks(NamedTuple):
         return [TaskState(task[1]) for task in self.tasks]
 
 
-def run_tasks(conn: sqlite3.Connection, seq: int) -> RunTasks | None:
+def run_tasks(conn: Connection, seq: int) -> RunTasks | None:
     """The run's tasks, inside the caller's transaction; None when the run ended (or is gone)."""
     run = conn.execute("SELECT state, spec FROM runs WHERE seq = ?", (seq,)).fetchone()
     if run is None or RunState(run[0]).ended:
@@ -195,7 +196,7 @@ def run_tasks(conn: sqlite3.Connection, seq: int) -> RunTasks | None:
     return RunTasks(is_array, tasks)
 
 
-def stop_live_tasks(conn: sqlite3.Connection, seq: int) -> None:
+def stop_live_tasks(conn: Connection, seq: int) -> None:
     """Tell the run's live tasks to stop (their agents see `cancel` in the next reply)."""
     conn.execute(
         "UPDATE tasks SET cancel = 1 WHERE run_seq = ?"
@@ -205,7 +206,7 @@ def stop_live_tasks(conn: sqlite3.Connection, seq: int) -> None:
 
 
 def write_run_state(
-    conn: sqlite3.Connection,
+    conn: Connection,
     seq: int,
     state: RunState,
     failure: tuple[str, str, int | None, str | None] | None,

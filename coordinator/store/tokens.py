@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from .db import Database, Row
+from .dialect import Connection
 
 TOKEN_PREFIX = "astr_"  # noqa: S105 - a prefix, not a secret
 
@@ -73,10 +73,10 @@ class Tokens:
         with self._database.write() as conn:
             cursor = conn.execute(
                 "INSERT INTO tokens (hash, role, workspace, machine, description, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
                 (digest(secret), role.value, workspace, machine, description, now.isoformat()),
             )
-        token_id = int(cursor.lastrowid or 0)
+            token_id = int(cursor.fetchone()[0])
         info = TokenInfo(token_id, role, workspace, machine, description, now.isoformat())
         return secret, info
 
@@ -97,7 +97,7 @@ class Tokens:
         return cursor.rowcount > 0
 
     @staticmethod
-    def revoke_agents_of(conn: sqlite3.Connection, machine: str) -> int:
+    def revoke_agents_of(conn: Connection, machine: str) -> int:
         """Every agent token of `machine`, revoked inside the caller's transaction; returns how
         many."""
         cursor = conn.execute("DELETE FROM tokens WHERE role = 'agent' AND machine = ?", (machine,))

@@ -12,6 +12,7 @@ from astraeus.shared import Landing, task_name
 
 from .commit import place_run, placement_row
 from .db import Database
+from .dialect import Connection
 from .queue import QueueRow
 from .rows import new_task_uid, when
 
@@ -43,14 +44,18 @@ def read_unstarted(database: Database) -> list[Unstarted]:
     """Runs placed whole whose every task is Assigned (none Starting, Running or ended, none
     cancelled), in queue order. Runs on one machine (`node`, the tightest rung) are left out:
     no shape is tighter."""
+    rung, array = (
+        database.json_text("landing", "rung"),
+        database.json_text("spec", "requested_resources.array"),
+    )
     runs = database.read(
-        "SELECT seq, workspace, name, spec, priority, landing, network, nvlink_domain,"
+        "SELECT seq, workspace, name, spec, priority, landing, network, nvlink_domain,"  # noqa: S608 - our own text
         " first_evaluated_at, submitted_at"
-        " FROM runs WHERE state = 'Running' AND json_extract(landing, '$.rung') != 'node'"
-        " AND json_extract(spec, '$.requested_resources.array') IS NULL"
+        f" FROM runs WHERE state = 'Running' AND {rung} != 'node'"
+        f" AND {array} IS NULL"
         " AND NOT EXISTS"
         " (SELECT 1 FROM tasks WHERE tasks.run_seq = runs.seq"
-        " AND (tasks.state != 'Assigned' OR tasks.cancel))"
+        " AND (tasks.state != 'Assigned' OR tasks.cancel = 1))"
         " ORDER BY priority DESC, seq"
     )
     found = []
@@ -117,7 +122,7 @@ def commit_reshape(database: Database, old: Unstarted, placement: Placement, now
 
 
 def _swap(
-    conn: sqlite3.Connection,
+    conn: Connection,
     item: QueueRow,
     placement: Placement,
     ids: list[int],

@@ -38,6 +38,8 @@ class Writer:
 
     def __init__(self, name: str) -> None:
         self._name = name
+        self.name = name
+        """The thread's name."""
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         """Jobs in order; None (put by `stop`) ends the thread after those before it."""
         self._thread: threading.Thread | None = None
@@ -157,6 +159,9 @@ class _InTurn(Generic[T]):
         if self.done.cancelled():
             return
         if self._index == len(self._jobs):
+            # Let go of the jobs before the waiter resumes: this object is still held by the
+            # writer thread until its turn ends, which may come after the waiter has moved on.
+            self._jobs = []
             self.done.set_result(self.results)
             return
         job = self._jobs[self._index]
@@ -164,6 +169,7 @@ class _InTurn(Generic[T]):
         try:
             self.results.append(job())
         except BaseException as error:
+            self._jobs = []
             self.done.set_exception(error)
             return
         self._put(self.next, Future())

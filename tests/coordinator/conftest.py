@@ -1,13 +1,16 @@
-"""A coordinator on a real SQLite file behind a real aiohttp test server, with a fake clock."""
+"""A coordinator on a real SQLite file (or a real PostgreSQL database: `store_cluster`) behind a
+real aiohttp test server, with a fake clock."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pg_server
 import pytest
 from aiohttp.test_utils import TestClient
 
@@ -151,13 +154,17 @@ class Cluster:
         return await self.client.app[SCHEDULER].run_pass()
 
 
-def settings_for(tmp_path: Path, **changes: Any) -> Settings:
+def settings_for(tmp_path: Path, database: Path | str | None = None, **changes: Any) -> Settings:
     """No load shedding unless a test asks for it (`max_report_delay_seconds`): here the test's
     client shares the coordinator's event loop, so a test's own burst of requests would count
     as the coordinator running behind. Shedding is tested in test_overload.py and, over a real
     process, in tests/faults/test_overload.py."""
     base = Settings(
-        db=tmp_path / "astraeus.db", state_dir=tmp_path, scheduler=False, max_report_delay_seconds=0
+        db=database if isinstance(database, Path) else tmp_path / "astraeus.db",
+        database_url=database if isinstance(database, str) else "",
+        state_dir=tmp_path,
+        scheduler=False,
+        max_report_delay_seconds=0,
     )
     return replace(base, **changes)
 
@@ -168,10 +175,13 @@ async def make_cluster(
     session_factory: SessionFactory | None = None,
     clock: FakeClock | None = None,
     pass_pool: ProcessPoolExecutor | None = None,
+    database: Path | str | None = None,
     **changes: Any,
 ) -> Cluster:
-    settings = settings_for(tmp_path, **changes)
-    store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
+    if database is None and os.environ.get(pg_server.ENGINE) == "postgresql":
+        database = pg_server.shared().create_database()
+    settings = settings_for(tmp_path, database, **changes)
+    store = Store.open(settings.database, log_cap_bytes=settings.log_cap_bytes)
     clock = clock or FakeClock(START)
     app = create_app(
         settings, store=store, clock=clock, session_factory=session_factory, pass_pool=pass_pool
@@ -187,6 +197,16 @@ async def fake_cluster(aiohttp_client: ClientFactory, tmp_path: Path) -> AsyncIt
     cluster = await make_cluster(aiohttp_client, tmp_path, FirstFitSession)
     yield cluster
     cluster.store.close()
+
+
+@pytest.fixture
+async def store_cluster(
+    aiohttp_client: ClientFactory, tmp_path: Path, database_location: Path | str
+) -> AsyncIterator[Cluster]:
+    """`fake_cluster` once on each engine (`database_location`): for the store's own tests."""
+    made = await make_cluster(aiohttp_client, tmp_path, FirstFitSession, database=database_location)
+    yield made
+    made.store.close()
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ def stamps(store: Store) -> dict[str, int]:
     return {row["name"]: row["stamp"] for row in rows}
 
 
-async def test_every_write_stamps_the_machine_past_every_other(fake_cluster: Cluster) -> None:
+async def test_every_write_stamps_the_machine_past_every_other(store_cluster: Cluster) -> None:
     """A new report, a flushed heartbeat, a cordon and new labels each give the machine written
     the highest stamp of the file."""
-    c = fake_cluster
+    c = store_cluster
     for name in ("gpu-01", "gpu-02", "gpu-03"):
         await c.report(name)
     writes = [
@@ -44,13 +44,13 @@ async def test_every_write_stamps_the_machine_past_every_other(fake_cluster: Clu
     assert len(set(found.values())) == 3
 
 
-async def test_a_reader_rereads_only_machines_changed_since(fake_cluster: Cluster) -> None:
+async def test_a_reader_rereads_only_machines_changed_since(store_cluster: Cluster) -> None:
     """A reload with nothing written changes no record; after a report and a cordon it names
     exactly those two machines as changed, and their records hold what was written."""
-    c = fake_cluster
+    c = store_cluster
     for name in ("gpu-01", "gpu-02", "gpu-03"):
         await c.report(name)
-    opened = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.location)
     reader = MachineRecords(opened)
     before = reader.changes
     reader.reload()
@@ -69,13 +69,13 @@ async def test_a_reader_rereads_only_machines_changed_since(fake_cluster: Cluste
     opened.close()
 
 
-async def test_a_machine_gone_from_the_file_is_dropped_by_a_reload(fake_cluster: Cluster) -> None:
+async def test_a_machine_gone_from_the_file_is_dropped_by_a_reload(store_cluster: Cluster) -> None:
     """A row deleted from the file (no stamp tells of it) is noticed by the count: the reload
     reads every row again, drops the machine, and says changes cannot be named one by one."""
-    c = fake_cluster
+    c = store_cluster
     for name in ("gpu-01", "gpu-02"):
         await c.report(name)
-    opened = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.location)
     reader = MachineRecords(opened)
     before = reader.changes
     with c.store.database.write() as conn:
@@ -87,16 +87,16 @@ async def test_a_machine_gone_from_the_file_is_dropped_by_a_reload(fake_cluster:
     opened.close()
 
 
-async def test_snapshots_kept_up_to_date_equal_fresh_ones(fake_cluster: Cluster) -> None:
+async def test_snapshots_kept_up_to_date_equal_fresh_ones(store_cluster: Cluster) -> None:
     """After each of a random sequence of reports, heartbeats, cordons, labels, placements,
     task ends and clock moves, the snapshot kept up to date by machine (in the service and in
     a reader that reloads as the pass worker does) equals one built afresh."""
-    c = fake_cluster
+    c = store_cluster
     await c.workspace("vision")
     names = [f"gpu-0{i}" for i in range(1, 7)]
     for name in names:
         await c.report(name)
-    opened = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.location)
     reader = MachineRecords(opened)
     kept, read = Views(), Views()
     rng = random.Random(17)  # noqa: S311 - a test's fixed sequence

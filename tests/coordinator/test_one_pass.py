@@ -45,7 +45,7 @@ async def test_the_worker_process_and_the_service_decide_the_same_file_alike(
     inputs = PassInputs(now, c.client.app[SCHEDULER].down_after, now, 500, 5.0)
     pool = loop.worker_pool()
     try:
-        db = str(c.store.database.path)
+        db = c.store.database.location
         elsewhere, cut = pool.submit(worker_pass, db, inputs).result(timeout=60)
     finally:
         pool.shutdown()
@@ -81,7 +81,7 @@ async def test_a_pass_with_nothing_changed_decides_nothing_in_either_path(
     assert [w.item.run for w in first.waiting] == ["huge"]
     again, _ = compute_pass(state, replace(inputs, last_committed=True))
     assert (again.placed, again.waiting) == ([], [])
-    db = str(c.store.database.path)
+    db = c.store.database.location
     first_rows, _ = worker_pass(db, inputs)
     assert first_rows == as_rows(first)
     again_rows, _ = worker_pass(db, replace(inputs, last_committed=True))

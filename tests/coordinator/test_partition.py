@@ -171,7 +171,7 @@ async def test_the_pass_worker_counts_silence_from_heard_since(cluster: Cluster)
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.submit("vision", "finetune", gpus=1)
-    db = str(c.store.database.path)
+    db = c.store.database.location
     later = START + timedelta(seconds=600)
     restarted = START + timedelta(seconds=590)
     decisions, _ = worker_pass(db, PassInputs(later, DOWN_AFTER, restarted, 500, 2.0))

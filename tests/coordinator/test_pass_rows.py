@@ -30,7 +30,7 @@ async def test_decisions_come_back_as_rows_with_one_text_per_explanation(
     for name in ("big-a", "big-b", "big-c"):
         await c.submit("vision", name, gpus=16)
     decided, _ = worker_pass(
-        str(c.store.database.path), PassInputs(START, DOWN_AFTER, START, 500, 2.0)
+        c.store.database.location, PassInputs(START, DOWN_AFTER, START, 500, 2.0)
     )
     [placed] = decided.placed
     assert isinstance(placed, PlacementRow)

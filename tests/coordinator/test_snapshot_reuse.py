@@ -23,7 +23,7 @@ async def test_an_unchanged_row_keeps_its_record(fake_cluster: Cluster) -> None:
     c = fake_cluster
     for name in ("gpu-01", "gpu-02"):
         await c.report(name)
-    opened = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.location)
     reader = MachineRecords(opened)
     one, two = reader.get("gpu-01"), reader.get("gpu-02")
     reader.reload()

@@ -1,19 +1,27 @@
-"""The SQLite file: numbered migrations, WAL, and explanations stored once."""
+"""The database: numbered migrations (on both engines), WAL, and explanations stored once."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from astraeus.coordinator.machine_records import MachineRecords
-from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.store import NameTakenError, Role, Store
+from astraeus.coordinator.store.commit import PlacementRow, WorkerRow, commit_pass
 from astraeus.coordinator.store.db import _statements
 from astraeus.coordinator.store.migrations import MIGRATIONS
 from astraeus.coordinator.store.tokens import digest
+from astraeus.shared import RunSpec
+from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.reasons import ReasonKind
 
 from .conftest import Cluster
+
+NOW = datetime(2026, 10, 1, 9, tzinfo=UTC)
 
 EXPLANATION = (
     '{"checked_nodes": 1, "ready_nodes": 1, "down_nodes": 0, "closest": null, "nodes": [],'
@@ -29,6 +37,18 @@ def test_a_new_file_gets_every_migration_in_wal_mode(tmp_path: Path) -> None:
     store.close()
     again = Store.open(tmp_path / "a.db")
     assert again.database.schema_version == len(MIGRATIONS)
+    again.close()
+
+
+def test_a_new_database_gets_every_migration(database_location: Path | str) -> None:
+    """On either engine a new database runs all migrations, records how many, and opening it
+    again runs none; the tables the store writes are all there."""
+    store = Store.open(database_location)
+    assert store.database.schema_version == len(MIGRATIONS)
+    store.close()
+    again = Store.open(database_location)
+    assert again.database.schema_version == len(MIGRATIONS)
+    assert [row["n"] for row in again.database.read("SELECT count(*) AS n FROM gpu_holds")] == [0]
     again.close()
 
 
@@ -96,9 +116,9 @@ def test_reasons_stored_before_kinds_are_explained_again(tmp_path: Path) -> None
     store.close()
 
 
-async def test_runs_asking_alike_share_one_stored_explanation(fake_cluster: Cluster) -> None:
+async def test_runs_asking_alike_share_one_stored_explanation(store_cluster: Cluster) -> None:
     """Ten identical waiting runs point at one stored explanation; old ones are dropped."""
-    c = fake_cluster
+    c = store_cluster
     await c.workspace("vision")
     await c.report("gpu-01", gpus=4)
     for i in range(10):
@@ -116,13 +136,13 @@ async def test_runs_asking_alike_share_one_stored_explanation(fake_cluster: Clus
     assert held == 2  # r0 placed; r1 is the head with its own, r2..r9 share one
 
 
-async def test_a_reader_reparses_only_reports_that_changed(fake_cluster: Cluster) -> None:
+async def test_a_reader_reparses_only_reports_that_changed(store_cluster: Cluster) -> None:
     """A second process's view of the file (the pass worker's) re-reads a machine's report
     only when its `report_version` moved: a heartbeat leaves the parsed report as it was."""
-    c = fake_cluster
+    c = store_cluster
     await c.report("gpu-01")
     await c.report("gpu-02")
-    opened = Store.open(c.store.database.path)
+    opened = Store.open(c.store.database.location)
     reader = MachineRecords(opened)
     kept = reader.get("gpu-01")
     assert kept is not None
@@ -166,3 +186,103 @@ def test_migration_10_keeps_every_token_and_its_id(tmp_path: Path) -> None:
     _, info = store.tokens.create(Role.ADMIN, datetime(2026, 10, 2, tzinfo=UTC))
     assert info.id == 8
     store.close()
+
+
+def _spec(name: str, gpus: int = 1) -> RunSpec:
+    return RunSpec.model_validate(
+        {"name": name, "command": ["x"], "requested_resources": {"gpu_requests": {"count": gpus}}}
+    )
+
+
+def _submit(store: Store, name: str) -> int:
+    """Submit a 1-GPU run; its sequence number."""
+    store.runs.submit(_spec(name), "w", NOW)
+    row = store.database.read_one("SELECT seq FROM runs WHERE name = ?", (name,))
+    assert row is not None
+    return int(row["seq"])
+
+
+def _on(seq: int, run: str, machine: str, gpu: str) -> PlacementRow:
+    worker = WorkerRow(machine, (gpu,), json.dumps([gpu]), 0.0, 0)
+    return PlacementRow(seq, run, 0, (worker,), "{}", '{"rung": "node"}', "none", None)
+
+
+def test_a_gpu_is_never_held_twice(database_location: Path | str) -> None:
+    """Two placements in one commit that want the same GPU: the hold's key refuses the second,
+    which loses only its own placement (its savepoint), not the other's or the pass's."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        a, b, c = (_submit(store, name) for name in "abc")
+        placed = [
+            _on(a, "a", "m", "g0"),
+            _on(b, "b", "m", "g0"),
+            _on(c, "c", "m", "g1"),
+        ]
+        assert commit_pass(store.database, placed, [], NOW) == 2
+        runs = store.database.read("SELECT name, state FROM runs ORDER BY seq")
+        assert {row["name"]: row["state"] for row in runs} == {
+            "a": "Running",
+            "b": "Pending",
+            "c": "Running",
+        }
+        assert store.runs.held_gpu_ids() == {("m", "g0"), ("m", "g1")}
+        tasks = store.database.read("SELECT name, state, machine FROM tasks ORDER BY id")
+        assert [(t["name"], t["state"], t["machine"]) for t in tasks] == [
+            ("a-0", "Assigned", "m"),
+            ("b-0", "Pending", None),
+            ("c-0", "Assigned", "m"),
+        ]
+    finally:
+        store.close()
+
+
+def test_a_rendezvous_port_is_never_held_twice(database_location: Path | str) -> None:
+    """Two live tasks of one machine cannot hold the same port; an ended one lets it go."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        a, b = (_submit(store, name) for name in "ab")
+        placed = [_on(a, "a", "m", "g0"), _on(b, "b", "m", "g1")]
+        assert commit_pass(store.database, placed, [], NOW) == 2
+        ids = [row["id"] for row in store.database.read("SELECT id FROM tasks ORDER BY id")]
+        with store.database.write() as conn:
+            conn.execute("UPDATE tasks SET port = 29500 WHERE id = ?", (ids[0],))
+        with pytest.raises(sqlite3.IntegrityError), store.database.write() as conn:
+            conn.execute("UPDATE tasks SET port = 29500 WHERE id = ?", (ids[1],))
+        with store.database.write() as conn:
+            conn.execute("UPDATE tasks SET state = 'Succeeded' WHERE id = ?", (ids[0],))
+            conn.execute("UPDATE tasks SET port = 29500 WHERE id = ?", (ids[1],))
+        ports = store.database.read("SELECT id, port FROM tasks ORDER BY id")
+        assert [(row["id"], row["port"]) for row in ports] == [(ids[0], 29500), (ids[1], 29500)]
+    finally:
+        store.close()
+
+
+def test_a_failed_transaction_leaves_nothing(database_location: Path | str) -> None:
+    """A write that fails part way (a constraint, or any error) leaves nothing of itself: a
+    submission whose name is taken stores no second run and no tasks."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        store.runs.submit(_spec("a"), "w", NOW)
+        with pytest.raises(NameTakenError):
+            store.runs.submit(_spec("a"), "w", NOW)
+        with pytest.raises(RuntimeError, match="midway"):
+            _half_written(store)
+        counts = store.database.read(
+            "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM tasks) AS tasks"
+        )
+        assert counts == [{"runs": 1, "tasks": 1}]
+    finally:
+        store.close()
+
+
+def _half_written(store: Store) -> None:
+    with store.database.write() as conn:
+        conn.execute(
+            "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at)"
+            " VALUES ('w', 'half', '{}', 0, 'Pending', ?)",
+            (NOW.isoformat(),),
+        )
+        raise RuntimeError("midway")

@@ -1,5 +1,6 @@
 """The writer thread: the service's writes run there, one at a time and in order, off the event
-loop; faults and shutdown keep every write whole. Real SQLite files throughout."""
+loop; faults and shutdown keep every write whole. Real SQLite files, and the same tests on a
+real PostgreSQL database (`database_location`)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,27 @@ from helpers import until_async
 from astraeus.coordinator.api.keys import REPORTING
 from astraeus.coordinator.store import StorageError
 from astraeus.coordinator.store.db import Database
+from astraeus.coordinator.store.dialect import postgresql_ddl
 
 from .conftest import Cluster
 from .fakes import report
 
 
 @pytest.fixture
-def database(tmp_path: Path) -> Iterator[Database]:
+def database(database_location: Path | str) -> Iterator[Database]:
+    """A database with one table, its writer thread started: on each engine."""
+    db = Database(database_location)
+    table = "CREATE TABLE items (id INTEGER PRIMARY KEY, who TEXT, n INTEGER)"
+    with db.write() as conn:
+        conn.execute(postgresql_ddl(table) if db.postgresql else table)
+    db.start_writer()
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def sqlite_database(tmp_path: Path) -> Iterator[Database]:
+    """The same on SQLite only: for a full disk made with SQLite's own page limit."""
     db = Database(tmp_path / "astraeus.db")
     with db.write() as conn:
         conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, who TEXT, n INTEGER)")
@@ -54,7 +69,8 @@ async def test_concurrent_writers_all_land_on_the_writer_thread(database: Databa
     )
     assert results == list(range(200))
     assert sorted(n for _, n in _rows(database)) == list(range(200))
-    assert {thread for _, thread in seen} == {"sqlite-writer astraeus.db"}
+    assert {thread for _, thread in seen} == {database.writer.name}
+    assert database.writer.name.startswith(("sqlite-writer ", "postgresql-writer "))
     assert database.writes_elsewhere == {}
 
 
@@ -69,10 +85,11 @@ async def test_jobs_for_one_machine_run_in_the_order_sent(database: Database) ->
     assert [n for who, n in _rows(database) if who == "gpu-01"] == list(range(50))
 
 
-async def test_a_fault_in_a_queued_write_fails_only_that_write(database: Database) -> None:
+async def test_a_fault_in_a_queued_write_fails_only_that_write(sqlite_database: Database) -> None:
     """A job that meets a full disk raises `StorageError` to its sender and writes nothing of
     itself; the jobs queued before and after it still run, and the fault is recorded until a
     write succeeds again."""
+    database = sqlite_database
 
     def fill() -> None:
         pages = database._writer.execute("PRAGMA page_count").fetchone()[0]
@@ -156,10 +173,10 @@ def _hold_writer(c: Cluster) -> threading.Event:
     return gate
 
 
-async def test_requests_are_answered_while_the_writer_is_busy(fake_cluster: Cluster) -> None:
+async def test_requests_are_answered_while_the_writer_is_busy(store_cluster: Cluster) -> None:
     """While the writer thread sits inside a transaction, heartbeats, reads and /healthz are
     answered (none waits on a commit), and a submission waits for its turn and then lands."""
-    c = fake_cluster
+    c = store_cluster
     await c.workspace("vision")
     await c.report("gpu-01")
     gate = _hold_writer(c)
@@ -203,10 +220,10 @@ async def test_a_second_report_while_one_waits_for_the_writer_is_429(fake_cluste
     assert len(record.report.gpus) == 4
 
 
-async def test_the_service_writes_only_on_the_writer_thread(fake_cluster: Cluster) -> None:
+async def test_the_service_writes_only_on_the_writer_thread(store_cluster: Cluster) -> None:
     """Submitting, placing, reporting updates, cancelling, cordoning, labelling, reserving and
     making tokens over HTTP write nothing on the event loop's thread."""
-    c = fake_cluster
+    c = store_cluster
     await c.workspace("vision")
     await c.report("gpu-01")
     c.store.database.writes_elsewhere.clear()  # the test's own setup wrote directly

@@ -133,9 +133,13 @@ class Process:
 class Coordinator:
     """`astraeus-coordinator serve` on one file and port, started and stopped at will."""
 
-    def __init__(self, root: Path, db: Path | None = None, port: int = 0) -> None:
+    def __init__(
+        self, root: Path, db: Path | None = None, port: int = 0, database_url: str = ""
+    ) -> None:
         self.root = root
         self.db = db or root / "astraeus.db"
+        self.database_url = database_url
+        """A PostgreSQL database instead of the file `db`, when given."""
         if not port:
             held = hold_port()
             weakref.finalize(self, held.close)
@@ -156,6 +160,8 @@ class Coordinator:
             str(BIN / "astraeus-coordinator"), "serve", "--db", str(self.db),
             "--state-dir", str(self.root), "--listen", f"127.0.0.1:{self.port}",
         ]  # fmt: skip
+        if self.database_url:
+            argv += ["--database-url", self.database_url]
         self.process = Process(argv, self.root / "coordinator.log", {**FAST, **(env or {})})
         if ready:
             self.port = until("the coordinator to listen", self._listening)
@@ -223,9 +229,9 @@ class Coordinator:
 class Cluster:
     """A coordinator, a workspace `faults` with a member token, and agents as processes."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, database_url: str = "") -> None:
         self.root = root
-        self.coordinator = Coordinator(root / "coordinator")
+        self.coordinator = Coordinator(root / "coordinator", database_url=database_url)
         self.coordinator.root.mkdir()
         self.agents: dict[str, Process] = {}
         self.out = root / "out"
