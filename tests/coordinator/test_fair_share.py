@@ -96,10 +96,13 @@ async def test_priority_still_comes_first(cluster: Cluster) -> None:
     assert urgent["state"] == "Running"
 
 
-async def test_usage_survives_a_restart(aiohttp_client: ClientFactory, tmp_path: Path) -> None:
-    """Usage is counted from the task rows and kept in the file: a new coordinator on the same
-    file shows the same figures and goes on counting."""
-    c = await make_cluster(aiohttp_client, tmp_path)
+async def test_usage_survives_a_restart(
+    aiohttp_client: ClientFactory, tmp_path: Path, database_location: Path | str
+) -> None:
+    """Usage is counted from the task rows and kept in the database (a SQLite file, or a
+    PostgreSQL database): a new coordinator on it shows the same figures and goes on
+    counting."""
+    c = await make_cluster(aiohttp_client, tmp_path, database=database_location)
     await c.workspace("alpha")
     await c.report("gpu-01", gpus=8)
     await c.submit("alpha", "train", gpus=4)
@@ -110,7 +113,7 @@ async def test_usage_survives_a_restart(aiohttp_client: ClientFactory, tmp_path:
     before = await _usage(c)
     assert before["workspaces"][0]["gpu_hours_day"] == pytest.approx(4.0)
     c.store.close()
-    again = await make_cluster(aiohttp_client, tmp_path, clock=c.clock)
+    again = await make_cluster(aiohttp_client, tmp_path, clock=c.clock, database=database_location)
     after = await _usage(again)
     assert after["workspaces"] == before["workspaces"]
     again.clock.advance(HOUR)  # the worker kept running meanwhile
