@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from astraeus.coordinator.store.usage import gpu_seconds_totals
 from astraeus.shared import GpuHealthState, MachineState
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class Metrics:
         for queue, count in sorted(self.reports_shed.items()):
             lines.append(f'{name}{{queue="{queue}"}} {count}')
         lines += _storage(store)
+        lines += _workspace_gpu_seconds(store)
         return "\n".join(lines) + "\n"
 
     def _machines(
@@ -131,6 +133,18 @@ class Metrics:
             [({"model": m, "state": s}, n) for (m, s), n in sorted(gpus.items())],
         )
         return lines
+
+
+def _workspace_gpu_seconds(store: Store) -> list[str]:
+    """Raw GPU-seconds held per workspace since usage was first counted (`store/usage.py`)."""
+    name = "astraeus_workspace_gpu_seconds_total"
+    lines = [
+        f"# HELP {name} GPU-seconds held by the workspace's tasks, counted at each pass.",
+        f"# TYPE {name} counter",
+    ]
+    for workspace, seconds in gpu_seconds_totals(store.database):
+        lines.append(f'{name}{{workspace="{_escape(workspace)}"}} {seconds:.15g}')
+    return lines
 
 
 def _storage(store: Store) -> list[str]:

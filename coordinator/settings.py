@@ -118,6 +118,9 @@ class Settings:
     """`FIRST-LAST`: the ports a run's worker 0 may be given for its rendezvous (`MASTER_PORT`);
     no two live tasks of one machine hold the same one. Keep it below the kernel's ephemeral
     range (`net.ipv4.ip_local_port_range`, 32768-60999 by default)."""
+    fair_share_half_life_seconds: float = 604800.0
+    """Fair share: a workspace's GPU usage counts half as much this long later (7 days, as
+    Slurm's `PriorityDecayHalfLife`)."""
     access_labels: tuple[str, ...] = ("pool",)
     """Labels that grant access: only admins set them (API, or with the agent's token); what an
     agent reports for them is ignored. `pool` is always one; a comma list adds others."""
@@ -208,6 +211,7 @@ SCHEMA: dict[str, Rule] = {
     "console_url": TEXT,
     "rendezvous_ports": TEXT,
     "access_labels": Rule(_label_list),
+    "fair_share_half_life_seconds": seconds(),
 }
 """Every setting and its rule (`shared/settings.py`, the same rules as the agent's). Where 0
 is allowed it means none: only SIGHUP reloads the certificate, Lost as soon as silent, no

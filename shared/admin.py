@@ -19,11 +19,12 @@ PoolName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 MAX_POOLS: Final = 256
 MAX_GPU_QUOTA: Final = 10_000_000
 MAX_CPU_QUOTA: Final = 100_000_000
+MAX_FAIR_SHARE_WEIGHT: Final = 1_000_000
 
 
 class Workspace(WireModel):
     """A workspace: the pools it is granted, its GPU, CPU and memory quotas, the highest
-    priority allowed."""
+    priority allowed, its fair-share weight."""
 
     name: str
     pools: list[str] = Field(default_factory=list)
@@ -31,6 +32,7 @@ class Workspace(WireModel):
     cpu_quota: float | None = None
     memory_quota: int | None = None
     max_priority: int = 0
+    fair_share_weight: float = 1.0
     created_at: str
 
 
@@ -52,6 +54,13 @@ class WorkspaceBody(UserModel):
         default=None, ge=0, le=INT64_MAX, description="bytes of memory held at once; null: none"
     )
     max_priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
+    fair_share_weight: float = Field(
+        default=1.0,
+        gt=0,
+        le=MAX_FAIR_SHARE_WEIGHT,
+        description="among runs of equal priority, the queue puts first the workspace with the"
+        " lowest decayed GPU usage divided by this weight",
+    )
 
 
 class WorkspaceSpec(WorkspaceBody):

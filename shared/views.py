@@ -98,3 +98,40 @@ class ClusterMap(WireModel):
     models: list[str]
     runs: list[MapRun]
     machines: list[MapMachine]
+
+
+class WorkspaceUsageView(WireModel):
+    """One workspace's use of the cluster (fair share, `GET /api/v1/usage`)."""
+
+    workspace: str
+    gpu_hours_day: float = Field(description="GPU-hours its tasks held over the last 24 hours")
+    gpu_hours_week: float = Field(description="GPU-hours its tasks held over the last 7 days")
+    decayed_gpu_hours: float = Field(
+        description="GPU-hours held, each counting half as much every half-life since: what "
+        "fair share orders by (divided by the weight)"
+    )
+    decayed_core_hours: float = Field(
+        description="CPU core-hours of its tasks without GPUs, decayed alike"
+    )
+    weight: float = Field(description="its `fair_share_weight`")
+    gpus_now: int = Field(description="GPUs its live tasks hold now")
+    share_now: float = Field(description="`gpus_now` over the cluster's GPUs, 0 to 1")
+    runs_waiting: int = Field(description="its runs Pending now")
+
+
+class ClusterUsage(WireModel):
+    """The whole cluster's figures, which every caller sees."""
+
+    gpus: int = Field(description="GPUs on Up machines")
+    gpus_in_use: int = Field(description="GPUs live tasks hold now")
+    gpu_hours_day: float
+    gpu_hours_week: float
+    runs_waiting: int
+
+
+class UsageView(WireModel):
+    """Usage per workspace (a member: only their own) and the cluster's total."""
+
+    workspaces: list[WorkspaceUsageView]
+    cluster: ClusterUsage
+    half_life_seconds: float = Field(description="`fair_share_half_life_seconds`")

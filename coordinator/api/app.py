@@ -19,7 +19,7 @@ from astraeus.coordinator.store import Store
 from astraeus.shared.clock import Clock
 
 from ..console import setup_console
-from . import admin, agents, cluster, cluster_map, health, machines, runs
+from . import admin, agents, cluster, cluster_map, health, machines, runs, usage
 from .auth import bearer_auth
 from .errors import json_errors
 from .keys import (
@@ -46,6 +46,7 @@ def all_routes() -> tuple[Route, ...]:
         *machines.ROUTES,
         *agents.ROUTES,
         *admin.ROUTES,
+        *usage.ROUTES,
     )
 
 

@@ -1,5 +1,5 @@
-"""Admin commands: workspaces (pools, GPU, CPU and memory quotas, highest priority) and API
-tokens."""
+"""Admin commands: workspaces (pools, GPU, CPU and memory quotas, highest priority,
+fair-share weight) and API tokens."""
 
 from __future__ import annotations
 
@@ -20,14 +20,22 @@ from .errors import Exit
 from .flags import parse_pairs, parse_size
 from .render import table
 
-HEADER = ["NAME", "POOLS", "GPU QUOTA", "CPU QUOTA", "MEMORY QUOTA", "MAX PRIORITY"]
+HEADER = ["NAME", "POOLS", "GPU QUOTA", "CPU QUOTA", "MEMORY QUOTA", "MAX PRIORITY", "WEIGHT"]
 
 
 def _workspace_line(w: Workspace) -> list[str]:
     gpus = "-" if w.gpu_quota is None else str(w.gpu_quota)
     cores = "-" if w.cpu_quota is None else f"{w.cpu_quota:g}"
     memory = "-" if w.memory_quota is None else f"{round(w.memory_quota / 1024**3, 2):g}G"
-    return [w.name, ",".join(w.pools) or "-", gpus, cores, memory, str(w.max_priority)]
+    return [
+        w.name,
+        ",".join(w.pools) or "-",
+        gpus,
+        cores,
+        memory,
+        str(w.max_priority),
+        f"{w.fair_share_weight:g}",
+    ]
 
 
 def workspaces(ctx: Context, args: argparse.Namespace) -> int:
@@ -43,8 +51,8 @@ def workspace_show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
-    """Create or replace a workspace: its pools, GPU, CPU and memory quotas and highest
-    priority."""
+    """Create or replace a workspace: its pools, GPU, CPU and memory quotas, highest priority
+    and fair-share weight."""
     memory = (
         parse_size(args.memory_quota, "--memory-quota") if args.memory_quota is not None else None
     )
@@ -55,6 +63,7 @@ def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
         cpu_quota=args.cpu_quota,
         memory_quota=memory,
         max_priority=args.max_priority,
+        fair_share_weight=args.fair_share_weight,
     )
     saved = Workspace.model_validate(
         ctx.api.put(f"/workspaces/{args.name}", sent.model_dump(mode="json"))

@@ -182,6 +182,13 @@ def _workspace_set(parser: argparse.ArgumentParser) -> None:
         "--memory-quota", metavar="SIZE", help="memory it may hold at once (512G, 2T)"
     )
     parser.add_argument("--max-priority", type=int, default=0, help="the highest priority allowed")
+    parser.add_argument(
+        "--fair-share-weight",
+        type=number,
+        default=1.0,
+        metavar="WEIGHT",
+        help="its share among runs of equal priority: weight 2 gets about twice weight 1's",
+    )
 
 
 def _token_create(parser: argparse.ArgumentParser) -> None:
@@ -236,6 +243,7 @@ COMMANDS: tuple[Verb, ...] = (
     Verb("label", "set the labels admins give a machine", "machines.label", _label),
     Verb("reserve", "reserve a machine", "machines.reserve", _reserve),
     Verb("unreserve", "drop a reservation", "machines.unreserve", _unreserve),
+    Verb("usage", "GPU-hours and fair-share usage per workspace", "usage.usage"),
     Verb("workspaces", "list workspaces (admin)", "admin.workspaces"),
     Verb(
         "workspace",

@@ -23,7 +23,9 @@ from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import live_by_run, read_queue, use_by_workspace
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
+from astraeus.coordinator.store.usage import fair_share_order
 
+from .fair_share import Factors, ahead_of, fair_order
 from .gc_policy import GcPolicy
 from .items import Candidate, Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
@@ -89,7 +91,10 @@ class Reading:
 
     snapshot: ClusterSnapshot
     queue: list[QueueItem]
+    """In fair-share order (`fair_share.py`)."""
     context: PassContext
+    factors: Factors
+    """Each workspace's fair-share factor, as the queue was ordered by."""
 
 
 def compute_pass(state: PassState, inputs: PassInputs) -> tuple[PassOutcome[QueueItem], bool]:
@@ -131,7 +136,7 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
     with state.lock:
         read = read_store(state, inputs)
         session = session_over(state, read.snapshot)
-    ahead: list[Candidate] = [q for q in read.queue if q.priority >= item.priority]
+    ahead: list[Candidate] = list(ahead_of(item, read.queue, read.factors))
     decisions, _ = plan(
         [*ahead, item],
         (),
@@ -147,15 +152,16 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
 
 
 def read_store(state: PassState, inputs: PassInputs) -> Reading:
-    """The snapshot (views kept in `state`), the queue (asks parsed once, kept in `state`) and
-    the context. The caller holds `state.lock`."""
+    """The snapshot (views kept in `state`), the queue (asks parsed once, kept in `state`;
+    in fair-share order) and the context. The caller holds `state.lock`."""
     store = state.store
     snapshot = build_snapshot(
         store, state.records, inputs.now, inputs.down_after, inputs.heard_since, state.views
     )
-    queue = queue_items(read_queue(store.database), state.asks)
+    factors = fair_share_order(store.database)
+    queue = fair_order(queue_items(read_queue(store.database), state.asks), factors)
     context = pass_context(store, inputs.max_pending_evaluations)
-    return Reading(snapshot, queue, context)
+    return Reading(snapshot, queue, context, factors)
 
 
 def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:

@@ -32,6 +32,7 @@ from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations
 from astraeus.coordinator.store.faults import StorageError
 from astraeus.coordinator.store.unstarted import commit_reshape
+from astraeus.coordinator.store.usage import accrue
 from astraeus.shared import RunSpec, reasons
 from astraeus.shared.clock import Clock
 from astraeus.shared.machines import ForgottenMachine
@@ -138,6 +139,10 @@ class Scheduler:
             await self._flush_seen()  # the worker reads who is Up from the file
             lost = await run(self._mark_lost, now)
             await run(self._store.reservations.expire, now)
+            # Usage up to now, before the queue is ordered by it (fair share).
+            await run(
+                accrue, self._store.database, now, self._settings.fair_share_half_life_seconds
+            )
             if self._pool is not None:
                 decisions, cut = await self._decide_elsewhere(now)
             else:

@@ -203,6 +203,32 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE workspaces ADD COLUMN cpu_quota REAL;
     ALTER TABLE workspaces ADD COLUMN memory_quota INTEGER;
     """,
+    # 12: fair share (issue 28.1). Each workspace's weight; its usage decayed with a half-life
+    # and its raw totals (`store/usage.py`); GPU- and core-seconds per hour for the last day and
+    # week (pruned past 8 days); the one time usage was counted up to; ended tasks by end time.
+    """
+    ALTER TABLE workspaces ADD COLUMN fair_share_weight REAL NOT NULL DEFAULT 1;
+    CREATE TABLE workspace_usage (
+        workspace TEXT PRIMARY KEY,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        core_seconds REAL NOT NULL DEFAULT 0,
+        gpu_seconds_total REAL NOT NULL DEFAULT 0,
+        core_seconds_total REAL NOT NULL DEFAULT 0,
+        as_of TEXT NOT NULL
+    );
+    CREATE TABLE usage_hours (
+        workspace TEXT NOT NULL,
+        hour TEXT NOT NULL,
+        gpu_seconds REAL NOT NULL DEFAULT 0,
+        core_seconds REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (workspace, hour)
+    );
+    CREATE TABLE usage_clock (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        as_of TEXT NOT NULL
+    );
+    CREATE INDEX tasks_ended ON tasks (ended_at);
+    """,
 )
 
 POSTGRESQL_STEPS: Final[dict[int, str]] = {

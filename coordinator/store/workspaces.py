@@ -1,5 +1,5 @@
 """Workspaces: the pools they are granted, optional GPU, CPU and memory quotas, the highest
-priority allowed."""
+priority allowed, the fair-share weight."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ class Workspaces:
         with self._database.write() as conn:
             conn.execute(
                 "INSERT INTO workspaces (name, pools, gpu_quota, cpu_quota, memory_quota,"
-                " max_priority, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " max_priority, fair_share_weight, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (name) DO UPDATE SET pools = excluded.pools,"
                 " gpu_quota = excluded.gpu_quota, cpu_quota = excluded.cpu_quota,"
-                " memory_quota = excluded.memory_quota, max_priority = excluded.max_priority",
+                " memory_quota = excluded.memory_quota, max_priority = excluded.max_priority,"
+                " fair_share_weight = excluded.fair_share_weight",
                 (
                     spec.name,
                     json.dumps(spec.pools),
@@ -32,6 +33,7 @@ class Workspaces:
                     spec.cpu_quota,
                     spec.memory_quota,
                     spec.max_priority,
+                    spec.fair_share_weight,
                     now.isoformat(),
                 ),
             )
@@ -57,5 +59,6 @@ def _workspace(row: Row) -> Workspace:
         cpu_quota=row["cpu_quota"],
         memory_quota=row["memory_quota"],
         max_priority=row["max_priority"],
+        fair_share_weight=row["fair_share_weight"],
         created_at=row["created_at"],
     )

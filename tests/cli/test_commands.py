@@ -164,8 +164,8 @@ def test_workspace_and_token_admin_commands(coordinator: Coordinator, astra: Ast
     made = astra("astraeus", "workspace", "set", "nlp", "--pool", "a100", *quotas)
     assert made.out == "workspace nlp: a100\n"
     assert astra("astraeus", "workspaces").out.splitlines() == [
-        "NAME  POOLS  GPU QUOTA  CPU QUOTA  MEMORY QUOTA  MAX PRIORITY",
-        "nlp   a100   16         64         512G          0",
+        "NAME  POOLS  GPU QUOTA  CPU QUOTA  MEMORY QUOTA  MAX PRIORITY  WEIGHT",
+        "nlp   a100   16         64         512G          0             1",
     ]
     created = astra("astraeus", "token", "create", "--role", "member", "--for-workspace", "nlp")
     secret = created.out.strip()
@@ -249,3 +249,25 @@ def test_validate_checks_a_file_without_a_coordinator(astra: Astra, tmp_path: Pa
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"name": "ok", "command": ["true"]}))
     assert astra("validate", str(path)).out == "ok: valid\n"
+
+
+def test_usage_shows_the_members_workspace_and_the_cluster(
+    coordinator: Coordinator, astra: Astra, running: str
+) -> None:
+    """`usage`: a member sees their workspace's line and the cluster's, never another
+    workspace; an admin sees every workspace with its weight."""
+    coordinator.run_pass()  # usage is counted at each pass
+    assert astra("astraeus", "workspace", "set", "nlp", "--fair-share-weight", "2").code == 0
+    mine = astra("astraeus", "usage", token=running).out.splitlines()
+    assert mine[0].split() == [
+        "WORKSPACE", "GPU-H", "24H", "GPU-H", "7D", "DECAYED", "GPU-H", "WEIGHT", "SHARE", "NOW",
+        "WAITING",
+    ]  # fmt: skip
+    assert [line.split()[0] for line in mine[1:3]] == ["vision", "(cluster)"]
+    assert "50% (4 GPUs)" in mine[1]
+    assert "50% (4 of 8 GPUs)" in mine[2]
+    assert "nlp" not in "\n".join(mine)
+    assert mine[3] == "decayed: each GPU-hour counts half after 7 days (fair share)"
+    every = astra("astraeus", "usage", "-o", "json").out
+    rows = json.loads(every)["workspaces"]
+    assert [(r["workspace"], r["weight"]) for r in rows] == [("nlp", 2.0), ("vision", 1.0)]
