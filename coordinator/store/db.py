@@ -4,7 +4,7 @@ writers' lock (`BEGIN IMMEDIATE`; `dialect.pg_begin`). Where the engines differ:
 
 A write that fails because of the storage (disk full, a read-only file, an I/O error) rolls back
 whole and raises `StorageError`; the fault is kept until a write succeeds again (`faults.py`), and
-a full disk's until its file system has room again too (`ROOM_AGAIN_BYTES`).
+a full disk's or an I/O error's until the folder takes new data again (`ROOM_AGAIN_BYTES`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,15 @@ import sqlite_utils
 
 from . import dialect
 from .dialect import Connection, PgConnection
-from .faults import REOPEN, SQLITE_FULL, SQLITE_READONLY, Fault, StorageError, storage_problem
+from .faults import (
+    REOPEN,
+    SQLITE_FULL,
+    SQLITE_IOERR,
+    SQLITE_READONLY,
+    Fault,
+    StorageError,
+    storage_problem,
+)
 from .migrations import MIGRATIONS, migration
 from .writer import Writer
 
@@ -39,10 +47,10 @@ PROBE_EVERY_SECONDS = 1.0
 """While a fault lasts, `check` tries a write at most this often."""
 
 ROOM_AGAIN_BYTES = 256 * 1024
-"""A `disk full` fault ends only once the database's file system has this much free space:
-on a full disk a small write that fits in pages SQLite already holds still succeeds, while the
-next one that needs a new page fails, so a success alone would end the fault and bring it back
-again from one write to the next."""
+"""A `disk full` or I/O-error fault ends only once the database's folder takes this much new
+data again (`_room_again`): on a full disk, or past a file-size limit, a small write that fits
+in pages SQLite already holds still succeeds while the next one that needs a new page fails, so
+a success alone would end the fault and bring it back from one write to the next."""
 
 Row = dialect.Row
 
@@ -336,16 +344,25 @@ class Database:
                 conn.execute("ROLLBACK")
 
     def _room_again(self) -> bool:
-        """Whether a write that succeeded may end the fault in effect: always, but for a full
-        disk only once its file system has `ROOM_AGAIN_BYTES` free again."""
+        """Whether a write that succeeded may end the fault in effect. After a full disk or an
+        I/O error, only once the database's folder takes `ROOM_AGAIN_BYTES` of new data again
+        (a file written and removed beside the database): a small write that fits in space
+        SQLite already holds succeeds while the next that needs more fails. Other faults
+        (read-only, permission) end at the first success; so does one of a server."""
         assert self.fault is not None  # noqa: S101 - only called while a fault is recorded
-        if self.fault.code != SQLITE_FULL or self.postgresql:
-            return True  # a server's disk is the server's: its next write that succeeds says
-        try:
-            found = os.statvfs(self._path.parent)
-        except OSError:
+        if self.postgresql or self.fault.code not in (SQLITE_FULL, SQLITE_IOERR):
             return True
-        return found.f_bavail * found.f_frsize >= ROOM_AGAIN_BYTES
+        trial = self._path.with_name(self._path.name + ".room")
+        try:
+            with trial.open("wb") as out:
+                out.write(bytes(ROOM_AGAIN_BYTES))
+                out.flush()
+        except OSError:
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                trial.unlink()
+        return True
 
     def _writable(self) -> Any:
         """The write connection, opened again first after a fault that may have left it stuck
