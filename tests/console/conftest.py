@@ -59,11 +59,20 @@ def _chromium() -> str:
     return executable
 
 
+PAGE_WAIT_MS = 15_000
+"""How long a page action or an `expect` waits for the console before the test fails: only a
+hang reaches it."""
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def browser() -> AsyncIterator[Any]:
-    """One headless Chromium (Debian's, driven by Playwright) for the whole session."""
+    """One headless Chromium (Debian's, driven by Playwright) for the whole session. Its
+    `expect` waits as long as a page's own actions (`PAGE_WAIT_MS`): the default 5 s ran out on
+    2 cores shared by four test workers."""
     executable = _chromium()
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
+
+    expect.set_options(timeout=PAGE_WAIT_MS)
 
     async with async_playwright() as driver:
         launched = await driver.chromium.launch(
@@ -79,7 +88,7 @@ async def page(browser: Any) -> AsyncIterator[Any]:
     JavaScript raised an error it did not catch."""
     context = await browser.new_context(viewport={"width": 1280, "height": 1000})
     opened = await context.new_page()
-    opened.set_default_timeout(15_000)
+    opened.set_default_timeout(PAGE_WAIT_MS)
     uncaught: list[str] = []
     opened.on("pageerror", lambda error: uncaught.append(str(error)))
     yield opened
