@@ -9,18 +9,6 @@ import pg_server
 import pytest
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (the README's command) starts two workers per core: most of the suite's time is
-    real processes (coordinators, agents, workers, a release build) starting up and waiting on
-    each other, which one worker per core leaves idle. Measured on 2 cores: 2 workers 347-387 s,
-    4 workers 305 s for the whole suite (docs/development.md). The cores are those this process
-    may run on; `PYTEST_XDIST_AUTO_NUM_WORKERS` still decides where it is set."""
-    chosen = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
-    if chosen:
-        return int(chosen)
-    return min(16, 2 * len(os.sched_getaffinity(0)))
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `pytest -n ... --dist loadscope --no-loadscope-reorder` (the README's command) each
     module runs whole on one worker, in the order collected here. Modules holding a `slow` test
