@@ -59,10 +59,14 @@ import json, os, pathlib, signal, sys, time
 out, run = pathlib.Path(sys.argv[1]), sys.argv[2]
 def stop(*_):
     time.sleep(0.5)  # cleaning up, as a real job does on SIGTERM
-    (out / (run + ".term")).write_text(str(time.time()))
+    put(".term", str(time.time()))
     sys.exit(143)
+def put(suffix, text):
+    # Written, then renamed into place: a file the test sees always holds its whole text.
+    (out / (run + suffix + ".part")).write_text(text)
+    os.replace(out / (run + suffix + ".part"), out / (run + suffix))
 signal.signal(signal.SIGTERM, stop)
-(out / (run + ".start")).write_text(json.dumps({"pid": os.getpid(), "at": time.time()}))
+put(".start", json.dumps({"pid": os.getpid(), "at": time.time()}))
 while not (out / (run + ".release")).exists():
     time.sleep(0.05)
 """

@@ -290,16 +290,21 @@ async def test_a_failing_scan_does_not_stop_the_agent(
 
 
 SLOW_TO_LEAVE = (
-    "import pathlib, signal, sys, time\n"
+    "import os, pathlib, signal, sys, time\n"
     "out = pathlib.Path(sys.argv[1])\n"
+    "def stamp(suffix):\n"
+    "    # Written, then renamed into place: a file the test sees always holds its time.\n"
+    "    part = out.with_suffix(suffix + '.part')\n"
+    "    part.write_text(repr(time.time()))\n"
+    "    os.replace(part, out.with_suffix(suffix))\n"
     "def leave(*_):\n"
     "    # A real job saves a checkpoint before it exits: this one leaves once `<name>.leave`\n"
     "    # exists, so the test decides what happens while it is still leaving, whatever the load.\n"
     "    while not out.with_suffix('.leave').exists(): time.sleep(0.02)\n"
-    "    out.with_suffix('.exit').write_text(repr(time.time()))\n"
+    "    stamp('.exit')\n"
     "    sys.exit(143)\n"
     "signal.signal(signal.SIGTERM, leave)\n"
-    "out.with_suffix('.start').write_text(repr(time.time()))\n"
+    "stamp('.start')\n"
     "while True: time.sleep(0.05)\n"
 )
 
