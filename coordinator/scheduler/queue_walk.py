@@ -3,7 +3,10 @@
 No database, and `now` is an argument; the one clock read is `time.perf_counter` in
 `decide_within`, which bounds how long a pass may take. The rule that keeps big gangs from
 starving is here: the first run in queue order that waits only for room is the head; the
-machines it would use are held for it, and runs behind it may start only elsewhere.
+machines it would use are held for it, and runs behind it may start only elsewhere. Holds are
+per set of machines: a later run that waits only for room on machines no head holds (another
+pool's) becomes a head of its own there, so a head in one pool never lifts the protection of
+another.
 """
 
 from __future__ import annotations
@@ -140,10 +143,10 @@ def steps(
         for position, item in enumerate(items):
             walk.step(position, item)
             yield
-    finally:  # also when the caller stops early: the head's explanation is still written
-        if walk.head is not None:
-            behind = walk.head_position < len(items) - 1
-            out.waiting.insert(0, _head_waiting(walk.head, behind=behind))
+    finally:  # also when the caller stops early: the heads' explanations are still written
+        for head in reversed(walk.heads):
+            behind = head.position < len(items) - 1
+            out.waiting.insert(0, _head_waiting((head.item, head.pending), behind=behind))
 
 
 class _Walk(Generic[Item]):
@@ -155,9 +158,10 @@ class _Walk(Generic[Item]):
         self.session, self.now, self.context, self.out = session, now, context, out
         self.held = dict(context.use_by_workspace)
         self.live = dict(context.live_by_run)
-        self.head: tuple[Item, Pending] | None = None
-        self.head_position = 0
+        self.heads: list[_Head[Item]] = []
+        """The runs waiting only for room, each holding machines no earlier head holds."""
         self.reserved: frozenset[str] = frozenset()
+        """Every head's machines."""
         self.evaluated = 0
         self.known: dict[str, Waiting[Item]] = {}
         """Waiting decisions by ask: a run asking exactly what a run ahead asked, which had to
@@ -203,18 +207,40 @@ class _Walk(Generic[Item]):
                 self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
         self.evaluated += 1  # placements are never limited, explanations are
-        if self.head and self.reserved and _fits_without_hold(self.session, request, self.now):
-            head = self.head[0]
+        head = self._held_by(request)
+        if head is not None:
             # A reason is read by the run's own workspace: another's run is never named.
             label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
             text = reasons.queued_behind(label)
             kind = ReasonKind.QUEUED_BEHIND
             return Waiting(item, text, result.explained, kind)
-        if self.head is None and result.wanted_machines:
-            self.head, self.head_position = (item, result), position
-            self.reserved = frozenset(result.wanted_machines)
+        wanted = frozenset(result.wanted_machines)
+        if wanted and not wanted & self.reserved:
+            self.heads.append(_Head(item, result, position, wanted))
+            self.reserved |= wanted
             return None
         return Waiting(item, result.headline, result.explained, result.kind)
+
+    def _held_by(self, request: RunRequest) -> Item | None:
+        """The head whose held machines keep this run from starting now: the first head holding
+        a machine the run would use without the holds; None when it would not start anyway."""
+        if not self.reserved:
+            return None
+        unheld = self.session.place(request, self.now)
+        if not isinstance(unheld, Placement):
+            return None
+        used = {worker.machine for worker in unheld.workers}
+        return next((h.item for h in self.heads if h.machines & used), self.heads[0].item)
+
+
+@dataclass(frozen=True)
+class _Head(Generic[Item]):
+    """A run first in queue order to wait only for room on `machines`, which it holds."""
+
+    item: Item
+    pending: Pending
+    position: int
+    machines: frozenset[str]
 
 
 def _same_ask(item: Candidate, workspace: Workspace | None) -> str | None:
@@ -294,10 +320,6 @@ def _over_quota(workspace: Workspace | None, used: WorkspaceUse, need: Workspace
             reasons.GIB_OF_MEMORY,
         )
     return None
-
-
-def _fits_without_hold(session: EngineSession, request: RunRequest, now: datetime) -> bool:
-    return isinstance(session.place(request, now), Placement)
 
 
 def _head_waiting(head: tuple[Item, Pending], *, behind: bool) -> Waiting[Item]:

@@ -90,3 +90,61 @@ async def test_a_gang_gets_one_rendezvous(cluster: Cluster) -> None:
     assert {r["master_port"] for r in rendezvous} == {29500}
     _, run = await c.call("GET", "/api/v1/runs/pretrain", c.tokens["vision"])
     assert (run["shape"]["tasks"], run["shape"]["gpus_each"]) == (2, 8)
+
+
+async def test_a_head_in_one_pool_never_lifts_the_hold_in_another(cluster: Cluster) -> None:
+    """Holds are per set of machines: `old` waits as the head in pool vault, and `big` waits
+    for room in pool h100 behind it; `big` is a head there too, so another workspace's 2-GPU
+    run that would fit beside h-01's filler waits behind it instead of taking its GPUs (the
+    issue's report: one head in `vault` let a small run take what `big` waited for)."""
+    c = cluster
+    vault = await c.workspace("vault-team", pools=["vault"], max_priority=10)
+    big_team = await c.workspace("big-team", pools=["h100"], max_priority=10)
+    small_team = await c.workspace("small-team", pools=["h100"])
+    for machine, pool in (("v-01", "vault"), ("h-01", "h100")):
+        await c.report(machine)
+        await c.label(machine, pool=pool)
+    await c.submit("vault-team", "vault-filler", gpus=8)
+    await c.submit("big-team", "h100-filler", gpus=4)
+    assert (await c.run_pass()).placed == 2
+    await c.submit("vault-team", "old", gpus=8, priority=10)
+    await c.submit("big-team", "big", gpus=8, priority=10)
+    await c.submit("small-team", "small", gpus=2)
+    assert (await c.run_pass()).placed == 0
+    _, old = await c.call("GET", "/api/v1/runs/old", vault)
+    assert (old["reason_kind"], old["reason"]) == (
+        "NextToRun",
+        "Next to run: No machine fits: 1 of 1 machines ready",
+    )
+    _, big = await c.call("GET", "/api/v1/runs/big", big_team)
+    assert (big["reason_kind"], big["reason"]) == (
+        "NextToRun",
+        "Next to run: No machine fits: 1 of 1 machines ready",
+    )
+    _, small = await c.call("GET", "/api/v1/runs/small", small_team)
+    assert (small["state"], small["reason_kind"]) == ("Pending", "QueuedBehind")
+    assert small["reason"] == "Queued behind a run of another workspace"
+    _, machine = await c.call("GET", "/api/v1/machines/h-01")
+    assert machine["gpus_free"] == 4
+
+
+async def test_a_run_waits_behind_the_head_holding_the_machine_it_would_use(
+    cluster: Cluster,
+) -> None:
+    """Two heads in two pools: a run of big-team's own that would fit only on h-01 is queued
+    behind `big` (named: its own workspace's run), not behind vault's head."""
+    c = cluster
+    await c.workspace("vault-team", pools=["vault"], max_priority=10)
+    big_team = await c.workspace("big-team", pools=["h100"], max_priority=10)
+    for machine, pool in (("v-01", "vault"), ("h-01", "h100")):
+        await c.report(machine)
+        await c.label(machine, pool=pool)
+    await c.submit("vault-team", "vault-filler", gpus=8)
+    await c.submit("big-team", "h100-filler", gpus=4)
+    await c.run_pass()
+    await c.submit("vault-team", "old", gpus=8, priority=10)
+    await c.submit("big-team", "big", gpus=8, priority=10)
+    await c.submit("big-team", "little", gpus=2)
+    assert (await c.run_pass()).placed == 0
+    _, little = await c.call("GET", "/api/v1/runs/little", big_team)
+    assert (little["reason_kind"], little["reason"]) == ("QueuedBehind", "Queued behind big")
