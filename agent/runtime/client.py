@@ -84,8 +84,7 @@ class CoordinatorClient:
                 continue
             standby = standby_answer(status, named, text)
             if standby is not None:
-                attempt.standby(base, standby)
-                alone = f"HTTP {status} from {url}: {text[:300]}"
+                alone = f"{url}: {attempt.standby(base, standby)}"
                 asked += [wait] if wait is not None else []
                 continue
             self._answered(attempt, base)
