@@ -11,12 +11,14 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from cli.rig import H100, gpu_report
+from cli.rig import Coordinator as RealCoordinator
 from helpers import hold_port, refusing_port, until_async
 from runtime_rig import TOKEN, Coordinator, Harness, assignment, machine_report, python
 from standby import Standby
 
 from astraeus.agent.runtime.client import CoordinatorClient, CoordinatorError
-from astraeus.shared import AgentReport, TaskState
+from astraeus.shared import AgentReport, MachineReport, TaskState
 
 WAIT_FOR_GO = (
     "import pathlib, sys, time\n"
@@ -65,6 +67,28 @@ async def test_a_standby_sends_the_report_to_the_leader_which_is_remembered(
         assert other.seen == []
     assert coordinator.reports == 3
     assert [r.message for r in caplog.records] == [SWITCH.format(coordinator.url)]
+
+
+async def test_a_real_leader_is_reached_past_a_standby(tmp_path: Path) -> None:
+    """Against the real coordinator (its API, its store): a standby first in the list sends the
+    agent's report there, and the machine is known to the coordinator from it."""
+    real = RealCoordinator(tmp_path)
+    real.start()
+    try:
+        made = real.call("POST", "/api/v1/tokens", {"role": "agent", "machine": "gpu-07"})
+        report = MachineReport.model_validate(gpu_report("gpu-07", 8, H100, 80))
+        with Standby(leader=real.url) as standby:
+            async with aiohttp.ClientSession() as session:
+                client = CoordinatorClient(
+                    session, f"{standby.url},{real.url}", "gpu-07", made["token"]
+                )
+                await client.report(AgentReport(report=report))
+                await client.report(AgentReport(report=report))
+            assert len(standby.seen) == 1
+        machine = real.call("GET", "/api/v1/machines/gpu-07")
+    finally:
+        real.stop()
+    assert (machine["name"], machine["state"]) == ("gpu-07", "Up")
 
 
 async def test_a_leader_not_in_the_list_is_never_contacted() -> None:
