@@ -2,8 +2,12 @@
 past a refused or standby coordinator within the same report, never to an address it was not
 given, waiting out a busy leader, and losing nothing it queued across a switch."""
 
+import asyncio
 import contextlib
 import logging
+import os
+import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +206,30 @@ async def test_nothing_queued_is_lost_across_a_switch(
     assert agent.client.coordinators.leader == second.url
     switches = [r.message for r in caplog.records if r.message.startswith("coordinator:")]
     assert switches == [SWITCH.format(coordinator.url), SWITCH.format(second.url)]
+
+
+async def test_the_agent_process_reports_past_a_standby(
+    coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """`astraeus-agent run --coordinator STANDBY,LEADER`: the real process reports to the
+    leader the standby names, and says so once in its log."""
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    env = {**os.environ, "ASTRAEUS_REPORT_INTERVAL_SECONDS": "0.1"}
+    with Standby(leader=coordinator.url) as standby:
+        agent = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "astraeus.agent.cli", "run", "--backend", "fake:h100-sxm",
+            "--coordinator", f"{standby.url},{coordinator.url}", "--token-file", str(token),
+            "--name", "gpu-01", "--state-dir", str(tmp_path / "state"),
+            env=env, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            await until_async("three reports at the leader", lambda: coordinator.reports >= 3)
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            _, stderr = await agent.communicate()
+        assert len(standby.seen) == 1
+    log = stderr.decode()
+    assert agent.returncode == 0, log
+    assert f"to whichever of {standby.url}, {coordinator.url} leads" in log
+    assert log.count(SWITCH.format(coordinator.url)) == 1
