@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from astraeus.agent.health.signals import HealthPolicy
+from astraeus.shared.coordinators import parse_coordinators
 from astraeus.shared.settings import (
     FLAG,
     PATH,
@@ -58,6 +59,8 @@ class Settings(MachineSettings):
     """`run`: the machine, and the coordinator it reports to and the workers it starts."""
 
     coordinator: str
+    """The coordinator's URL, or every coordinator's, comma-separated (checked, each once): the
+    agent reports to whichever leads (`shared/coordinators.py`)."""
     token_file: Path
     report_interval_seconds: float | None = None
     stop_grace_seconds: float = 30.0
@@ -98,10 +101,9 @@ def _backend(raw: Any) -> str:
     return str(raw)
 
 
-def _url(raw: Any) -> str:
-    if not re.match(r"^https?://[^/]+", str(raw)):
-        raise ValueError(f"{raw!r} is not an http(s) URL")
-    return str(raw)
+def _coordinators(raw: Any) -> str:
+    """`URL[,URL…]` (a TOML list too), each checked; kept as one comma-separated string."""
+    return ",".join(parse_coordinators(raw))
 
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -147,7 +149,7 @@ MACHINE: dict[str, Rule] = {
     "health": Rule(lambda raw: health_policy(raw)),
 }
 RUN: dict[str, Rule] = MACHINE | {
-    "coordinator": Rule(_url),
+    "coordinator": Rule(_coordinators),
     "token_file": PATH,
     "report_interval_seconds": seconds(),
     "stop_grace_seconds": seconds(),
@@ -218,7 +220,12 @@ def _machine_flags(cli: argparse.ArgumentParser) -> None:
 
 
 def _run_flags(cli: argparse.ArgumentParser) -> None:
-    cli.add_argument("--coordinator", help="the coordinator's URL, e.g. https://coord:8443")
+    cli.add_argument(
+        "--coordinator",
+        metavar="URL[,URL…]",
+        help="the coordinator's URL, e.g. https://coord:8443, or every coordinator's, "
+        "comma-separated: the agent reports to whichever leads",
+    )
     cli.add_argument("--token-file", help="a file holding this machine's agent token")
     cli.add_argument(
         "--ca-file",

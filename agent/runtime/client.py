@@ -1,13 +1,20 @@
-"""The agent's side of `PUT /api/v1/machines/{name}/report`."""
+"""The agent's side of `PUT /api/v1/machines/{name}/report`, to whichever coordinator leads."""
 
+import logging
 from urllib.parse import quote
 
 import aiohttp
 from pydantic import ValidationError
 
 from astraeus.shared import AgentReport, ReportReply
+from astraeus.shared.coordinators import LEADER_HEADER, Coordinators, Round, standby_answer
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_SECONDS = 30.0
+CONNECT_SECONDS = 5.0
+"""How long a new connection may take: a coordinator whose host is gone answers nothing, and
+the next address is tried after this, not after the whole `TIMEOUT_SECONDS`."""
 
 
 class CoordinatorError(Exception):
@@ -31,33 +38,87 @@ def retry_after(value: str | None) -> float | None:
 
 
 class CoordinatorClient:
-    """Sends one machine's reports with its bearer token; one connection pool for all of them."""
+    """Sends one machine's reports with its bearer token; one connection pool for all of them.
+
+    Given several coordinators (`URL,URL`), a report goes to the one that led last; refused,
+    unanswered or answered by a standby, the same report goes to the next address within the
+    same call, each at most once (`shared/coordinators.py` orders them). Nothing is lost to a
+    switch: the report is rebuilt from what the agent keeps until a reply acknowledges it, and
+    the coordinators keep updates by their number and logs by their offset."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, base_url: str, name: str, token: str
+        self,
+        session: aiohttp.ClientSession,
+        coordinators: str | Coordinators,
+        name: str,
+        token: str,
     ) -> None:
         self.session = session
-        self.url = f"{base_url.rstrip('/')}/api/v1/machines/{quote(name, safe='')}/report"
+        self.coordinators = (
+            coordinators
+            if isinstance(coordinators, Coordinators)
+            else Coordinators.of(coordinators)
+        )
+        self.path = f"/api/v1/machines/{quote(name, safe='')}/report"
         self.headers = {"Authorization": f"Bearer {token}"}
 
+    @property
+    def url(self) -> str:
+        """The report's URL at the coordinator tried first (the last leader)."""
+        return self.coordinators.current + self.path
+
     async def report(self, body: AgentReport) -> ReportReply:
-        """PUT the report and return the reply; CoordinatorError on any failure."""
-        timeout = aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)
+        """PUT the report to the leader and return its reply; CoordinatorError on any failure."""
         payload = body.model_dump(mode="json")
+        attempt = self.coordinators.round()
+        asked: list[float] = []
+        alone = ""
+        while (base := attempt.next()) is not None:
+            url = base + self.path
+            try:
+                status, text, wait, named = await self._put(url, payload)
+            except (TimeoutError, aiohttp.ClientError) as error:
+                why = f"unreachable: {error or type(error).__name__}"
+                attempt.failed(base, why)
+                alone = f"{url} {why}"
+                continue
+            standby = standby_answer(status, named, text)
+            if standby is not None:
+                alone = f"{url}: {attempt.standby(base, standby)}"
+                asked += [wait] if wait is not None else []
+                continue
+            self._answered(attempt, base)
+            return self._reply(url, status, text, wait)
+        single = len(self.coordinators.urls) == 1
+        message = alone if single else f"no coordinator took the report: {attempt.summary()}"
+        raise CoordinatorError(message, max(asked) if asked else None)
+
+    async def _put(self, url: str, payload: object) -> tuple[int, str, float | None, str | None]:
+        """Status, body, `Retry-After` and the named leader of one PUT. No redirect is followed:
+        the token goes to the configured coordinators only."""
+        timeout = aiohttp.ClientTimeout(total=TIMEOUT_SECONDS, sock_connect=CONNECT_SECONDS)
+        async with self.session.put(
+            url, json=payload, headers=self.headers, timeout=timeout, allow_redirects=False
+        ) as response:
+            text = await response.text()
+            headers = response.headers
+            return (
+                response.status,
+                text,
+                retry_after(headers.get("Retry-After")),
+                headers.get(LEADER_HEADER),
+            )
+
+    def _answered(self, attempt: Round, base: str) -> None:
+        """A coordinator answered, not as a standby: it leads; one line when that is news."""
+        if attempt.answered(base) and len(self.coordinators.urls) > 1:
+            log.info("coordinator: now reporting to %s (leader)", base)
+
+    @staticmethod
+    def _reply(url: str, status: int, text: str, wait: float | None) -> ReportReply:
+        if status != 200:
+            raise CoordinatorError(f"HTTP {status} from {url}: {text[:300]}", wait)
         try:
-            async with self.session.put(
-                self.url, json=payload, headers=self.headers, timeout=timeout
-            ) as response:
-                text = await response.text()
-                if response.status != 200:
-                    raise CoordinatorError(
-                        f"HTTP {response.status} from {self.url}: {text[:300]}",
-                        retry_after(response.headers.get("Retry-After")),
-                    )
-                return ReportReply.model_validate_json(text)
-        except (TimeoutError, aiohttp.ClientError) as error:
-            raise CoordinatorError(
-                f"{self.url} unreachable: {error or type(error).__name__}"
-            ) from None
+            return ReportReply.model_validate_json(text)
         except ValidationError as error:
-            raise CoordinatorError(f"reply from {self.url} is not a ReportReply: {error}") from None
+            raise CoordinatorError(f"reply from {url} is not a ReportReply: {error}") from None

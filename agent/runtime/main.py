@@ -157,18 +157,20 @@ async def _run(
             notifier=notifier,
             config=loop_config,
             capabilities=runtimes.capabilities,
-            advertise=advertiser(settings),
+            advertise=advertiser(settings, client),
         )
-        log.info("reporting as %s to %s", settings.name, settings.coordinator)
+        urls = client.coordinators.urls
+        to = urls[0] if len(urls) == 1 else f"whichever of {', '.join(urls)} leads"
+        log.info("reporting as %s to %s", settings.name, to)
         await agent.run(stop)
 
 
-def advertiser(settings: Settings) -> Callable[[], str | None]:
+def advertiser(settings: Settings, client: CoordinatorClient) -> Callable[[], str | None]:
     """The `advertise_address` setting, else the source address of the route to the
-    coordinator, found again before each report."""
+    coordinator (the one that led last), found again before each report."""
     if settings.advertise_address:
         return lambda: settings.advertise_address
-    return lambda: route_source(settings.coordinator)
+    return lambda: route_source(client.coordinators.current)
 
 
 def tls_context(settings: Settings) -> ssl.SSLContext:
@@ -177,13 +179,14 @@ def tls_context(settings: Settings) -> ssl.SSLContext:
 
 
 def check_transport(settings: Settings) -> None:
-    """The agent's token never crosses the network unencrypted unless the operator says so."""
-    if plain_http_to_another_machine(settings.coordinator) and not settings.allow_plain_http:
-        raise SettingsError(
-            plain_http_refusal(
-                "coordinator", settings.coordinator, "allow_plain_http = true (--allow-plain-http)"
-            )
-        )
+    """The agent's token never crosses the network unencrypted unless the operator says so: each
+    coordinator listed is checked."""
+    if settings.allow_plain_http:
+        return
+    for url in settings.coordinator.split(","):
+        if plain_http_to_another_machine(url):
+            allow = "allow_plain_http = true (--allow-plain-http)"
+            raise SettingsError(plain_http_refusal("coordinator", url, allow))
 
 
 def _stopper(notifier: Notifier, stop: asyncio.Event) -> Callable[[], None]:

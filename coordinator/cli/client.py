@@ -1,15 +1,29 @@
-"""A small blocking client for the coordinator's API, turning every failure into a sentence."""
+"""A small blocking client for the coordinator's API, turning every failure into a sentence.
+
+Given several coordinators, a request goes to the one that led last in this command, then, if
+that one is refused, silent or a standby, to the next (`shared/coordinators.py` orders them),
+each at most once a request. The token goes only to the addresses given: a standby's named
+leader reorders them, and no redirect is followed."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
+from astraeus.shared.coordinators import (
+    LEADER_HEADER,
+    Coordinators,
+    Round,
+    shown,
+    standby_answer,
+)
 from astraeus.shared.tls import CaFileError, client_context
 
 from .config import Target
@@ -23,28 +37,56 @@ _IN_WORKSPACE = ("/runs", "/tasks")
 _STATUS_EXIT = {400: Exit.USAGE, 401: Exit.AUTH, 403: Exit.AUTH, 404: Exit.NOT_FOUND}
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as the error it is to `astra`: following it would send the token
+    to an address the user did not give."""
+
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+
+@dataclass
+class _Answer:
+    """What the leader answered: the JSON, parsed."""
+
+    data: Any
+
+
+@dataclass
+class _Missed:
+    """One coordinator that did not answer as the leader: `why` in a list of several, `alone`
+    the whole sentence when it is the only coordinator."""
+
+    why: str
+    alone: str
+
+
 class Api:
     """Calls `/api/v1/...` with the bearer token; answers parsed JSON or raises `CliError`."""
 
     def __init__(self, target: Target, timeout: float = TIMEOUT_SECONDS) -> None:
         self.target = target
         self.timeout = timeout
-        self._context: ssl.SSLContext | None = None
+        self.coordinators = Coordinators(target.apis)
+        self._openers: dict[bool, urllib.request.OpenerDirector] = {}
 
-    def context(self) -> ssl.SSLContext | None:
-        """For https: the CA file's or the system's trust, built once."""
-        if not self.target.api.startswith("https://"):
-            return None
-        if self._context is None:
-            try:
-                self._context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
-            except CaFileError as exc:
-                raise CliError(str(exc), Exit.USAGE) from None
-        return self._context
+    def opener(self, base: str) -> urllib.request.OpenerDirector:
+        """For https: the CA file's or the system's trust, built once; never a redirect."""
+        secure = base.startswith("https://")
+        if secure not in self._openers:
+            handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+            if secure:
+                try:
+                    context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
+                except CaFileError as exc:
+                    raise CliError(str(exc), Exit.USAGE) from None
+                handlers.append(urllib.request.HTTPSHandler(context=context))
+            self._openers[secure] = urllib.request.build_opener(*handlers)
+        return self._openers[secure]
 
-    def url(self, path: str, query: dict[str, str] | None = None) -> str:
+    def url(self, path: str, query: dict[str, str] | None = None, base: str | None = None) -> str:
         tail = f"?{urllib.parse.urlencode(query)}" if query else ""
-        return f"{self.target.api}/api/v1{path}{tail}"
+        return f"{base or self.coordinators.current}/api/v1{path}{tail}"
 
     def get(self, path: str, **query: str | None) -> Any:
         return self.call("GET", path, query=query)
@@ -74,9 +116,25 @@ class Api:
         kept = {k: v for k, v in (query or {}).items() if v is not None}
         if self.target.workspace and path.startswith(_IN_WORKSPACE) and "workspace" not in kept:
             kept["workspace"] = self.target.workspace
+        data = None if body is None else json.dumps(body).encode()
+        attempt = self.coordinators.round()
+        missed: _Missed | None = None
+        while (base := attempt.next()) is not None:
+            sent = self._send(attempt, base, method, self.url(path, kept, base), data)
+            if isinstance(sent, _Answer):
+                return sent.data
+            missed = sent
+        raise self._none_answered(attempt, missed)
+
+    def _send(
+        self, attempt: Round, base: str, method: str, url: str, data: bytes | None
+    ) -> _Answer | _Missed:
+        """One try at `base`: its answer as the leader, else why it is passed over (recorded in
+        `attempt`). A refusal (4xx, or a 5xx that is not a standby's) is raised: it is the
+        leader's answer."""
         request = urllib.request.Request(  # noqa: S310 - the scheme is checked in config.resolve
-            self.url(path, kept),
-            data=None if body is None else json.dumps(body).encode(),
+            url,
+            data=data,
             method=method,
             headers={
                 "Authorization": f"Bearer {self.target.token}",
@@ -84,47 +142,75 @@ class Api:
                 "Accept": "application/json",
             },
         )
-        context = self.context()
+        opener = self.opener(base)
         try:
-            with urllib.request.urlopen(  # noqa: S310
-                request, timeout=self.timeout, context=context
-            ) as response:
+            with opener.open(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
-            raise self._refused(exc) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, ssl.SSLCertVerificationError):
+            answer = exc.read()
+            standby = standby_answer(exc.code, exc.headers.get(LEADER_HEADER), answer)
+            if standby is None:
+                attempt.answered(base)
+                raise self._refused(exc, answer, base) from None
+            why = attempt.standby(base, standby)
+            return _Missed(why, f"the coordinator at {base} is {why}; {_ADD_THE_LEADER}")
+        except urllib.error.URLError as exc:  # before the request was sent: safe to try another
+            return self._unreachable(attempt, base, exc.reason)
+        except (OSError, http.client.HTTPException) as exc:  # sent, and no answer came
+            if method != "GET" and len(self.coordinators.urls) > 1:
                 raise CliError(
-                    f"the coordinator at {self.target.api} has a certificate this machine does "
-                    f"not trust ({reason.verify_message}); name its CA with --ca-file or ASTRA_CA",
+                    f"the coordinator at {base} took the request but gave no answer "
+                    f"({_reason(exc, self.timeout)}); it may have done it: look before trying "
+                    "again (astra sends a change to one coordinator only)",
                     Exit.UNREACHABLE,
                 ) from None
-            if isinstance(reason, socket.timeout | TimeoutError):
-                reason = f"no answer within {self.timeout:g} s"
-            elif isinstance(reason, OSError) and reason.strerror:
-                reason = reason.strerror
-            raise CliError(
-                f"cannot reach the coordinator at {self.target.api}: {reason}. "
-                "Is it running? Point ASTRA_API or --api at it.",
-                Exit.UNREACHABLE,
-            ) from None
+            return self._unreachable(attempt, base, exc)
+        attempt.answered(base)
         try:
-            return json.loads(raw) if raw else None
+            return _Answer(json.loads(raw) if raw else None)
         except (json.JSONDecodeError, UnicodeDecodeError):
-            raise self.not_the_api() from None
+            raise self.not_the_api(base) from None
 
-    def not_the_api(self) -> CliError:
+    def _unreachable(self, attempt: Round, base: str, reason: object) -> _Missed:
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            why = f"a certificate this machine does not trust ({reason.verify_message})"
+            alone = f"the coordinator at {base} has {why}; name its CA with --ca-file or ASTRA_CA"
+        else:
+            why = _reason(reason, self.timeout)
+            alone = (
+                f"cannot reach the coordinator at {base}: {why}. "
+                "Is it running? Point ASTRA_API or --api at it."
+            )
+        attempt.failed(base, why)
+        return _Missed(why, alone)
+
+    def _none_answered(self, attempt: Round, missed: _Missed | None) -> CliError:
+        if len(self.coordinators.urls) == 1 and missed is not None:
+            return CliError(missed.alone, Exit.UNREACHABLE)
+        return CliError(
+            f"no coordinator answered as the leader: {attempt.summary()}. Are they running? "
+            "Point ASTRA_API or --api at them.",
+            Exit.UNREACHABLE,
+        )
+
+    def not_the_api(self, base: str | None = None) -> CliError:
         """What to say when the answer is not the coordinator's JSON (a proxy, another server)."""
         return CliError(
-            f"{self.target.api} answered, but not as an Astraeus coordinator; "
+            f"{base or self.coordinators.current} answered, but not as an Astraeus coordinator; "
             "check ASTRA_API or --api",
             Exit.UNREACHABLE,
         )
 
-    def _refused(self, exc: urllib.error.HTTPError) -> CliError:
+    def _refused(self, exc: urllib.error.HTTPError, raw: bytes, base: str) -> CliError:
+        if 300 <= exc.code < 400:
+            where = exc.headers.get("Location") or "elsewhere"
+            return CliError(
+                f"the coordinator at {base} sent this request on to {shown(where)}; astra sends "
+                "its token only to the coordinators in ASTRA_API or --api: list that one there",
+                Exit.UNREACHABLE,
+            )
         try:
-            data = json.loads(exc.read() or b"{}")
+            data = json.loads(raw or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError):
             data = {}
         if not isinstance(data, dict):
@@ -132,7 +218,7 @@ class Api:
         error = str(data.get("error") or exc.reason)
         if exc.code == 401:
             return CliError(
-                f"the coordinator at {self.target.api} does not know this token ({error}). "
+                f"the coordinator at {base} does not know this token ({error}). "
                 "Check ASTRA_TOKEN or --token.",
                 Exit.AUTH,
             )
@@ -142,3 +228,15 @@ class Api:
             if isinstance(field, dict)
         ]
         return CliError(refusal(error, fields), _STATUS_EXIT.get(exc.code, Exit.FAILED))
+
+
+_ADD_THE_LEADER = "list every coordinator in ASTRA_API or --api, comma-separated (docs/cli.md)"
+
+
+def _reason(reason: object, timeout: float) -> str:
+    """Why a coordinator could not be reached, in a few words."""
+    if isinstance(reason, socket.timeout | TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason) or type(reason).__name__

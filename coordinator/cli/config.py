@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from astraeus.shared.coordinators import CoordinatorListError, parse_coordinators
 from astraeus.shared.tls import plain_http_refusal, plain_http_to_another_machine
 
 from .errors import CliError, Exit
 
 DEFAULT_API = "http://127.0.0.1:8470"
-API_PATH = "/api/v1"
 KEYS = ("api", "token", "workspace", "ca_file")
 
 
@@ -22,11 +22,17 @@ class Target:
     """The coordinator to talk to, with what to say who we are."""
 
     api: str
+    """The coordinator's URL, or every coordinator's, comma-separated (`apis`)."""
     token: str | None
     workspace: str | None
     config: Path
     ca_file: Path | None = None
     """The CA that signed the coordinator's certificate; None: the system's CA store."""
+
+    @property
+    def apis(self) -> tuple[str, ...]:
+        """Each coordinator's URL, in the order given."""
+        return tuple(self.api.split(","))
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
@@ -38,7 +44,8 @@ def config_path(environ: Mapping[str, str]) -> Path:
 
 
 def read_config(path: Path) -> dict[str, str]:
-    """The file's `api`, `token` and `workspace`; a missing file is an empty one."""
+    """The file's `api`, `token` and `workspace`; a missing file is an empty one. `api` may be
+    a list of URLs too (every coordinator's)."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -53,6 +60,8 @@ def read_config(path: Path) -> dict[str, str]:
         if key not in KEYS:
             known = ", ".join(KEYS)
             raise CliError(f"config file {path}: unknown key {key!r}; use {known}", Exit.USAGE)
+        if key == "api" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            table[key] = value = ",".join(value)
         if not isinstance(value, str):
             raise CliError(f"config file {path}: {key} must be a string", Exit.USAGE)
     return dict(table)
@@ -82,10 +91,11 @@ def resolve(
     allow_plain_http: bool = False,
 ) -> Target:
     """Flags win over `ASTRA_API`/`ASTRA_TOKEN`/`ASTRA_WORKSPACE`/`ASTRA_CA`, which win over
-    the file. The URL may end in `/api/v1` (as the demo prints it) or not. `--token-file` is a
-    flag: it wins over the variable and the file too. Plain `http://` to another machine is
-    refused (the token would cross the network unencrypted) unless `allow_plain_http` or
-    `ASTRA_ALLOW_PLAIN_HTTP=1`."""
+    the file. The API is one URL or several, comma-separated (every coordinator of a cluster:
+    `astra` talks to whichever leads); each may end in `/api/v1` (as the demo prints it) or
+    not. `--token-file` is a flag: it wins over the variable and the file too. Plain `http://`
+    to another machine is refused (the token would cross the network unencrypted) unless
+    `allow_plain_http` or `ASTRA_ALLOW_PLAIN_HTTP=1`."""
     env = os.environ if environ is None else environ
     if token is None and token_file is not None:
         token = read_token_file(token_file)
@@ -95,18 +105,19 @@ def resolve(
     def pick(flag: str | None, key: str, variable: str | None = None) -> str | None:
         return flag or env.get(variable or f"ASTRA_{key.upper()}") or file.get(key) or None
 
-    url = (pick(api, "api") or DEFAULT_API).rstrip("/").removesuffix(API_PATH).rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise CliError(
-            f"api: {url!r} is not an http(s) URL, e.g. http://coordinator:8470", Exit.USAGE
-        )
+    try:
+        urls = parse_coordinators(pick(api, "api") or DEFAULT_API)
+    except CoordinatorListError as exc:
+        example = ", e.g. http://coordinator:8470" if "http(s) URL" in str(exc) else ""
+        raise CliError(f"api: {exc}{example}", Exit.USAGE) from None
     allowed = allow_plain_http or env.get("ASTRA_ALLOW_PLAIN_HTTP", "") in ("1", "true", "yes")
-    if plain_http_to_another_machine(url) and not allowed:
-        allow = "--allow-plain-http (ASTRA_ALLOW_PLAIN_HTTP=1)"
-        raise CliError(plain_http_refusal("api", url, allow), Exit.USAGE)
+    for url in urls:
+        if plain_http_to_another_machine(url) and not allowed:
+            allow = "--allow-plain-http (ASTRA_ALLOW_PLAIN_HTTP=1)"
+            raise CliError(plain_http_refusal("api", url, allow), Exit.USAGE)
     ca = pick(ca_file, "ca_file", "ASTRA_CA")
     return Target(
-        api=url,
+        api=",".join(urls),
         token=pick(token, "token"),
         workspace=pick(workspace, "workspace"),
         config=path,

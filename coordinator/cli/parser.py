@@ -20,7 +20,8 @@ DESCRIPTION = """\
 Submit GPU runs to an Astraeus cluster and see where they run, or why they wait.
 
 The coordinator is found from --api, then ASTRA_API, then `api` in the config file
-(ASTRA_CONFIG, default ~/.config/astra/config.toml), else http://127.0.0.1:8470; the token
+(ASTRA_CONFIG, default ~/.config/astra/config.toml), else http://127.0.0.1:8470; each may list
+every coordinator of the cluster, comma-separated, and astra talks to whichever leads. The token
 likewise from --token or --token-file, ASTRA_TOKEN or `token` (--token shows in `ps` to every
 user of the machine: prefer the others), and the CA that signed an https coordinator's
 certificate from --ca-file, ASTRA_CA or `ca_file` (else the system's CA store). Exit codes:
@@ -47,7 +48,12 @@ def unknown_command(name: str) -> str:
 def _common() -> Parser:
     common = Parser(add_help=False)
     common.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    common.add_argument("--api", help="the coordinator's URL (ASTRA_API)")
+    common.add_argument(
+        "--api",
+        metavar="URL[,URL…]",
+        help="the coordinator's URL, or every coordinator's, comma-separated: astra talks to "
+        "whichever leads (ASTRA_API)",
+    )
     common.add_argument(
         "--token", help="an API token (ASTRA_TOKEN); visible in `ps`: prefer --token-file"
     )

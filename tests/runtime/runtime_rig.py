@@ -221,6 +221,8 @@ class Harness:
     port_free: Callable[[int], bool] = lambda _port: True
     """Ports are checked in test_rendezvous_port.py; here a port used elsewhere on this machine
     (by another test run) must not hold a worker back, unless a test says which are in use."""
+    coordinators: str | None = None
+    """`URL[,URL…]` the agent reports to; None: the rig's coordinator alone."""
 
     def build(self, scan: Callable[[], MachineReport] = machine_report) -> Agent:
         launcher = ProcessLauncher()
@@ -236,7 +238,8 @@ class Harness:
             port_free=self.port_free,
         )
         runner = Runner(state, Outbox(self.state_dir / "outbox.json"), launcher, config)
-        client = CoordinatorClient(self.session, self.coordinator.url, "gpu-01", TOKEN)
+        urls = self.coordinators or self.coordinator.url
+        client = CoordinatorClient(self.session, urls, "gpu-01", TOKEN)
         loop = LoopConfig(
             watch_interval_seconds=0.05, backoff_base_seconds=0.1, backoff_max_seconds=0.4
         )

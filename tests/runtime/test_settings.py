@@ -410,3 +410,49 @@ def test_the_agent_refuses_plain_http_to_another_machine(
     assert allowed.allow_plain_http is True
     check_transport(allowed)
     check_transport(_load(["--coordinator", "https://coord:8443", "--token-file", "/t"]))
+
+
+def test_several_coordinators_from_a_flag_a_variable_or_toml(tmp_path: Path) -> None:
+    """`coordinator` takes every coordinator of the cluster: `URL,URL` on the command line or
+    in ASTRAEUS_COORDINATOR, or a TOML list; each is cleaned as one URL would be."""
+    urls = "https://coord-a:8470,https://coord-b:8470"
+    flagged = _load(["--coordinator", "https://coord-a:8470/, https://coord-b:8470/api/v1",
+                     "--token-file", "/t"])  # fmt: skip
+    assert flagged.coordinator == urls
+    assert _load(["--token-file", "/t"], {"ASTRAEUS_COORDINATOR": urls}).coordinator == urls
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        'coordinator = ["https://coord-a:8470", "https://coord-b:8470"]\ntoken_file = "/t"\n'
+    )
+    assert _load(["--config", str(config)]).coordinator == urls
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        pytest.param("https://a:8470,file:///etc/shadow",
+                     "'file:///etc/shadow' is not an http(s) URL", id="file"),
+        pytest.param("https://root:hunter2@a:8470", "'https://…@a' has credentials in it; give "
+                     "the token in its own setting (a token file), never in the URL",
+                     id="credentials"),
+        pytest.param(",".join(f"https://c{i}:8470" for i in range(500)),
+                     "500 addresses; at most 16 coordinators may be listed", id="500"),
+        pytest.param("https://a:8470,https://A:8470/",
+                     "'https://A:8470' is listed twice (also as 'https://a:8470')", id="twice"),
+    ],
+)  # fmt: skip
+def test_a_bad_coordinator_list_is_refused_naming_the_source(value: str, message: str) -> None:
+    """A list with an address that is not http(s)://host:port, credentials, a duplicate, or
+    hundreds of entries: refused before anything is sent, naming where it came from."""
+    with pytest.raises(SettingsError) as refused:
+        _load(["--token-file", "/t"], {"ASTRAEUS_COORDINATOR": value})
+    assert str(refused.value) == f"ASTRAEUS_COORDINATOR: {message}"
+    assert "hunter2" not in str(refused.value)
+
+
+def test_each_coordinator_listed_is_checked_for_plain_http() -> None:
+    """Plain http to another machine is refused for any coordinator of the list, not just the
+    first: the token goes to whichever leads."""
+    listed = _load(["--coordinator", "https://a:8470,http://b:8470", "--token-file", "/t"])
+    with pytest.raises(SettingsError, match=r"^coordinator: http://b:8470 is plain http"):
+        check_transport(listed)
