@@ -61,6 +61,11 @@ def read_config(path: Path) -> dict[str, str]:
             known = ", ".join(KEYS)
             raise CliError(f"config file {path}: unknown key {key!r}; use {known}", Exit.USAGE)
         if key == "api" and isinstance(value, list) and all(isinstance(v, str) for v in value):
+            if not value:
+                raise CliError(
+                    f"config file {path}: api is an empty list; name at least one coordinator",
+                    Exit.USAGE,
+                )
             table[key] = value = ",".join(value)
         if not isinstance(value, str):
             raise CliError(f"config file {path}: {key} must be a string", Exit.USAGE)

@@ -237,3 +237,15 @@ def test_the_config_file_may_list_coordinators(tmp_path: Path) -> None:
     path.write_text('api = ["https://a:8470", "https://b:8470/api/v1"]\n')
     target = resolve(api=None, token=None, workspace=None, environ={"ASTRA_CONFIG": str(path)})
     assert target.apis == ("https://a:8470", "https://b:8470")
+
+
+def test_an_empty_list_in_the_config_file_is_refused(tmp_path: Path) -> None:
+    """`api = []` names no coordinator: refused, not read as the default address."""
+    path = tmp_path / "config.toml"
+    path.write_text("api = []\n")
+    with pytest.raises(CliError) as refused:
+        resolve(api=None, token=None, workspace=None, environ={"ASTRA_CONFIG": str(path)})
+    assert (refused.value.code, refused.value.message) == (
+        Exit.USAGE,
+        f"config file {path}: api is an empty list; name at least one coordinator",
+    )
