@@ -73,8 +73,22 @@ machine views. Admins see names."""
 
 
 # Queue reasons: the run fits, and the queue holds it back.
-def next_to_run(detail: str) -> str:
-    return f"Next to run: {detail}"
+def next_to_run(detail: str, expected: str | None = None) -> str:
+    """`Next to run: <detail>`; with the head's expected start (`expected_start`), `Next to
+    run, expected to start by 2026-12-07 14:05 UTC when runs on gpu-07, gpu-08 reach their time
+    limits: <detail>`."""
+    if expected is None:
+        return f"Next to run: {detail}"
+    return f"Next to run, {expected}: {detail}"
+
+
+def expected_start(at: str, machines: Sequence[str]) -> str:
+    """When the head's machines free up: every task on them reaches its time limit by `at`
+    (`2026-12-07 14:05 UTC`); at most three machines named."""
+    named = ", ".join(machines[:3]) + (
+        f" and {len(machines) - 3} more" if len(machines) > 3 else ""
+    )
+    return f"expected to start by {at} when runs on {named} reach their time limits"
 
 
 def queued_behind(run: str) -> str:

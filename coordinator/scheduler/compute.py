@@ -13,7 +13,7 @@ input.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -21,7 +21,7 @@ from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.queue import live_by_run, read_queue, use_by_workspace
+from astraeus.coordinator.store.queue import Usage, live_by_run, read_queue, use_by_workspace
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
 from astraeus.coordinator.store.usage import fair_share_order
 
@@ -160,16 +160,19 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
     )
     factors = fair_share_order(store.database)
     queue = fair_order(queue_items(read_queue(store.database), state.asks), factors)
-    context = pass_context(store, inputs.max_pending_evaluations)
+    context = pass_context(store, inputs.max_pending_evaluations, state.views.usage)
     return Reading(snapshot, queue, context, factors)
 
 
-def pass_context(store: Store, max_pending_evaluations: int) -> PassContext:
+def pass_context(
+    store: Store, max_pending_evaluations: int, usage: Mapping[str, Usage]
+) -> PassContext:
     return PassContext(
         workspaces={w.name: w for w in store.workspaces.all()},
         use_by_workspace=use_by_workspace(store.database),
         live_by_run=live_by_run(store.database),
         max_pending_evaluations=max_pending_evaluations,
+        usage=usage,
     )
 
 

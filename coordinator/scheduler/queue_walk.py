@@ -7,6 +7,11 @@ machines it would use are held for it, and runs behind it may start only elsewhe
 per set of machines: a later run that waits only for room on machines no head holds (another
 pool's) becomes a head of its own there, so a head in one pool never lifts the protection of
 another.
+
+Backfill: a run behind a head may use the head's machines when its own time limit ends, with
+`BACKFILL_MARGIN` to spare, before those machines free up: before every task on them reaches
+its time limit (`Usage.frees_at`). A run without a time limit never does, and a head whose
+machines hold a task without one has no expected start.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Generic, Protocol
 
 from astraeus.coordinator.placement import (
@@ -23,7 +28,7 @@ from astraeus.coordinator.placement import (
     Placement,
     RunRequest,
 )
-from astraeus.coordinator.store.queue import WorkspaceUse
+from astraeus.coordinator.store.queue import Usage, WorkspaceUse
 from astraeus.shared import reasons
 from astraeus.shared.admin import Workspace
 from astraeus.shared.reasons import ReasonKind
@@ -43,6 +48,10 @@ class EngineSession(Protocol):
 
 
 GIB = 1024**3
+
+BACKFILL_MARGIN = timedelta(seconds=60)
+"""How long before the head's expected start a backfilled run's time limit must end: its
+worker starts a report or two after it is placed, and its time limit counts from that start."""
 """Memory quotas are read in GiB."""
 
 SessionFactory = Callable[[ClusterSnapshot], EngineSession]
@@ -56,6 +65,8 @@ class PassContext:
     use_by_workspace: Mapping[str, WorkspaceUse]
     live_by_run: Mapping[int, int]
     max_pending_evaluations: int = 500
+    usage: Mapping[str, Usage] = field(default_factory=dict)
+    """What live tasks hold on each machine, with their time limits (backfill)."""
 
 
 @dataclass
@@ -146,7 +157,7 @@ def steps(
     finally:  # also when the caller stops early: the heads' explanations are still written
         for head in reversed(walk.heads):
             behind = head.position < len(items) - 1
-            out.waiting.insert(0, _head_waiting((head.item, head.pending), behind=behind))
+            out.waiting.insert(0, _head_waiting(head, now, behind=behind))
 
 
 class _Walk(Generic[Item]):
@@ -192,7 +203,8 @@ class _Walk(Generic[Item]):
         self, position: int, item: Item, workspace: Workspace | None
     ) -> Waiting[Item] | None:
         request = request_for(item, workspace)
-        result = self.session.place(request, self.now, exclude=self.reserved)
+        held = self._held_for(item.time_limit_seconds)
+        result = self.session.place(request, self.now, exclude=held)
         if isinstance(result, Placement):
             placed = _placed_use(result)
             over = _over_quota(workspace, self.held.get(item.workspace, WorkspaceUse()), placed)
@@ -207,7 +219,7 @@ class _Walk(Generic[Item]):
                 self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
         self.evaluated += 1  # placements are never limited, explanations are
-        head = self._held_by(request)
+        head = self._held_by(request, held)
         if head is not None:
             # A reason is read by the run's own workspace: another's run is never named.
             label = head.label if head.workspace == item.workspace else reasons.ANOTHER_WORKSPACE
@@ -216,21 +228,44 @@ class _Walk(Generic[Item]):
             return Waiting(item, text, result.explained, kind)
         wanted = frozenset(result.wanted_machines)
         if wanted and not wanted & self.reserved:
-            self.heads.append(_Head(item, result, position, wanted))
+            expected = self._frees_at(wanted)
+            self.heads.append(_Head(item, result, position, wanted, expected))
             self.reserved |= wanted
             return None
         return Waiting(item, result.headline, result.explained, result.kind)
 
-    def _held_by(self, request: RunRequest) -> Item | None:
+    def _frees_at(self, machines: frozenset[str]) -> datetime | None:
+        """When every task on `machines` has reached its time limit; None when one has none."""
+        ends = [
+            self.context.usage[m].frees_at(self.now) for m in machines if m in self.context.usage
+        ]
+        if any(end is None for end in ends):
+            return None
+        return max((end for end in ends if end is not None), default=self.now)
+
+    def _held_for(self, time_limit: int | None) -> frozenset[str]:
+        """The machines held from a run with this time limit: every head's, but those of heads
+        whose machines free up only after the run would have ended (backfill)."""
+        if time_limit is None or not self.heads:
+            return self.reserved
+        ends = self.now + timedelta(seconds=time_limit) + BACKFILL_MARGIN
+        held = frozenset[str]()
+        for head in self.heads:
+            if head.expected is None or ends > head.expected:
+                held |= head.machines
+        return held
+
+    def _held_by(self, request: RunRequest, held: frozenset[str]) -> Item | None:
         """The head whose held machines keep this run from starting now: the first head holding
         a machine the run would use without the holds; None when it would not start anyway."""
-        if not self.reserved:
+        if not held:
             return None
         unheld = self.session.place(request, self.now)
         if not isinstance(unheld, Placement):
             return None
         used = {worker.machine for worker in unheld.workers}
-        return next((h.item for h in self.heads if h.machines & used), self.heads[0].item)
+        blocking = [h for h in self.heads if h.machines & held]
+        return next((h.item for h in blocking if h.machines & used), blocking[0].item)
 
 
 @dataclass(frozen=True)
@@ -241,6 +276,8 @@ class _Head(Generic[Item]):
     pending: Pending
     position: int
     machines: frozenset[str]
+    expected: datetime | None
+    """When its machines free up (every task there at its time limit); None: not known."""
 
 
 def _same_ask(item: Candidate, workspace: Workspace | None) -> str | None:
@@ -322,11 +359,29 @@ def _over_quota(workspace: Workspace | None, used: WorkspaceUse, need: Workspace
     return None
 
 
-def _head_waiting(head: tuple[Item, Pending], *, behind: bool) -> Waiting[Item]:
-    item, pending = head
+def _head_waiting(head: _Head[Item], now: datetime, *, behind: bool) -> Waiting[Item]:
+    item, pending = head.item, head.pending
     # "Next to run" only means something when other runs wait behind it; alone, the room reason
     # is the whole story (the guide's example: `No machine fits: 3 of 3 machines ready`).
     text, kind = pending.headline, pending.kind
     if behind:
-        text, kind = reasons.next_to_run(pending.headline), ReasonKind.NEXT_TO_RUN
+        text, kind = (
+            reasons.next_to_run(pending.headline, _expected(head, now)),
+            ReasonKind.NEXT_TO_RUN,
+        )
     return Waiting(item, text, pending.explained, kind)
+
+
+def _expected(head: _Head[Item], now: datetime) -> str | None:
+    """The head's expected start in words, when it is known and still ahead."""
+    if head.expected is None or head.expected <= now:
+        return None
+    return reasons.expected_start(_clock_time(head.expected), sorted(head.machines))
+
+
+def _clock_time(at: datetime) -> str:
+    """`2026-12-07 14:05 UTC`, rounded up to the minute (the head starts *by* then)."""
+    at = at.astimezone(UTC)
+    if at.second or at.microsecond:
+        at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return at.strftime("%Y-%m-%d %H:%M UTC")

@@ -34,6 +34,12 @@ class Views:
         self._kept: dict[str, tuple[MachineRecord, Key, MachineSnapshot]] = {}
         self._last: _Last | None = None
 
+    @property
+    def usage(self) -> dict[str, Usage]:
+        """What live tasks held, by machine, when the last snapshot was built (the queue walk
+        reads their time limits: backfill)."""
+        return self._last.usage if self._last is not None else {}
+
     def reuse(
         self,
         records: MachineRecords,

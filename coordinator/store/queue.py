@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from .db import Database
 from .rows import when
@@ -37,6 +37,23 @@ class Usage:
     memory_bytes: int = 0
     runs: set[tuple[str, str]] = field(default_factory=set)
     """(workspace, run) of each run with a live task here."""
+    limit_ends: datetime | None = None
+    """When the last started task here reaches its time limit (its start plus the limit)."""
+    unstarted_limit: int = 0
+    """The longest time limit of a task here whose worker has not started yet (seconds)."""
+    endless: bool = False
+    """A task here has no time limit, or is a Lost one still held: when its GPUs free up is
+    not known (`frees_at`)."""
+
+    def frees_at(self, now: datetime) -> datetime | None:
+        """When every task here has reached its time limit (an unstarted one counted from
+        `now`); None when that is not known."""
+        if self.endless:
+            return None
+        ends = [now + timedelta(seconds=self.unstarted_limit)]
+        if self.limit_ends is not None:
+            ends.append(self.limit_ends)
+        return max(ends)
 
 
 PLACED_BY = ("requested_resources", "image", "time_limit_seconds")
@@ -64,9 +81,10 @@ def read_usage(database: Database) -> dict[str, Usage]:
     """Per machine: GPUs, cores and memory held by live tasks (and Lost ones still held), and
     the runs they belong to."""
     usage: dict[str, Usage] = defaultdict(Usage)
+    limit = database.json_text("runs.spec", "time_limit_seconds")
     rows = database.read(
-        "SELECT tasks.machine, tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, runs.name,"
-        " runs.workspace"
+        "SELECT tasks.machine, tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, runs.name,"  # noqa: S608 - our own text
+        f" runs.workspace, tasks.state, tasks.started_at, {limit} AS time_limit"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE tasks.state IN ('Assigned', 'Starting', 'Running') OR tasks.held = 1"
     )
@@ -76,7 +94,24 @@ def read_usage(database: Database) -> dict[str, Usage]:
         held.cpu_cores += row["cpu_cores"]
         held.memory_bytes += row["memory_bytes"]
         held.runs.add((row["workspace"], row["name"]))
+        _count_limit(held, row["state"], when(row["started_at"]), row["time_limit"])
     return dict(usage)
+
+
+def _count_limit(
+    held: Usage, state: str, started: datetime | None, limit: str | int | None
+) -> None:
+    """Fold one task's time limit into its machine's: a Lost task still held, or one without
+    a limit, makes the machine's end unknown."""
+    if limit is None or state not in ("Assigned", "Starting", "Running"):
+        held.endless = True
+        return
+    seconds = int(limit)
+    if started is None:
+        held.unstarted_limit = max(held.unstarted_limit, seconds)
+        return
+    end = started + timedelta(seconds=seconds)
+    held.limit_ends = end if held.limit_ends is None else max(held.limit_ends, end)
 
 
 @dataclass(frozen=True, order=True)

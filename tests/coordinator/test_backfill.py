@@ -1,0 +1,119 @@
+"""Backfill by time limit: a run behind the head may use the head's machines when its own time
+limit ends before they free up, and the head says when it expects to start."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from .conftest import Cluster
+
+HOUR = 3600
+
+
+async def _head_waiting_on_h01(c: Cluster) -> tuple[str, datetime]:
+    """h-01 (8 GPUs) runs `filler` (4 GPUs, one hour's limit, started now); `big` (8 GPUs,
+    priority 10) waits for it as the head. Returns the member's token and when filler's limit
+    ends."""
+    member = await c.workspace("vision", max_priority=10)
+    await c.report("h-01")
+    await c.submit("vision", "filler", gpus=4, time_limit_seconds=HOUR)
+    assert (await c.run_pass()).placed == 1
+    await c.report("h-01", [{"task": "filler-0", "state": "Running"}])
+    ends = c.clock.now() + timedelta(seconds=HOUR)
+    await c.submit("vision", "big", gpus=8, priority=10)
+    return member, ends
+
+
+def _by(at: datetime) -> str:
+    """The minute the head starts by, as its reason writes it."""
+    at = at.astimezone(UTC)
+    if at.second or at.microsecond:
+        at = at.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+async def test_a_short_run_backfills_in_front_of_the_head(cluster: Cluster) -> None:
+    """A 10-minute run takes 2 of the 4 GPUs free beside filler while big waits for all 8: it
+    ends long before filler's limit frees h-01. Runs whose limit ends later, or with none,
+    wait behind big. big says when it expects to start, and starts then."""
+    c = cluster
+    member, ends = await _head_waiting_on_h01(c)
+    await c.submit("vision", "short", gpus=2, time_limit_seconds=600)
+    await c.submit("vision", "long", gpus=2, time_limit_seconds=2 * HOUR)
+    await c.submit("vision", "endless", gpus=2)
+    assert (await c.run_pass()).placed == 1
+    _, short = await c.call("GET", "/api/v1/runs/short", member)
+    assert (short["state"], short["tasks"][0]["machine"]) == ("Running", "h-01")
+    for name in ("long", "endless"):
+        _, run = await c.call("GET", f"/api/v1/runs/{name}", member)
+        assert (run["state"], run["reason"]) == ("Pending", "Queued behind big"), name
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["reason_kind"] == "NextToRun"
+    assert big["reason"] == (
+        f"Next to run, expected to start by {_by(ends)} when runs on h-01 reach their time"
+        " limits: No machine fits: 1 of 1 machines ready"
+    )
+    # Both reach their limits (the agent stops them there); big starts by its expected start.
+    c.clock.advance(HOUR)
+    await c.report(
+        "h-01",
+        [
+            {"task": "short-0", "state": "Failed", "exit_code": 143},
+            {"task": "filler-0", "state": "Failed", "exit_code": 143},
+        ],
+    )
+    assert c.clock.now() <= ends
+    assert (await c.run_pass()).placed == 1
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["state"] == "Running"
+
+
+async def test_no_backfill_when_the_head_s_machines_have_a_task_without_a_limit(
+    cluster: Cluster,
+) -> None:
+    """A task without a time limit on the head's machine: when it frees up is not known, so
+    nothing backfills there and the head names no expected start."""
+    c = cluster
+    member = await c.workspace("vision", max_priority=10)
+    await c.report("h-01")
+    await c.submit("vision", "filler", gpus=4)
+    await c.run_pass()
+    await c.report("h-01", [{"task": "filler-0", "state": "Running"}])
+    await c.submit("vision", "big", gpus=8, priority=10)
+    await c.submit("vision", "short", gpus=2, time_limit_seconds=600)
+    assert (await c.run_pass()).placed == 0
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["reason"] == "Next to run: No machine fits: 1 of 1 machines ready"
+    _, short = await c.call("GET", "/api/v1/runs/short", member)
+    assert short["reason"] == "Queued behind big"
+
+
+async def test_a_run_ending_within_the_margin_of_the_expected_start_waits(
+    cluster: Cluster,
+) -> None:
+    """Filler's limit ends in an hour; a run of 59 minutes 30 s would end inside the minute a
+    placed worker may take to start: it waits behind big."""
+    c = cluster
+    member, _ = await _head_waiting_on_h01(c)
+    await c.submit("vision", "close", gpus=2, time_limit_seconds=HOUR - 30)
+    assert (await c.run_pass()).placed == 0
+    _, close = await c.call("GET", "/api/v1/runs/close", member)
+    assert close["reason"] == "Queued behind big"
+
+
+async def test_a_lost_task_still_held_leaves_the_end_unknown(cluster: Cluster) -> None:
+    """A Lost task whose GPUs are still held may still run (its machine is silent): when they
+    free up is not known, so no backfill on that machine."""
+    c = cluster
+    member, _ = await _head_waiting_on_h01(c)
+    c.clock.advance(301)  # past lost_after: filler is Lost, its GPUs still held
+    await c.run_pass()
+    await c.report("h-01")
+    _, filler = await c.call("GET", "/api/v1/runs/filler", member)
+    assert filler["tasks"][0]["state"] == "Lost"
+    await c.submit("vision", "short", gpus=2, time_limit_seconds=600)
+    await c.run_pass()
+    _, short = await c.call("GET", "/api/v1/runs/short", member)
+    assert (short["state"], short["reason"]) == ("Pending", "Queued behind big")
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["reason"] == "Next to run: No machine fits: 1 of 1 machines ready"
