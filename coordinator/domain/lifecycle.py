@@ -139,6 +139,8 @@ def requeues(
 
 
 def _retried(end: WorkerEnd, retry_on_failure: bool) -> bool:
+    # Preemption (issue 28.3) is not built yet: a preempted worker's end is the third cause the
+    # issue names, to be told here like a Lost one (a `WorkerEnd` field set from its stop).
     if end.state is TaskState.LOST or (end.gpu_fault and failed(end.state)):
         return True
     return retry_on_failure and end.state is TaskState.FAILED and not end.timed_out

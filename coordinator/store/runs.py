@@ -298,20 +298,17 @@ def requeue(conn: Connection, seq: int, ended: str, now: datetime) -> None:
         "UPDATE tasks SET idx = -(? * ? + idx) - 1 WHERE run_seq = ? AND idx >= 0",
         (attempt, RETIRED_STRIDE, seq),
     )
+    reason, kind = requeued_after_fault(attempt + 1, retries + 1), ReasonKind.REQUEUED.value
     conn.execute(
-        "INSERT INTO tasks (run_seq, idx, name, state, uid) VALUES (?, 0, ?, 'Pending', ?)",
-        (seq, task_name(name, 0), new_task_uid()),
+        "INSERT INTO tasks (run_seq, idx, name, state, uid, reason, reason_kind)"
+        " VALUES (?, 0, ?, 'Pending', ?, ?, ?)",
+        (seq, task_name(name, 0), new_task_uid(), reason, kind),
     )
     conn.execute(
         "UPDATE runs SET state = 'Pending', attempt = ?, reason = ?, reason_kind = ?,"
         " shape = NULL, landing = NULL, network = NULL, nvlink_domain = NULL, ended_at = NULL"
         " WHERE seq = ?",
-        (
-            attempt + 1,
-            requeued_after_fault(attempt + 1, retries + 1),
-            ReasonKind.REQUEUED.value,
-            seq,
-        ),
+        (attempt + 1, reason, kind, seq),
     )
 
 

@@ -73,7 +73,9 @@ async def test_a_fatal_xid_mid_run_requeues_the_run_on_another_gpu(cluster: Clus
     assert (run["state"], run["reason_kind"], run["attempt"]) == ("Pending", "Requeued", 2)
     assert run["reason"] == "Requeued after a fault (attempt 2 of 2)"
     assert run["submitted_at"] == submitted
-    assert [(t["name"], t["state"]) for t in run["tasks"]] == [("finetune-0", "Pending")]
+    assert [(t["name"], t["state"], t["reason_kind"]) for t in run["tasks"]] == [
+        ("finetune-0", "Pending", "Requeued")
+    ]
     first, second = run["attempts"]
     assert first["number"] == 1
     assert first["reason"] == f"finetune-0 Failed (exit 1): exited with code 1; {fault}"
