@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from astraeus.coordinator.store.queue import read_queue
 from astraeus.shared.fake_gpu import gpu_uuid
 
 from .conftest import Cluster
+from .fakes import START
 from .test_concurrency import assert_no_gpu_held_twice
 
 FAULT = "GPU 0 ({uuid}) faulted: Xid 79: GPU has fallen off the bus"
@@ -95,6 +97,20 @@ async def test_a_fatal_xid_mid_run_requeues_the_run_on_another_gpu(cluster: Clus
     assert [a["number"] for a in run["attempts"]] == [1, 2]
     assert run["attempts"][1]["ended_at"] is not None
     assert run["attempts"][1]["reason"] is None
+
+
+async def test_a_requeued_run_waits_since_its_requeue_for_the_latency_metric(
+    cluster: Cluster,
+) -> None:
+    """The placement latency of a requeued run counts from its requeue, not its submission
+    (its place in the queue keeps the submission)."""
+    c = cluster
+    await _two_machines(c, retries=1)
+    c.clock.advance(3600)
+    await _xid_kills_worker(c)
+    (row,) = read_queue(c.store.database)
+    assert row.submitted_at == c.clock.now()
+    assert (await _get(c))["submitted_at"] == START.isoformat()
 
 
 async def test_without_retries_a_fault_fails_the_run_as_before(cluster: Cluster) -> None:
