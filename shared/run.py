@@ -191,6 +191,12 @@ class Attempt(WireModel):
         description="why it ended, when it did not succeed: the first failed worker's end"
         " (`finetune-0 Failed (exit 1): GPU 3 faulted: Xid 79 …`)",
     )
+    workers: int = Field(
+        default=0,
+        ge=0,
+        description="its tasks, `<run>-0` … `<run>-N`; an earlier attempt's logs are read with"
+        " `GET /tasks/{task}/logs?attempt=N`",
+    )
 
     @field_serializer("started_at", "ended_at")
     def _iso(self, value: datetime | None) -> str | None:

@@ -233,10 +233,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     # that this branch's step keeps its number, 14, when the two are merged.
     "",
     # 14: requeue after a fault (issue 28.5). The run's attempt now (1, then one more per
-    # requeue); each attempt that ended without success, with when it was placed and ended and
-    # why (`run_attempts`); a task's GPU fault, when its worker ended while one of its GPUs was
-    # reported faulted (`fault`, the fault in words). An earlier attempt's tasks stay (they may
-    # still hold GPUs, and their usage counts), out of the run's way at negative indexes.
+    # requeue); each attempt that ended without success, with when its first worker started,
+    # when it ended, why, and how many workers it had (`run_attempts`); a task's GPU fault, when
+    # its worker ended while one of its GPUs was reported faulted (`fault`, in words). An
+    # earlier attempt's tasks stay (they may still hold GPUs, and their usage counts), out of
+    # the run's way at negative indexes.
     """
     ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
     ALTER TABLE tasks ADD COLUMN fault TEXT;
@@ -246,6 +247,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         started_at TEXT,
         ended_at TEXT NOT NULL,
         reason TEXT,
+        workers INTEGER NOT NULL,
         PRIMARY KEY (run_seq, number)
     );
     """,

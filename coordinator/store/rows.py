@@ -127,6 +127,7 @@ def _current_attempt(row: Row, tasks: list[Task]) -> Attempt:
         started_at=min(started) if started else None,
         ended_at=when(row["ended_at"]) if state.ended else None,
         reason=row["reason"] if state in (RunState.FAILED, RunState.CANCELLED) else None,
+        workers=len(tasks),
     )
 
 
@@ -136,6 +137,7 @@ def attempt_from_row(row: Row) -> Attempt:
         started_at=when(row["started_at"]),
         ended_at=when(row["ended_at"]),
         reason=row["reason"],
+        workers=row["workers"],
     )
 
 

@@ -32,6 +32,11 @@ indexes (`requeue`), out of the way of the run's new tasks 0, 1, …"""
 RETIRED_STRIDE = 1_000_000
 """Attempt `n`'s task `i` is kept at index `-(n * RETIRED_STRIDE + i) - 1` once retired."""
 
+OF_ATTEMPT = (
+    f"(runs.attempt = ? AND {CURRENT} OR tasks.idx < 0 AND (-tasks.idx - 1) / {RETIRED_STRIDE} = ?)"
+)
+"""A task of attempt `?` of its run, now or retired (the attempt, twice)."""
+
 
 class NameTakenError(Exception):
     """A run of that name already exists in the workspace."""
@@ -119,12 +124,15 @@ class Runs:
         )
         return task_from_row(row) if row else None
 
-    def logs(self, workspace: str, name: str) -> tuple[int, str] | None:
-        """The kept part of a task's log: where it starts, and the text."""
+    def logs(self, workspace: str, name: str, attempt: int | None = None) -> tuple[int, str] | None:
+        """The kept part of a task's log: where it starts, and the text. `attempt`: of that
+        attempt of its run (an earlier one's task is kept at its negative index, `requeue`);
+        None: of the attempt now."""
+        which, more = (CURRENT, ()) if attempt is None else (OF_ATTEMPT, (attempt, attempt))
         row = self._database.read_one(
             "SELECT tasks.id FROM tasks JOIN runs ON runs.seq = tasks.run_seq"  # noqa: S608
-            f" WHERE runs.workspace = ? AND tasks.name = ? AND {CURRENT}",
-            (workspace, name),
+            f" WHERE runs.workspace = ? AND tasks.name = ? AND {which}",
+            (workspace, name, *more),
         )
         if row is None:
             return None
@@ -285,14 +293,14 @@ def requeue(conn: Connection, seq: int, ended: str, now: datetime) -> None:
     run = conn.execute("SELECT name, spec, attempt FROM runs WHERE seq = ?", (seq,)).fetchone()
     name, attempt = str(run[0]), int(run[2])
     retries = int(json.loads(run[1]).get("retries", 0))
-    started = conn.execute(
-        f"SELECT min(started_at) FROM tasks WHERE run_seq = ? AND {CURRENT}",  # noqa: S608
+    started, workers = conn.execute(
+        f"SELECT min(started_at), count(*) FROM tasks WHERE run_seq = ? AND {CURRENT}",  # noqa: S608
         (seq,),
-    ).fetchone()[0]
+    ).fetchone()
     conn.execute(
-        "INSERT INTO run_attempts (run_seq, number, started_at, ended_at, reason)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (seq, attempt, started, now.isoformat(), ended),
+        "INSERT INTO run_attempts (run_seq, number, started_at, ended_at, reason, workers)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (seq, attempt, started, now.isoformat(), ended, workers),
     )
     conn.execute(
         "UPDATE tasks SET idx = -(? * ? + idx) - 1 WHERE run_seq = ? AND idx >= 0",

@@ -314,3 +314,29 @@ async def test_retries_on_an_array_are_refused(cluster: Cluster) -> None:
             " requested_resources.array",
         }
     ]
+
+
+async def test_an_earlier_attempts_log_is_kept_and_read_by_its_number(cluster: Cluster) -> None:
+    """After a requeue, a task's log is the attempt's now; `?attempt=1` reads the first
+    attempt's (where the crash is); an attempt the run never had is 404, a bad one a 400
+    naming `attempt`."""
+    c = cluster
+    await _two_machines(c, retries=1)
+    crash = "step 1200\nCUDA error: unspecified launch failure\n"
+    await c.report("gpu-01", logs=[{"task": "finetune-0", "offset": 0, "data": crash}], gpus=1)
+    await _xid_kills_worker(c)
+    await c.run_pass()
+    running = [{"task": "finetune-0", "state": "Running"}]
+    await c.report("gpu-02", running, tasks=["finetune-0"], gpus=1)
+    resumed = "resuming from step 1000\n"
+    await c.report("gpu-02", logs=[{"task": "finetune-0", "offset": 0, "data": resumed}], gpus=1)
+    token, path = c.tokens["vision"], "/api/v1/tasks/finetune-0/logs"
+    assert (await c.call("GET", path, token))[1]["data"] == resumed
+    assert (await c.call("GET", f"{path}?attempt=2", token))[1]["data"] == resumed
+    assert (await c.call("GET", f"{path}?attempt=1", token))[1]["data"] == crash
+    assert (await c.call("GET", f"{path}?attempt=3", token))[0] == 404
+    status, body = await c.call("GET", f"{path}?attempt=0", token)
+    assert status == 400
+    problem = "must be a whole number from 1 to 11, got '0'"
+    assert body["fields"] == [{"field": "attempt", "problem": problem}]
+    assert [a["workers"] for a in (await _get(c))["attempts"]] == [1, 1]
