@@ -211,11 +211,18 @@ def _drive_variables(assignment: Assignment, mounts: list[tuple[str, str]]) -> d
     }
 
 
+RESTART_VARIABLES = ("ASTRAEUS_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT")
+"""How many times the run was placed again after a fault, for a worker resuming from its
+checkpoint; TorchElastic's own name too, which training scripts already read."""
+
+
 def _task_variables(assignment: Assignment) -> dict[str, str]:
+    restarts = str(assignment.restart_count)
     return {
         "ASTRAEUS_TASK": assignment.task,
         "ASTRAEUS_RUN": assignment.run,
         "ASTRAEUS_WORKSPACE": assignment.workspace,
+        **dict.fromkeys(RESTART_VARIABLES, restarts),
     }
 
 

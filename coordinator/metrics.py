@@ -55,7 +55,8 @@ class Metrics:
             "astraeus_scheduler_pass_seconds", "Time for one scheduler pass, snapshot to commit."
         )
         self.placement_latency = Histogram(
-            "astraeus_placement_latency_seconds", "Time from submission to placement, per run."
+            "astraeus_placement_latency_seconds",
+            "Time from submission (or requeue after a fault) to placement, per run.",
         )
         self.reports_shed: Counter[str] = Counter({SHED_LOOP: 0, SHED_WRITER: 0})
         """Reports refused for overload, by the queue that ran behind."""

@@ -30,10 +30,13 @@ from astraeus.coordinator.domain.lifecycle import (
     FORGOTTEN_NOTE,
     NO_WORKER,
     Move,
+    WorkerEnd,
     ends_lost_without_worker,
     failed,
+    gpu_fault,
     late_end_note,
     move,
+    requeues,
     run_state,
     stops_the_rest,
 )
@@ -57,11 +60,20 @@ from astraeus.coordinator.store.db import Row
 from astraeus.coordinator.store.dialect import Connection
 from astraeus.coordinator.store.machines import Machines
 from astraeus.coordinator.store.port_rows import refuse_ports
-from astraeus.coordinator.store.runs import run_tasks, stop_live_tasks, write_run_state
+from astraeus.coordinator.store.runs import (
+    RunTasks,
+    failure_text,
+    requeue,
+    run_tasks,
+    stop_live_tasks,
+    write_run_state,
+)
 from astraeus.coordinator.store.tokens import Tokens
 from astraeus.shared import (
     AgentReport,
     Assignment,
+    GpuHealthState,
+    MachineReport,
     Mount,
     NetworkKind,
     Rendezvous,
@@ -183,11 +195,12 @@ class Reports:
         acked = old.acked_seq if old else -1
         freed = False
         agents = self._store.agents
+        faulted = faulted_gpus(report)
         with self._store.database.write() as conn:
             for update in sorted(body.updates, key=lambda u: u.seq):
                 if update.seq <= acked:
                     continue  # already stored: the agent retried before it saw our ack
-                freed |= _apply_update(conn, name, update, now)
+                freed |= _apply_update(conn, name, update, now, faulted)
                 acked = update.seq
             for chunk in body.logs:
                 agents.append_log(conn, name, chunk)
@@ -361,7 +374,9 @@ class Reports:
 
 def settle_run(conn: Connection, seq: int, now: datetime) -> None:
     """Set a run's state from its tasks, and tell the rest of a gang to stop when one of it
-    failed (the rules: `domain/lifecycle.py`), inside the caller's transaction."""
+    failed (the rules: `domain/lifecycle.py`), inside the caller's transaction. A run whose
+    attempt failed by a fault, with attempts left, goes back to the queue instead of failing
+    (`requeues`), once every worker of the attempt ended."""
     found = run_tasks(conn, seq)
     if found is None:
         return
@@ -373,12 +388,53 @@ def settle_run(conn: Connection, seq: int, now: datetime) -> None:
         return
     failures = [task for task in found.tasks if failed(TaskState(task[1]))]
     failure = failures[0] if new == RunState.FAILED and failures else None
+    if failure is not None and _requeues(found):
+        requeue(conn, seq, failure_text(failure), now)
+        return
     write_run_state(conn, seq, new, failure, now)
 
 
-def _apply_update(conn: Connection, machine: str, update: TaskUpdate, now: datetime) -> bool:
-    """Write what the task state machine (`domain/lifecycle.py`) makes of the agent's update;
-    returns whether GPUs were freed."""
+def _requeues(found: RunTasks) -> bool:
+    limit = found.time_limit_seconds
+    ends = [
+        WorkerEnd(
+            state=state,
+            gpu_fault=fault is not None,
+            timed_out=limit is not None and ran is not None and ran >= limit,
+        )
+        for state, fault, ran in zip(found.states, found.faults, found.ran_seconds, strict=True)
+    ]
+    return requeues(
+        ends,
+        attempt=found.attempt,
+        retries=found.retries,
+        retry_on_failure=found.retry_on_failure,
+    )
+
+
+def faulted_gpus(report: MachineReport) -> dict[str, str]:
+    """The machine's faulted GPUs by UUID, each with its fault in words: `GPU 3 (GPU-…)
+    faulted: Xid 79: GPU has fallen off the bus`."""
+    found = {}
+    for gpu in report.gpus:
+        if gpu.health.state is GpuHealthState.FAULTED:
+            signals = "; ".join(signal.message for signal in gpu.health.signals)
+            found[gpu.uuid] = f"GPU {gpu.index} ({gpu.uuid}) faulted" + (
+                f": {signals}" if signals else ""
+            )
+    return found
+
+
+def _apply_update(
+    conn: Connection,
+    machine: str,
+    update: TaskUpdate,
+    now: datetime,
+    faulted: dict[str, str] | None = None,
+) -> bool:
+    """Write what the task state machine (`domain/lifecycle.py`) makes of the agent's update
+    (`faulted`: the machine's faulted GPUs as its report says, `faulted_gpus`); returns whether
+    GPUs were freed."""
     task = updated_task(conn, machine, update.task_uid)
     if task is None:
         return False
@@ -387,7 +443,7 @@ def _apply_update(conn: Connection, machine: str, update: TaskUpdate, now: datet
         write_release(conn, task.id, late_end_note(update))
         return True
     if step is Move.END:
-        write_end(conn, task.id, update)
+        write_end(conn, task.id, update, gpu_fault(update.state, task.gpu_ids, faulted or {}))
         settle_run(conn, task.run_seq, now)
         return True
     if step is Move.FORWARD:
@@ -426,5 +482,6 @@ def _assignment(row: Row, spec: dict[str, Any], meet: Rendezvous) -> Assignment:
             for drive in spec["requested_resources"].get("drives", [])
         ],
         time_limit_seconds=spec.get("time_limit_seconds"),
+        restart_count=row["attempt"] - 1,
         cancel=bool(row["cancel"]),
     )

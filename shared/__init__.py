@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from .report import NetworkInterface as NetworkInterface
     from .report import PressureCondition as PressureCondition
     from .report import RdmaPort as RdmaPort
+    from .run import Attempt as Attempt
     from .run import Landing as Landing
     from .run import Run as Run
     from .run import RunSpec as RunSpec
@@ -126,6 +127,7 @@ _EXPORTS: Final[dict[str, tuple[str, ...]]] = {
         "RdmaPort",
     ),
     "run": (
+        "Attempt",
         "Landing",
         "Run",
         "RunSpec",

@@ -107,6 +107,12 @@ class Assignment(WireModel):
     rendezvous: Rendezvous
     drives: list[Mount] = Field(default_factory=list, description="the run's drives")
     time_limit_seconds: int | None = Field(default=None, ge=1, le=INT64_MAX)
+    restart_count: int = Field(
+        default=0,
+        ge=0,
+        le=1_000,
+        description="times the run was placed again after a fault: `ASTRAEUS_RESTART_COUNT`",
+    )
     cancel: bool = Field(default=False, description="stop it: SIGTERM, a grace period, SIGKILL")
 
 

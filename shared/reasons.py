@@ -112,6 +112,11 @@ def array_at_most(concurrency: int) -> str:
     return f"Array runs at most {concurrency} tasks at once"
 
 
+def requeued_after_fault(attempt: int, attempts: int) -> str:
+    """A run placed again after a fault, until a pass explains why it waits now."""
+    return f"Requeued after a fault (attempt {attempt} of {attempts})"
+
+
 class ReasonKind(StrEnum):
     """What a waiting run's (or task's) `reason` is, as data: the API carries it next to the
     text as `reason_kind`, so no reader classifies the text again. Named as Kubernetes names a
@@ -135,6 +140,9 @@ class ReasonKind(StrEnum):
     """The run waits, with `patience_seconds`, for a tighter rung of the ladder."""
     NOT_EVALUATED = "NotEvaluated"
     """The scheduler has not looked at the run yet (its `reason` is null) or not this pass."""
+    REQUEUED = "Requeued"
+    """`Requeued after a fault (attempt 2 of 4)`: a worker's GPU faulted or its machine was
+    Lost (or it failed, with `retry_on_failure`), and the run waits to be placed again."""
 
     @property
     def is_queue(self) -> bool:

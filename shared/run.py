@@ -4,7 +4,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints, field_serializer, field_validator
+from pydantic import (
+    Field,
+    StrictInt,
+    StringConstraints,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
+)
 
 from .ask import RequestedResources
 from .base import DnsLabel, ProcessText, UserModel, WireModel
@@ -15,6 +22,8 @@ from .reasons import ReasonKind
 RunName = DnsLabel
 
 MAX_PRIORITY = 1_000_000
+MAX_RETRIES = 10
+"""The most times a run may be placed again after a fault (`retries`)."""
 USER_PORT_VARIABLES = ("MASTER_PORT", "PET_MASTER_PORT")
 """Variables of a run's `env` that set its rendezvous port instead of the one Astraeus gives."""
 
@@ -67,6 +76,31 @@ class RunSpec(UserModel):
     priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     time_limit_seconds: int | None = Field(default=None, ge=1, le=365 * 24 * 3600)
     requested_resources: RequestedResources = Field(default_factory=RequestedResources)
+    retries: StrictInt = Field(
+        default=0,
+        ge=0,
+        le=MAX_RETRIES,
+        description="times the run is placed again, from the start, when a worker ends because"
+        " its GPU faulted or its machine was Lost (and, with `retry_on_failure`, when it exits"
+        " non-zero)",
+    )
+    retry_on_failure: bool = Field(
+        default=False,
+        description="retry also when a worker exits non-zero by itself; a cancelled run or a"
+        " worker ending 0 is never retried",
+    )
+
+    @field_validator("retries")
+    @classmethod
+    def _retries_whole(cls, retries: int, info: ValidationInfo) -> int:
+        """A run is retried whole; an array's elements end one by one and are not."""
+        ask = info.data.get("requested_resources")
+        if retries and ask is not None and ask.array is not None:
+            raise ValueError(
+                "an array's elements are not retried: give 0, or leave out"
+                " requested_resources.array"
+            )
+        return retries
 
     @field_validator("env")
     @classmethod
@@ -144,6 +178,31 @@ def task_name(run: str, index: int) -> str:
     return f"{run}-{index}"
 
 
+class Attempt(WireModel):
+    """One placement of a run from the start: the first, and one per requeue after a fault."""
+
+    number: int = Field(ge=1, le=MAX_RETRIES + 1)
+    started_at: datetime | None = Field(
+        default=None, description="when its workers were placed; null while it waits"
+    )
+    ended_at: datetime | None = None
+    reason: str | None = Field(
+        default=None,
+        description="why it ended, when it did not succeed: the first failed worker's end"
+        " (`finetune-0 Failed (exit 1): GPU 3 faulted: Xid 79 …`)",
+    )
+    workers: int = Field(
+        default=0,
+        ge=0,
+        description="its tasks, `<run>-0` … `<run>-N`; an earlier attempt's logs are read with"
+        " `GET /tasks/{task}/logs?attempt=N`",
+    )
+
+    @field_serializer("started_at", "ended_at")
+    def _iso(self, value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+
 class Run(WireModel):
     """A submitted run as the coordinator keeps it."""
 
@@ -155,6 +214,14 @@ class Run(WireModel):
     priority: int = 0
     time_limit_seconds: int | None = None
     requested_resources: RequestedResources
+    retries: int = 0
+    retry_on_failure: bool = False
+    attempt: int = Field(
+        default=1, ge=1, description="the attempt now (1, then one more per requeue)"
+    )
+    attempts: list[Attempt] = Field(
+        default_factory=list, description="every attempt so far, the current one last"
+    )
     state: RunState = RunState.PENDING
     reason: str | None = None
     reason_kind: ReasonKind | None = Field(

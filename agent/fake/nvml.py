@@ -272,6 +272,7 @@ class FakeNvml:
 
     def nvmlEventSetWait_v2(self, es: FakeEventSet, timeout_ms: int) -> FakeEventData:  # noqa: N802
         self._check()
+        self._machine.read_xid_log()
         with es.ready:
             if not es.pending and timeout_ms > 0:
                 es.ready.wait(timeout_ms / 1000)

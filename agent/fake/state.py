@@ -2,6 +2,7 @@
 Xids, ports going down). Counters grow with the clock it is given."""
 
 import errno
+import logging
 import os
 from collections.abc import Callable
 from functools import cache
@@ -17,6 +18,11 @@ from .machine import FakeGpu, FakeMachineSpec, FakePort
 from .tree import fake_mac, write_tree
 
 # A DGX H100's GPU and NIC buses; more GPUs than that get made-up ones.
+log = logging.getLogger(__name__)
+
+XID_LOG = "xids"
+"""A running fake machine's Xid log in its tree (`read_xid_log`)."""
+
 _GPU_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 _NIC_BUSES = (0x17, 0x29, 0x39, 0x5C, 0x99, 0xAA, 0xB9, 0xDA)
 
@@ -36,6 +42,7 @@ class FakeMachine:
         self._lost: set[int] = set()
         self._unreachable: set[str] = set()
         self._gpu = cache(self._build_gpu)
+        self._xids_read = 0
 
     @property
     def name(self) -> str:
@@ -125,6 +132,26 @@ class FakeMachine:
         """The driver reports Xid `xid` on GPU `index`."""
         if self.on_xid is not None:
             self.on_xid(index, xid)
+
+    def read_xid_log(self) -> None:
+        """Deliver each new line `<GPU index> <xid>` of the file `xids` in the machine's tree,
+        as the driver reports an Xid: how a test injects one into an agent running as a process
+        of its own. A line that is not two whole numbers is skipped, with a warning."""
+        if self.root is None:
+            return
+        try:
+            lines = (self.root / XID_LOG).read_text().splitlines()
+        except FileNotFoundError:
+            return
+        for line in lines[self._xids_read :]:
+            parts = line.split()
+            if len(parts) != 2 or not all(part.isdigit() for part in parts):
+                log.warning(
+                    "fake machine %s: %s: not `<index> <xid>`: %r", self.name, XID_LOG, line
+                )
+                continue
+            self.inject_xid(int(parts[0]), int(parts[1]))
+        self._xids_read = len(lines)
 
     def lose_gpu(self, index: int) -> None:
         """GPU `index` falls off the bus: every query answers `GPU is lost`."""

@@ -10,6 +10,7 @@ from aiohttp import web
 from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store import NameTakenError
 from astraeus.shared import MachineState, Run, RunSpec, RunState, Task
+from astraeus.shared.run import MAX_RETRIES
 from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
 
 from .auth import workspace_of
@@ -179,11 +180,26 @@ async def get_task(request: web.Request) -> web.Response:
 async def task_logs(request: web.Request) -> web.Response:
     workspace = workspace_of(request, request.query.get("workspace"))
     name = request.match_info["task"]
-    logs = request.app[STORE].runs.logs(workspace, name)
+    attempt = _attempt(request.query.get("attempt"))
+    logs = request.app[STORE].runs.logs(workspace, name, attempt)
     if logs is None:
-        not_found("task", name)
+        not_found("task", name if attempt is None else f"{name} of attempt {attempt}")
     offset, data = logs
     return _json(LogView(task=name, offset=offset, data=data))
+
+
+def _attempt(raw: str | None) -> int | None:
+    """`?attempt=N`: which attempt of the run the task's log is of (none: the one now)."""
+    if raw is None:
+        return None
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_RETRIES + 1:
+        fail(
+            400,
+            "bad attempt",
+            "attempt",
+            f"must be a whole number from 1 to {MAX_RETRIES + 1}, got {raw[:20]!r}",
+        )
+    return int(raw)
 
 
 _WS = {"workspace": "the workspace (admins must name it; members act in their own)"}
@@ -243,6 +259,10 @@ ROUTES = (
         "The task's kept log",
         "member",
         response=LogView,
-        query=_WS,
+        query={
+            **_WS,
+            "attempt": "the run's attempt the log is of (`attempts[].number`; default: the one"
+            " now): an earlier attempt's log is kept after a requeue",
+        },
     ),
 )

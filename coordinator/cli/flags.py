@@ -95,6 +95,18 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add("--site", help="one site (topology.astraeus.io/site)")
     add("--priority", type=int)
     add("--time-limit", metavar="DURATION", help="stop the run after this long (2h)")
+    add(
+        "--retries",
+        type=int,
+        metavar="N",
+        help="place the run again, up to N times (0-10), when a GPU faults or a machine is lost",
+    )
+    add(
+        "--retry-on-failure",
+        action="store_true",
+        default=None,
+        help="with --retries: retry also when a worker exits non-zero by itself",
+    )
     add("--env", action="append", default=[], metavar="KEY=VALUE", help="worker environment")
     add(
         "--drive",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from astraeus.shared import Task
+from astraeus.shared import Run, Task, task_name
 from astraeus.shared.views import LogView
 
 from .context import Context
@@ -17,12 +17,13 @@ FOLLOW_SECONDS = 1.0
 
 def logs(ctx: Context, args: argparse.Namespace) -> int:
     """A run's tasks' logs (each line prefixed by its task when there are several), or a task's."""
-    tasks = _tasks_of(ctx, args.name)
+    tasks = _tasks_of(ctx, args.name, args.attempt)
+    which = {} if args.attempt is None else {"attempt": str(args.attempt)}
     printed = dict.fromkeys(tasks, 0)
     views: list[LogView] = []
     while True:
         for task in tasks:
-            view = LogView.model_validate(ctx.api.get(f"/tasks/{task}/logs"))
+            view = LogView.model_validate(ctx.api.get(f"/tasks/{task}/logs", **which))
             views.append(view)
             if not ctx.json:
                 printed[task] = _print_new(ctx, view, printed[task], len(tasks) > 1)
@@ -34,10 +35,14 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
     return Exit.OK
 
 
-def _tasks_of(ctx: Context, name: str) -> list[str]:
-    """A run's tasks, or the one task of that name; neither: `no run named 'x'`."""
+def _tasks_of(ctx: Context, name: str, attempt: int | None = None) -> list[str]:
+    """A run's tasks (of its attempt `attempt`, else the one now), or the one task of that
+    name; neither: `no run named 'x'`."""
     try:
-        return [task.name for task in get_run(ctx, name).tasks]
+        run = get_run(ctx, name)
+        if attempt is None:
+            return [task.name for task in run.tasks]
+        return _attempt_tasks(run, attempt)
     except CliError as exc:
         if exc.code != Exit.NOT_FOUND:
             raise
@@ -47,6 +52,14 @@ def _tasks_of(ctx: Context, name: str) -> list[str]:
     except CliError as exc:
         raise missing if exc.code == Exit.NOT_FOUND else exc from None
     return [name]
+
+
+def _attempt_tasks(run: Run, attempt: int) -> list[str]:
+    for found in run.attempts:
+        if found.number == attempt:
+            return [task_name(run.name, index) for index in range(found.workers)]
+    numbers = ", ".join(str(found.number) for found in run.attempts)
+    raise CliError(f"--attempt: run {run.name} has attempts {numbers}, not {attempt}", Exit.USAGE)
 
 
 def _ended(ctx: Context, name: str) -> bool:

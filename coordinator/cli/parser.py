@@ -146,6 +146,12 @@ def _list(parser: argparse.ArgumentParser) -> None:
 def _logs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="a run (all its tasks) or a task (finetune-0)")
     parser.add_argument("-f", "--follow", action="store_true", help="keep printing until it ends")
+    parser.add_argument(
+        "--attempt",
+        type=int,
+        metavar="N",
+        help="the output of the run's attempt N (`status` lists them), kept after a requeue",
+    )
 
 
 def _cordon(parser: argparse.ArgumentParser) -> None:

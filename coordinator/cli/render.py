@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
 from astraeus.shared.explanation import GroupedExplanation, RejectionGroup
@@ -63,7 +64,30 @@ def task_lines(run: Run) -> list[str]:
 
 
 def status_lines(run: Run) -> list[str]:
-    return [run_headline(run), *task_lines(run)]
+    return [run_headline(run), *task_lines(run), *attempt_lines(run)]
+
+
+def attempt_lines(run: Run) -> list[str]:
+    """A run that may be retried, or was: its attempts, when each started and ended, and why
+    an attempt that ended did. Nothing for a run without `retries` placed once."""
+    if run.retries == 0 and run.attempt == 1:
+        return []
+    retries = f"retries {run.retries}" + (", on failure too" if run.retry_on_failure else "")
+    rows = [
+        [
+            str(attempt.number),
+            _when(attempt.started_at),
+            _when(attempt.ended_at),
+            attempt.reason or "",
+        ]
+        for attempt in run.attempts
+    ]
+    head = f"Attempt {run.attempt} of {run.retries + 1} ({retries}):"
+    return [head, *table([["#", "started", "ended", "why it ended"], *rows], indent="  ")]
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
 
 
 def placement_of(run: Run) -> PendingExplanation | None:

@@ -48,6 +48,8 @@ def build_spec(args: argparse.Namespace, workspace: str | None) -> RunSpec:
         ("name", args.name),
         ("image", args.image),
         ("priority", args.priority),
+        ("retries", args.retries),
+        ("retry_on_failure", args.retry_on_failure),
         ("workspace", workspace),
     ):
         if value is not None:

@@ -74,6 +74,7 @@ function sections(run, logs, where, full) {
     waiting(run) ? whyPanel(run, waiting(run), where, full) : null,
     askedAndGot(run),
     tasksPanel(run),
+    attemptsPanel(run),
     logsPanel(logs),
   ];
 }
@@ -102,6 +103,7 @@ function readout(run) {
     ["Command", h("code", {}, run.command.map(quoted).join(" "))],
     ["Priority", run.priority],
     ["Submitted", when(run.submitted_at)],
+    ...(retried(run) ? [["Attempt", `${run.attempt} of ${run.retries + 1}`]] : []),
   ];
   return h(
     "section",
@@ -280,6 +282,39 @@ function tasksPanel(run) {
     { class: "card", id: "tasks" },
     h("h2", {}, "Tasks"),
     table(["Task", "State", "Machine", "GPUs", "CPU and memory", "Note"], rows),
+  );
+}
+
+/** Whether the run may be placed again after a fault, or was: its attempts are worth a panel. */
+function retried(run) {
+  return run.retries > 0 || run.attempt > 1;
+}
+
+/** Each attempt: when its first worker started, when it ended, and why, the current one last. */
+function attemptsPanel(run) {
+  if (!retried(run)) return null;
+  const rows = run.attempts.map((attempt) =>
+    h(
+      "tr",
+      { "data-attempt": attempt.number },
+      h("td", {}, attempt.number),
+      h("td", {}, attempt.started_at ? when(attempt.started_at) : "—"),
+      h("td", {}, attempt.ended_at ? when(attempt.ended_at) : "—"),
+      h("td", { class: "reason" }, attempt.reason || ""),
+    ),
+  );
+  const onFailure = run.retry_on_failure ? ", or when a worker fails by itself" : "";
+  return h(
+    "section",
+    { class: "card", id: "attempts" },
+    h("h2", {}, "Attempts"),
+    h(
+      "p",
+      { class: "muted small" },
+      `Placed again from the start, up to ${count(run.retries, "time")}, when a GPU faults or a machine is lost${onFailure}. ` +
+        "Workers read ASTRAEUS_RESTART_COUNT to resume from their checkpoint.",
+    ),
+    table(["Attempt", "Started", "Ended", "Why it ended"], rows),
   );
 }
 

@@ -9,7 +9,8 @@ the worker ended or gone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 from astraeus.shared import RunState, TaskState, TaskUpdate
@@ -99,3 +100,47 @@ def run_state(states: Sequence[TaskState]) -> RunState | None:
     if any(s.holds_resources or s.ended for s in states):
         return RunState.RUNNING
     return None
+
+
+@dataclass(frozen=True)
+class WorkerEnd:
+    """How one worker of a run's attempt ended, for `requeues`."""
+
+    state: TaskState
+    gpu_fault: bool = False
+    """One of its GPUs was reported faulted when its end was (`gpu_fault`)."""
+    timed_out: bool = False
+    """It ran for its whole time limit: stopped by it, not failed by itself."""
+
+
+def gpu_fault(state: TaskState, gpu_ids: Sequence[str], faulted: Mapping[str, str]) -> str | None:
+    """The fault that ended a worker: it failed (or was lost) while one of its GPUs is reported
+    faulted (`faulted`: GPU UUID to the fault in words), as a fatal Xid kills a CUDA process;
+    None otherwise. A worker that succeeded or was cancelled did not end by a fault."""
+    if not failed(state):
+        return None
+    for gpu in gpu_ids:
+        if gpu in faulted:
+            return faulted[gpu]
+    return None
+
+
+def requeues(
+    ends: Sequence[WorkerEnd], *, attempt: int, retries: int, retry_on_failure: bool
+) -> bool:
+    """Whether a run whose attempt `attempt` failed is placed again from the start instead of
+    failing: attempts remain (`retries` more than the first), and a worker ended by a fault —
+    its GPU faulted while it ran, or it was Lost with its machine — or, with
+    `retry_on_failure`, failed by itself (not by reaching its time limit). A run cancelled
+    by its user never gets here (it ended already), and a worker ending 0 never failed."""
+    if attempt > retries:
+        return False
+    return any(_retried(end, retry_on_failure) for end in ends)
+
+
+def _retried(end: WorkerEnd, retry_on_failure: bool) -> bool:
+    # Preemption (issue 28.3) is not built yet: a preempted worker's end is the third cause the
+    # issue names, to be told here like a Lost one (a `WorkerEnd` field set from its stop).
+    if end.state is TaskState.LOST or (end.gpu_fault and failed(end.state)):
+        return True
+    return retry_on_failure and end.state is TaskState.FAILED and not end.timed_out

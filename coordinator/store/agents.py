@@ -5,6 +5,7 @@ decided above (`coordinator/reports.py`, by `coordinator/domain/`'s rules)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection
 from datetime import datetime
@@ -25,6 +26,7 @@ class UpdatedTask(NamedTuple):
     run_seq: int
     state: str
     held: bool
+    gpu_ids: list[str]
 
 
 class Agents:
@@ -57,18 +59,19 @@ class Agents:
             " tasks.machine, tasks.port,"
             " tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, tasks.cancel,"
             " runs.name AS run_name, runs.workspace, runs.spec, runs.network,"
-            " runs.nvlink_domain FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
+            " runs.nvlink_domain, runs.attempt FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
             " WHERE tasks.machine = ? AND tasks.state IN ('Assigned', 'Starting',"
             " 'Running') ORDER BY tasks.id",
             (machine,),
         )
 
     def workers(self, runs: Collection[int]) -> list[Row]:
-        """Every task of `runs` (their workers: index, machine, state, port), in one query."""
+        """Every task of `runs`' attempts now (their workers: index, machine, state, port), in
+        one query."""
         marks = ",".join("?" * len(runs))
         return self._database.read(
             f"SELECT run_seq, idx, machine, state, port FROM tasks"  # noqa: S608
-            f" WHERE run_seq IN ({marks}) ORDER BY run_seq, idx",
+            f" WHERE run_seq IN ({marks}) AND idx >= 0 ORDER BY run_seq, idx",
             tuple(runs),
         )
 
@@ -133,12 +136,12 @@ def _task_id(conn: Connection, machine: str, uid: str) -> int | None:
 def updated_task(conn: Connection, machine: str, uid: str) -> UpdatedTask | None:
     """The task an update names, if it is on this machine: an agent speaks for its own only."""
     row = conn.execute(
-        "SELECT id, run_seq, state, held FROM tasks WHERE uid = ? AND machine = ?",
+        "SELECT id, run_seq, state, held, gpu_ids FROM tasks WHERE uid = ? AND machine = ?",
         (uid, machine),
     ).fetchone()
     if row is None:
         return None
-    return UpdatedTask(int(row[0]), int(row[1]), str(row[2]), bool(row[3]))
+    return UpdatedTask(int(row[0]), int(row[1]), str(row[2]), bool(row[3]), json.loads(row[4]))
 
 
 def write_forward(conn: Connection, task_id: int, update: TaskUpdate) -> None:
@@ -151,13 +154,17 @@ def write_forward(conn: Connection, task_id: int, update: TaskUpdate) -> None:
     )
 
 
-def write_end(conn: Connection, task_id: int, update: TaskUpdate) -> None:
-    """The task ends in the update's state; its GPUs, cores and memory return."""
+def write_end(conn: Connection, task_id: int, update: TaskUpdate, fault: str | None = None) -> None:
+    """The task ends in the update's state; its GPUs, cores and memory return. `fault`: the
+    GPU fault it ended by, kept and added to its message."""
     at = update.at.isoformat()
+    message = update.message
+    if fault is not None:
+        message = f"{message}; {fault}" if message else fault
     conn.execute(
         "UPDATE tasks SET state = ?, exit_code = ?, message = ?, ended_at = ?,"
-        " started_at = coalesce(started_at, ?) WHERE id = ?",
-        (update.state.value, update.exit_code, update.message, at, at, task_id),
+        " started_at = coalesce(started_at, ?), fault = ? WHERE id = ?",
+        (update.state.value, update.exit_code, message, at, at, fault, task_id),
     )
     conn.execute("DELETE FROM gpu_holds WHERE task_id = ?", (task_id,))
 

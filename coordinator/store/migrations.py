@@ -229,6 +229,28 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX tasks_ended ON tasks (ended_at);
     """,
+    # 13: reserved for issue 28's `leadership` step, written on another branch; empty here so
+    # that this branch's step keeps its number, 14, when the two are merged.
+    "",
+    # 14: requeue after a fault (issue 28.5). The run's attempt now (1, then one more per
+    # requeue); each attempt that ended without success, with when its first worker started,
+    # when it ended, why, and how many workers it had (`run_attempts`); a task's GPU fault, when
+    # its worker ended while one of its GPUs was reported faulted (`fault`, in words). An
+    # earlier attempt's tasks stay (they may still hold GPUs, and their usage counts), out of
+    # the run's way at negative indexes.
+    """
+    ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE tasks ADD COLUMN fault TEXT;
+    CREATE TABLE run_attempts (
+        run_seq INTEGER NOT NULL REFERENCES runs(seq),
+        number INTEGER NOT NULL,
+        started_at TEXT,
+        ended_at TEXT NOT NULL,
+        reason TEXT,
+        workers INTEGER NOT NULL,
+        PRIMARY KEY (run_seq, number)
+    );
+    """,
 )
 
 POSTGRESQL_STEPS: Final[dict[int, str]] = {

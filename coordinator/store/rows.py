@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from astraeus.shared import (
+    Attempt,
     Landing,
     PendingExplanation,
     RequestedResources,
@@ -26,7 +27,16 @@ from .db import Row
 
 GROUPS: TypeAdapter[list[RejectionGroup]] = TypeAdapter(list[RejectionGroup])
 
-RUN_FIELDS = ("image", "command", "env", "priority", "time_limit_seconds", "requested_resources")
+RUN_FIELDS = (
+    "image",
+    "command",
+    "env",
+    "priority",
+    "time_limit_seconds",
+    "requested_resources",
+    "retries",
+    "retry_on_failure",
+)
 """The parts of a `RunSpec` kept in `runs.spec` (name and workspace have their own columns)."""
 
 
@@ -74,7 +84,9 @@ def waiting_kind(row: Row, waiting: bool) -> ReasonKind | None:
     return ReasonKind(row["reason_kind"] or ReasonKind.NOT_EVALUATED)
 
 
-def run_from_row(row: Row, tasks: list[Task]) -> Run:
+def run_from_row(row: Row, tasks: list[Task], earlier: list[Attempt] | None = None) -> Run:
+    """The run of `row` with its (current attempt's) `tasks`; `earlier`, its attempts that
+    ended before this one (`run_attempts`)."""
     spec: dict[str, Any] = json.loads(row["spec"])
     ask = RequestedResources.model_validate(spec["requested_resources"])
     shape = Shape.model_validate_json(row["shape"]) if row["shape"] else None
@@ -90,6 +102,10 @@ def run_from_row(row: Row, tasks: list[Task]) -> Run:
         priority=row["priority"],
         time_limit_seconds=spec.get("time_limit_seconds"),
         requested_resources=ask,
+        retries=spec.get("retries", 0),
+        retry_on_failure=spec.get("retry_on_failure", False),
+        attempt=row["attempt"],
+        attempts=[*(earlier or []), _current_attempt(row, tasks)],
         state=RunState(row["state"]),
         reason=row["reason"],
         reason_kind=waiting_kind(row, RunState(row["state"]) == RunState.PENDING),
@@ -98,6 +114,30 @@ def run_from_row(row: Row, tasks: list[Task]) -> Run:
         tasks=tasks,
         submitted_at=datetime.fromisoformat(row["submitted_at"]),
         first_evaluated_at=when(row["first_evaluated_at"]),
+    )
+
+
+def _current_attempt(row: Row, tasks: list[Task]) -> Attempt:
+    """The attempt now: started when its first worker did; ended with the run, with the run's
+    reason when it failed."""
+    started = [task.started_at for task in tasks if task.started_at is not None]
+    state = RunState(row["state"])
+    return Attempt(
+        number=row["attempt"],
+        started_at=min(started) if started else None,
+        ended_at=when(row["ended_at"]) if state.ended else None,
+        reason=row["reason"] if state in (RunState.FAILED, RunState.CANCELLED) else None,
+        workers=len(tasks),
+    )
+
+
+def attempt_from_row(row: Row) -> Attempt:
+    return Attempt(
+        number=row["number"],
+        started_at=when(row["started_at"]),
+        ended_at=when(row["ended_at"]),
+        reason=row["reason"],
+        workers=row["workers"],
     )
 
 

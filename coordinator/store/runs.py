@@ -8,14 +8,34 @@ import sqlite3
 from datetime import datetime
 from typing import NamedTuple
 
-from astraeus.shared import Run, RunSpec, RunState, Task, TaskState, task_name
-from astraeus.shared.reasons import ReasonKind
+from astraeus.shared import Attempt, Run, RunSpec, RunState, Task, TaskState, task_name
+from astraeus.shared.reasons import ReasonKind, requeued_after_fault
 
 from .db import Database, Row
 from .dialect import Connection
-from .rows import RUN_FIELDS, TASK_SELECT, new_task_uid, run_from_row, task_from_row
+from .rows import (
+    RUN_FIELDS,
+    TASK_SELECT,
+    attempt_from_row,
+    new_task_uid,
+    run_from_row,
+    task_from_row,
+)
 
 LIVE = tuple(state.value for state in TaskState if state.holds_resources)
+
+CURRENT = "tasks.idx >= 0"
+"""A task of the run's attempt now. An earlier attempt's tasks keep their rows (a Lost one may
+still hold GPUs until its agent reports the worker gone, and their usage counts) at negative
+indexes (`requeue`), out of the way of the run's new tasks 0, 1, …"""
+
+RETIRED_STRIDE = 1_000_000
+"""Attempt `n`'s task `i` is kept at index `-(n * RETIRED_STRIDE + i) - 1` once retired."""
+
+OF_ATTEMPT = (
+    f"(runs.attempt = ? AND {CURRENT} OR tasks.idx < 0 AND (-tasks.idx - 1) / {RETIRED_STRIDE} = ?)"
+)
+"""A task of attempt `?` of its run, now or retired (the attempt, twice)."""
 
 
 class NameTakenError(Exception):
@@ -68,11 +88,26 @@ class Runs:
         row = self._run_row(workspace, name)
         if row is None:
             return None
-        return run_from_row(row, self._tasks(row["seq"]))
+        return self._run(row)
+
+    def _run(self, row: Row) -> Run:
+        return run_from_row(row, self._tasks(row["seq"]), self._earlier(row))
 
     def _tasks(self, seq: int) -> list[Task]:
-        rows = self._database.read(f"{TASK_SELECT} WHERE run_seq = ? ORDER BY idx", (seq,))
+        rows = self._database.read(
+            f"{TASK_SELECT} WHERE run_seq = ? AND {CURRENT} ORDER BY idx",
+            (seq,),
+        )
         return [task_from_row(row) for row in rows]
+
+    def _earlier(self, row: Row) -> list[Attempt]:
+        """The run's attempts that ended before the one now (none to read on a first one)."""
+        if row["attempt"] == 1:
+            return []
+        rows = self._database.read(
+            "SELECT * FROM run_attempts WHERE run_seq = ? ORDER BY number", (row["seq"],)
+        )
+        return [attempt_from_row(found) for found in rows]
 
     def find(self, workspace: str | None, state: RunState | None, limit: int = 1000) -> list[Run]:
         where, params = _filters(workspace, state)
@@ -80,20 +115,24 @@ class Runs:
             f"SELECT * FROM runs {where} ORDER BY seq LIMIT ?",  # noqa: S608 - fixed clauses
             (*params, limit),
         )
-        return [run_from_row(row, self._tasks(row["seq"])) for row in rows]
+        return [self._run(row) for row in rows]
 
     def task(self, workspace: str, name: str) -> Task | None:
         row = self._database.read_one(
-            f"{TASK_SELECT} WHERE runs.workspace = ? AND tasks.name = ?", (workspace, name)
+            f"{TASK_SELECT} WHERE runs.workspace = ? AND tasks.name = ? AND {CURRENT}",
+            (workspace, name),
         )
         return task_from_row(row) if row else None
 
-    def logs(self, workspace: str, name: str) -> tuple[int, str] | None:
-        """The kept part of a task's log: where it starts, and the text."""
+    def logs(self, workspace: str, name: str, attempt: int | None = None) -> tuple[int, str] | None:
+        """The kept part of a task's log: where it starts, and the text. `attempt`: of that
+        attempt of its run (an earlier one's task is kept at its negative index, `requeue`);
+        None: of the attempt now."""
+        which, more = (CURRENT, ()) if attempt is None else (OF_ATTEMPT, (attempt, attempt))
         row = self._database.read_one(
-            "SELECT tasks.id FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
-            " WHERE runs.workspace = ? AND tasks.name = ?",
-            (workspace, name),
+            "SELECT tasks.id FROM tasks JOIN runs ON runs.seq = tasks.run_seq"  # noqa: S608
+            f" WHERE runs.workspace = ? AND tasks.name = ? AND {which}",
+            (workspace, name, *more),
         )
         if row is None:
             return None
@@ -173,11 +212,19 @@ def _filters(workspace: str | None, state: RunState | None) -> tuple[str, tuple[
 
 
 class RunTasks(NamedTuple):
-    """A run not ended yet, with its tasks' states (in index order), to settle its state by."""
+    """A run not ended yet, with its (current attempt's) tasks, to settle its state by."""
 
     is_array: bool
     tasks: list[tuple[str, str, int | None, str | None]]
-    """Each task's name, state, exit code and message."""
+    """Each task's name, state, exit code and message, in index order."""
+    faults: list[str | None]
+    """Each task's GPU fault (`tasks.fault`), in the same order."""
+    ran_seconds: list[float | None]
+    """How long each task's worker ran (start to end), in the same order; None if unknown."""
+    time_limit_seconds: int | None
+    retries: int
+    retry_on_failure: bool
+    attempt: int
 
     @property
     def states(self) -> list[TaskState]:
@@ -186,14 +233,31 @@ class RunTasks(NamedTuple):
 
 def run_tasks(conn: Connection, seq: int) -> RunTasks | None:
     """The run's tasks, inside the caller's transaction; None when the run ended (or is gone)."""
-    run = conn.execute("SELECT state, spec FROM runs WHERE seq = ?", (seq,)).fetchone()
+    run = conn.execute("SELECT state, spec, attempt FROM runs WHERE seq = ?", (seq,)).fetchone()
     if run is None or RunState(run[0]).ended:
         return None
-    tasks = conn.execute(
-        "SELECT name, state, exit_code, message FROM tasks WHERE run_seq = ? ORDER BY idx", (seq,)
+    rows = conn.execute(
+        "SELECT name, state, exit_code, message, fault, started_at, ended_at FROM tasks"  # noqa: S608
+        f" WHERE run_seq = ? AND {CURRENT} ORDER BY idx",
+        (seq,),
     ).fetchall()
-    is_array = json.loads(run[1])["requested_resources"].get("array") is not None
-    return RunTasks(is_array, tasks)
+    spec = json.loads(run[1])
+    return RunTasks(
+        is_array=spec["requested_resources"].get("array") is not None,
+        tasks=[(row[0], row[1], row[2], row[3]) for row in rows],
+        faults=[row[4] for row in rows],
+        ran_seconds=[_seconds(row[5], row[6]) for row in rows],
+        time_limit_seconds=spec.get("time_limit_seconds"),
+        retries=int(spec.get("retries", 0)),
+        retry_on_failure=bool(spec.get("retry_on_failure", False)),
+        attempt=int(run[2]),
+    )
+
+
+def _seconds(started: str | None, ended: str | None) -> float | None:
+    if started is None or ended is None:
+        return None
+    return (datetime.fromisoformat(ended) - datetime.fromisoformat(started)).total_seconds()
 
 
 def stop_live_tasks(conn: Connection, seq: int) -> None:
@@ -213,14 +277,50 @@ def write_run_state(
     now: datetime,
 ) -> None:
     """The run's new state; `failure`, the task whose end is the reason a run Failed."""
-    reason = _failure(failure) if failure is not None else None
+    reason = failure_text(failure) if failure is not None else None
     conn.execute(
         "UPDATE runs SET state = ?, reason = ?, reason_kind = NULL, ended_at = ? WHERE seq = ?",
         (state.value, reason, now.isoformat() if state.ended else None, seq),
     )
 
 
-def _failure(task: sqlite3.Row | tuple[str, str, int | None, str | None]) -> str:
+def requeue(conn: Connection, seq: int, ended: str, now: datetime) -> None:
+    """Place the run again from the start (inside the caller's transaction, once every worker
+    of its attempt ended): the attempt is recorded with why it `ended` (the first failed
+    worker's end), its tasks are retired to negative indexes (a Lost one keeps holding its GPUs
+    until its agent reports the worker gone), one Pending task takes their place, and the run
+    waits in the queue with its submission time and place kept, one attempt further."""
+    run = conn.execute("SELECT name, spec, attempt FROM runs WHERE seq = ?", (seq,)).fetchone()
+    name, attempt = str(run[0]), int(run[2])
+    retries = int(json.loads(run[1]).get("retries", 0))
+    started, workers = conn.execute(
+        f"SELECT min(started_at), count(*) FROM tasks WHERE run_seq = ? AND {CURRENT}",  # noqa: S608
+        (seq,),
+    ).fetchone()
+    conn.execute(
+        "INSERT INTO run_attempts (run_seq, number, started_at, ended_at, reason, workers)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (seq, attempt, started, now.isoformat(), ended, workers),
+    )
+    conn.execute(
+        "UPDATE tasks SET idx = -(? * ? + idx) - 1 WHERE run_seq = ? AND idx >= 0",
+        (attempt, RETIRED_STRIDE, seq),
+    )
+    reason, kind = requeued_after_fault(attempt + 1, retries + 1), ReasonKind.REQUEUED.value
+    conn.execute(
+        "INSERT INTO tasks (run_seq, idx, name, state, uid, reason, reason_kind)"
+        " VALUES (?, 0, ?, 'Pending', ?, ?, ?)",
+        (seq, task_name(name, 0), new_task_uid(), reason, kind),
+    )
+    conn.execute(
+        "UPDATE runs SET state = 'Pending', attempt = ?, reason = ?, reason_kind = ?,"
+        " shape = NULL, landing = NULL, network = NULL, nvlink_domain = NULL, ended_at = NULL"
+        " WHERE seq = ?",
+        (attempt + 1, reason, kind, seq),
+    )
+
+
+def failure_text(task: sqlite3.Row | tuple[str, str, int | None, str | None]) -> str:
     """`finetune-1 Lost: machine gpu-02 stopped reporting at …`; `finetune-0 Failed (exit 3)`."""
     name, state, exit_code, message = task[0], task[1], task[2], task[3]
     text = f"{name} {state}"

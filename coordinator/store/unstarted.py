@@ -54,7 +54,7 @@ def read_unstarted(database: Database) -> list[Unstarted]:
         f" FROM runs WHERE state = 'Running' AND {rung} != 'node'"
         f" AND {array} IS NULL"
         " AND NOT EXISTS"
-        " (SELECT 1 FROM tasks WHERE tasks.run_seq = runs.seq"
+        " (SELECT 1 FROM tasks WHERE tasks.run_seq = runs.seq AND tasks.idx >= 0"
         " AND (tasks.state != 'Assigned' OR tasks.cancel = 1))"
         " ORDER BY priority DESC, seq"
     )
@@ -62,7 +62,7 @@ def read_unstarted(database: Database) -> list[Unstarted]:
     for run in runs:
         tasks = database.read(
             "SELECT id, idx, machine, gpu_ids, cpu_cores, memory_bytes FROM tasks"
-            " WHERE run_seq = ? ORDER BY idx",
+            " WHERE run_seq = ? AND idx >= 0 ORDER BY idx",
             (run["seq"],),
         )
         row = QueueRow(
@@ -106,7 +106,7 @@ def commit_reshape(database: Database, old: Unstarted, placement: Placement, now
             (old.row.seq, *ids),
         ).fetchone()[0]
         total = conn.execute(
-            "SELECT count(*) FROM tasks WHERE run_seq = ?", (old.row.seq,)
+            "SELECT count(*) FROM tasks WHERE run_seq = ? AND idx >= 0", (old.row.seq,)
         ).fetchone()[0]
         if still != len(ids) or total != len(ids):
             return False

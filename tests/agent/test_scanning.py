@@ -10,6 +10,7 @@ import pytest
 from helpers import until_async
 
 from astraeus.agent.fake import FakeMachine
+from astraeus.agent.fake.state import XID_LOG
 from astraeus.agent.inventory import Scanner
 from astraeus.agent.scanning import ScanService
 from astraeus.agent.watch import PortPoller, WatchUnavailableError, udev_monitor
@@ -147,3 +148,22 @@ def test_real_udev_monitor_when_netlink_is_there() -> None:
     except WatchUnavailableError as exc:
         pytest.skip(str(exc))
     assert monitor.fileno() >= 0
+
+
+async def test_an_xid_appended_to_the_fake_machines_log_faults_its_gpu(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """A line `<index> <xid>` appended to the fake machine's `xids` file (how a test reaches
+    an agent running as its own process) is heard as the driver's Xid: the GPU is faulted by
+    a rescan; a malformed line is skipped."""
+    machine = machine_factory("h100-sxm")
+    service = _service(machine, tmp_path, clock, WatchUnavailableError("no udev"))
+    await service.start()
+    assert machine.root is not None
+    (machine.root / XID_LOG).write_text("not an xid\n3 79\n")
+    await until_async(
+        "GPU 3 faulted by a rescan",
+        lambda: service.report is not None and service.report.gpus[3].health.state == "faulted",
+    )
+    assert [gpu.health.state for gpu in service.report.gpus].count("faulted") == 1
+    await service.stop()

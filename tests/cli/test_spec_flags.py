@@ -83,3 +83,11 @@ def test_priority_time_limit_and_env() -> None:
     """`--priority`, `--time-limit 2h` and `--env` set the run's own fields."""
     spec = _spec("--priority", "5", "--time-limit", "2h", "--env", "SEED=1")
     assert (spec["priority"], spec["time_limit_seconds"], spec["env"]) == (5, 7200, {"SEED": "1"})
+
+
+def test_retries_and_retry_on_failure() -> None:
+    """`--retries 3 --retry-on-failure` set the run's retries; left out, neither is sent."""
+    spec = _spec("--retries", "3", "--retry-on-failure")
+    assert (spec["retries"], spec["retry_on_failure"]) == (3, True)
+    assert "retries" not in _spec()
+    assert "retry_on_failure" not in _spec()

@@ -29,6 +29,10 @@ from astraeus.shared.fake_gpu import gpu_uuid
 from astraeus.shared.reasons import RejectionCode
 
 START = datetime(2026, 10, 1, 9, 0, 0, tzinfo=UTC)
+XID_79 = {
+    "state": "faulted",
+    "signals": [{"kind": "xid", "message": "Xid 79: GPU has fallen off the bus"}],
+}
 
 
 def report(
@@ -39,9 +43,11 @@ def report(
     labels: dict[str, str] | None = None,
     cpu_cores: float = 96,
     memory_bytes: int = 1024**4,
+    faulted: tuple[int, ...] = (),
     **extra: Any,
 ) -> dict[str, Any]:
-    """A machine report as an agent sends it, with `gpus` healthy GPUs; `extra` fields added."""
+    """A machine report as an agent sends it, with `gpus` GPUs, healthy but those whose index
+    is in `faulted` (a fatal Xid 79); `extra` fields added."""
     return {
         "advertise_address": "127.0.0.1",
         **extra,
@@ -57,6 +63,7 @@ def report(
                 "vendor": "nvidia",
                 "model": model,
                 "memory_bytes": 85520809984,
+                **({"health": XID_79} if i in faulted else {}),
             }
             for i in range(gpus)
         ],

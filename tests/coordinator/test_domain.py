@@ -8,9 +8,12 @@ import pytest
 
 from astraeus.coordinator.domain.lifecycle import (
     Move,
+    WorkerEnd,
     ends_lost_without_worker,
+    gpu_fault,
     late_end_note,
     move,
+    requeues,
     run_state,
     stops_the_rest,
 )
@@ -127,3 +130,56 @@ def test_a_world_of_one_starts_at_once_without_a_port(workers: int | None) -> No
         node_rank=0,
         local_world_size=1,
     )
+
+
+FAULTED = {"GPU-b": "GPU 1 (GPU-b) faulted: Xid 79"}
+
+
+@pytest.mark.parametrize(
+    ("state", "gpus", "expected"),
+    [
+        (S.FAILED, ["GPU-a", "GPU-b"], "GPU 1 (GPU-b) faulted: Xid 79"),
+        (S.LOST, ["GPU-b"], "GPU 1 (GPU-b) faulted: Xid 79"),
+        (S.FAILED, ["GPU-a"], None),
+        (S.SUCCEEDED, ["GPU-b"], None),
+        (S.CANCELLED, ["GPU-b"], None),
+    ],
+    ids=["failed-on-faulted", "lost-on-faulted", "failed-elsewhere", "succeeded", "cancelled"],
+)
+def test_a_worker_ends_by_a_gpu_fault_only_when_it_failed_on_a_faulted_gpu(
+    state: TaskState, gpus: list[str], expected: str | None
+) -> None:
+    """The fault is the worker's when it failed or was lost holding a GPU reported faulted."""
+    assert gpu_fault(state, gpus, FAULTED) == expected
+
+
+@pytest.mark.parametrize(
+    ("ends", "attempt", "retries", "on_failure", "expected"),
+    [
+        ([WorkerEnd(S.FAILED, gpu_fault=True), WorkerEnd(S.CANCELLED)], 1, 1, False, True),
+        ([WorkerEnd(S.LOST)], 1, 1, False, True),
+        ([WorkerEnd(S.LOST)], 2, 1, False, False),
+        ([WorkerEnd(S.LOST)], 1, 0, False, False),
+        ([WorkerEnd(S.FAILED)], 1, 3, False, False),
+        ([WorkerEnd(S.FAILED)], 1, 3, True, True),
+        ([WorkerEnd(S.FAILED, timed_out=True)], 1, 3, True, False),
+        ([WorkerEnd(S.CANCELLED), WorkerEnd(S.SUCCEEDED)], 1, 3, True, False),
+    ],
+    ids=[
+        "gpu-fault",
+        "lost",
+        "attempts-used-up",
+        "no-retries",
+        "failure-not-retried",
+        "failure-retried-on-failure",
+        "time-limit-is-no-failure",
+        "nothing-failed",
+    ],
+)
+def test_which_failed_attempts_are_requeued(
+    ends: list[WorkerEnd], attempt: int, retries: int, on_failure: bool, expected: bool
+) -> None:
+    """A fault (a GPU fault or a Lost worker) requeues while attempts remain; a worker's own
+    failure only with `retry_on_failure`, and never one stopped at its time limit."""
+    found = requeues(ends, attempt=attempt, retries=retries, retry_on_failure=on_failure)
+    assert found is expected

@@ -14,6 +14,7 @@ from astraeus.agent.environment import (
     WorkerEnvironmentError,
     worker_environment,
 )
+from astraeus.agent.runtime.spec import placed_env
 from astraeus.shared import SCHEMA_VERSION, Assignment, MachineReport, Vendor
 
 GIB = 1024**3
@@ -82,6 +83,8 @@ BASE = {
     "ASTRAEUS_TASK": "train-1",
     "ASTRAEUS_RUN": "train",
     "ASTRAEUS_WORKSPACE": "vision",
+    "ASTRAEUS_RESTART_COUNT": "0",
+    "TORCHELASTIC_RESTART_COUNT": "0",
     "MASTER_ADDR": "10.0.0.1",
     "MASTER_PORT": "29500",
     "WORLD_SIZE": "2",
@@ -442,3 +445,14 @@ def test_omni_path_ports_never_join_nccl_ib_hca() -> None:
     ports = [{**_port("hfi1_0", 100), "omni_path": True}, _port("mlx5_0", 400)]
     env = worker_environment(_assignment(network="rdma"), _machine(rdma_ports=ports)).env
     assert env["NCCL_IB_HCA"] == "=mlx5_0:1"
+
+
+def test_a_requeued_runs_workers_get_its_restart_count_and_cannot_forge_it() -> None:
+    """A run placed again after a fault (`restart_count` 1) gives its workers
+    `ASTRAEUS_RESTART_COUNT=1` and TorchElastic's `TORCHELASTIC_RESTART_COUNT=1`; the run's own
+    `env` setting either does not change what the worker sees."""
+    forged = {"ASTRAEUS_RESTART_COUNT": "7", "TORCHELASTIC_RESTART_COUNT": "7"}
+    assignment = _assignment(restart_count=1, env=forged)
+    worker = worker_environment(assignment, _machine())
+    env = placed_env(assignment, worker)
+    assert (env["ASTRAEUS_RESTART_COUNT"], env["TORCHELASTIC_RESTART_COUNT"]) == ("1", "1")
