@@ -33,7 +33,6 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from .faults import (
     SQLITE_CANTOPEN,
@@ -90,15 +89,25 @@ def is_postgresql(location: str | Path) -> bool:
 
 
 def shown(location: str | Path) -> str:
-    """The location as logs and messages name it: a URL without its password."""
+    """The location as logs and messages name it: a URL without its password, whether in its
+    user part or a `password=` query parameter. Read by hand, not by `urlsplit`: a libpq URL
+    may list several hosts (`h1:5432,h2:5432`), which is no URL's host part."""
     if not is_postgresql(location):
         return str(location)
-    parts = urlsplit(str(location))
-    if parts.password is None:
-        return str(location)
-    netloc = parts.netloc.rpartition("@")
-    user = netloc[0].partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+    text = str(location)
+    scheme, _, rest = text.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{hosts}"
+    path, question, query = tail.partition("?")
+    if question:
+        query = "&".join(
+            "password=***" if part.partition("=")[0] == "password" else part
+            for part in query.split("&")
+        )
+    return f"{scheme}://{netloc}{path}{question}{query}"
 
 
 # -- PostgreSQL errors ------------------------------------------------------------------------
@@ -112,6 +121,11 @@ class PgStorageError(sqlite3.OperationalError):
         super().__init__(f"{problem}: {detail}")
         self.problem = problem
         self.code = code
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[PgStorageError], tuple[str, int, str]]:
+        """Raised in the pass worker, it comes back to the service whole (pickled)."""
+        return type(self), (self.problem, self.code, self.detail)
 
 
 class PgIntegrityError(sqlite3.IntegrityError):
