@@ -20,8 +20,8 @@ from astraeus.coordinator.api.overload import refused_retry_after
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.startup import start
 from astraeus.coordinator.store import StorageError, Store
-from astraeus.coordinator.store.dialect import PgStorageError
-from astraeus.coordinator.store.faults import Fault
+from astraeus.coordinator.store.dialect import PgStorageError, converted
+from astraeus.coordinator.store.faults import REOPEN, Fault
 from astraeus.coordinator.store.lock import DatabaseInUseError, lock_server
 
 from .conftest import ClientFactory, Cluster, make_cluster, settings_for
@@ -225,3 +225,30 @@ def test_storage_errors_come_back_whole_from_the_pass_worker() -> None:
     ):
         again = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own object
         assert (type(again), str(again), again.code) == (type(error), str(error), error.code)
+
+
+@pytest.mark.parametrize(
+    ("error", "problem", "code"),
+    [
+        ("server closed the connection unexpectedly", "cannot reach the database server", 14),
+        ("AdminShutdown", "cannot reach the database server", 14),
+        ("ReadOnlySqlTransaction", "the database is read-only", 8),
+    ],
+)
+def test_a_dead_or_read_only_session_is_a_fault_that_reopens(
+    error: str, problem: str, code: int
+) -> None:
+    """What a session says when its primary crashed (the connection closed, no SQLSTATE), was
+    shut down (57P01 `terminating connection due to administrator command`), or is a standby
+    (25006): a storage fault after which the connection is opened again (`REOPEN`), for the
+    write session and each thread's read session alike."""
+    import psycopg
+
+    raised = (
+        psycopg.OperationalError(error)
+        if " " in error
+        else getattr(psycopg.errors, error)("terminating connection")
+    )
+    found = converted(raised)
+    assert isinstance(found, PgStorageError)
+    assert (found.problem, found.code, found.code in REOPEN) == (problem, code, True)
