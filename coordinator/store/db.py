@@ -226,11 +226,14 @@ class Database:
     def _pg_read(self, read: Callable[[Any], T]) -> T:
         """A read on this thread's PostgreSQL session; one whose session broke (the server
         restarted, a failover) is tried once more on a new one. A server that still cannot
-        be read raises `StorageError` (503 and `Retry-After`, as a write fault)."""
+        be read raises `StorageError` (503 and `Retry-After`, as a write fault). A new
+        session that could not be opened is not tried again at once: during an outage each
+        read costs one attempt to reach the hosts, not two."""
+        opened = getattr(self._local, "conn", None) is not None
         try:
             return read(self._reader)
         except dialect.PgStorageError as error:
-            if error.code not in REOPEN:
+            if error.code not in REOPEN or not opened:
                 raise self._unreadable(error) from error
             self._drop_reader()
         try:
