@@ -139,7 +139,7 @@ def test_the_replica_promoted_takes_over_with_nothing_acknowledged_lost(
         c.start()
         c.agent("node-a")
         c.agent("node-b")
-        submitter.start()
+        thread = submitter.start()
         until("20 acknowledged submissions", lambda: len(submitter.acknowledged()) >= 20)
         first = submitter.acknowledged()[0].name
         c.started(first)
@@ -170,6 +170,7 @@ def test_the_replica_promoted_takes_over_with_nothing_acknowledged_lost(
             lambda: len([a for a in submitter.since(promoted) if a.status in ACKNOWLEDGED]) >= 10,
         )
         submitter.done.set()
+        thread.join(60)
 
         answers = list(submitter.answers)
         during = [a for a in answers if crashed < a.at <= resumed.at and a.status not in (200, 201)]
@@ -182,6 +183,14 @@ def test_the_replica_promoted_takes_over_with_nothing_acknowledged_lost(
         acknowledged = [a.name for a in answers if a.status in ACKNOWLEDGED]
         stored = {str(row[0]) for row in _rows(url, "SELECT name FROM runs")}
         lost = [name for name in acknowledged if name not in stored]
+        print(
+            f"\nPostgreSQL failover: {len(before)} submissions acknowledged before the crash,"
+            f" {len(during)} refused (503 + Retry-After) meanwhile,"
+            f" {resumed.at - promoting:.2f} s from `pg_ctl promote` to the first accepted write"
+            f" (the promotion itself: {promoted - promoting:.2f} s),"
+            f" {len(acknowledged)} acknowledged in all, {len(lost)} lost"
+        )
+        assert lost == []
 
         # Placement resumed: as GPUs free up, every run waiting (those submitted after the
         # promotion among them) is placed on the new primary, starts and succeeds.
@@ -197,14 +206,6 @@ def test_the_replica_promoted_takes_over_with_nothing_acknowledged_lost(
         twice, exact = _held_twice(url)
         process = c.coordinator.process
         assert process is not None
-        print(
-            f"\nPostgreSQL failover: {len(before)} submissions acknowledged before the crash,"
-            f" {len(during)} refused (503 + Retry-After) meanwhile,"
-            f" {resumed.at - promoting:.2f} s from `pg_ctl promote` to the first accepted write"
-            f" (the promotion itself: {promoted - promoting:.2f} s),"
-            f" {len(acknowledged)} acknowledged in all, {len(lost)} lost"
-        )
-        assert lost == []
         assert lost_tasks == []
         assert (twice, exact) == ([], True)
         assert process.proc.poll() is None  # the same process throughout: no restart
