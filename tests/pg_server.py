@@ -5,6 +5,10 @@ temporary folder, run as an unprivileged user when the tests run as root (initdb
 here and in CI they do), listening on 127.0.0.1 only at a free port, its unix socket in the
 same folder; fsync off (a test server's data need not survive a power cut). One server per
 test process (`tests/conftest.py`), one fresh database per test (`create_database`).
+
+`start_pair` makes a primary and its synchronous streaming replica (`pg_basebackup -R`), for
+PostgreSQL's own failover: the primary crashed (`Pair.crash_primary`), the replica promoted
+(`Pair.promote`), reached all along through one multi-host URL (`Pair.url`).
 """
 
 from __future__ import annotations
@@ -326,5 +330,6 @@ def _replica_of(primary: Server) -> Server | str:
         return f"pg_basebackup failed: {' '.join(last)}"
     written = (root / "data" / "postgresql.auto.conf").read_text()
     if f"application_name={REPLICA_NAME}" not in written:
+        shutil.rmtree(root, ignore_errors=True)
         return f"pg_basebackup -R wrote no application_name in primary_conninfo: {written!r}"
     return _launch(root, bin_dir, as_user)
