@@ -169,6 +169,9 @@ class Settings:
 SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
 """libpq's values of `target_session_attrs` (PostgreSQL 14 and newer)."""
 
+WRITERS = ("any", "read-write", "primary")
+"""Those a coordinator may ask for: it writes (`any` with one host, as without the parameter)."""
+
 
 def _database_url(raw: object) -> str:
     """A libpq URL of PostgreSQL (`postgresql://` or `postgres://`); empty: none. It may list
@@ -183,8 +186,8 @@ def _database_url(raw: object) -> str:
             " postgresql://astraeus@db.example:5432/astraeus (leave it unset for the SQLite file)"
         )
     if text:
+        _check_conninfo(text)  # first: a misspelt parameter is the mistake to name
         _check_hosts(text)
-        _check_conninfo(text)
     return text
 
 
@@ -201,13 +204,28 @@ def _check_hosts(url: str) -> None:
             raise ValueError(
                 f"the port {port!r} of host {number} ({name}) is not a port number from 1 to 65535"
             )
-    for part in query.split("&") if query else []:
-        key, _, value = part.partition("=")
-        if key == "target_session_attrs" and value not in SESSION_ATTRS:
+    attrs = [
+        part.partition("=")[2]
+        for part in (query.split("&") if query else [])
+        if part.partition("=")[0] == "target_session_attrs"
+    ]
+    for value in attrs:
+        if value not in SESSION_ATTRS:
             raise ValueError(
                 f"target_session_attrs={value!r} is not one of {', '.join(SESSION_ATTRS)}"
                 " (read-write: the primary, whichever host it is)"
             )
+        if value not in WRITERS:
+            raise ValueError(
+                f"target_session_attrs={value!r} would take a server that refuses writes; the"
+                " coordinator writes: target_session_attrs=read-write"
+            )
+    if len(listed) > 1 and not set(attrs) & {"read-write", "primary"}:
+        raise ValueError(
+            f"the URL lists {len(listed)} hosts without target_session_attrs=read-write: libpq"
+            " would keep the first that answers, a standby too; add"
+            " ?target_session_attrs=read-write so the coordinator follows the primary"
+        )
 
 
 def _url_parts(url: str) -> tuple[str, str, str]:

@@ -76,7 +76,7 @@ over")."""
 def test_a_url_of_several_hosts_is_taken_as_it_is() -> None:
     settings = load(env={"ASTRAEUS_DATABASE_URL": FAILOVER})
     assert settings.database == FAILOVER
-    ipv6 = "postgresql://astraeus@[::1]:5432,[fd00::2]:5433/astraeus"
+    ipv6 = "postgresql://astraeus@[::1]:5432,[fd00::2]:5433/astraeus?target_session_attrs=primary"
     assert load(env={"ASTRAEUS_DATABASE_URL": ipv6}).database == ipv6
 
 
@@ -92,8 +92,25 @@ def test_a_url_of_several_hosts_is_taken_as_it_is() -> None:
             "the port '70000' of host 1 (::1) is not a port number from 1 to 65535",
         ),
         (
-            "postgresql://astraeus:s3cret@db-a,,db-b/astraeus",
+            "postgresql://astraeus:s3cret@db-a,,db-b/astraeus?target_session_attrs=read-write",
             "host 2 of the URL's host list is empty",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a:5432,db-b:5432/astraeus",
+            "the URL lists 2 hosts without target_session_attrs=read-write: libpq would keep the"
+            " first that answers, a standby too; add ?target_session_attrs=read-write so the"
+            " coordinator follows the primary",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a,db-b/astraeus?target_session_attrs=any",
+            "the URL lists 2 hosts without target_session_attrs=read-write: libpq would keep the"
+            " first that answers, a standby too; add ?target_session_attrs=read-write so the"
+            " coordinator follows the primary",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-b/astraeus?target_session_attrs=prefer-standby",
+            "target_session_attrs='prefer-standby' would take a server that refuses writes; the"
+            " coordinator writes: target_session_attrs=read-write",
         ),
         (
             "postgresql://astraeus:s3cret@db-a,db-b/astraeus?target_session_attrs=readwrite",
