@@ -58,6 +58,19 @@ one coordinator per database until leader election turns it into a lease."""
 CONNECT_TIMEOUT_SECONDS = 5
 """How long a connection attempt to the server may take before it counts as unreachable."""
 
+SESSION_DEFAULTS = {
+    "connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+"""libpq settings every session gets where the URL gives none of its own: a host that vanishes
+(power, network) instead of refusing, as before a failover, is given up in about 30 s
+(keepalives for an idle session, `tcp_user_timeout` for one waiting on its statement) instead
+of the kernel's 15 minutes, and one that does not answer a new connection in 5 s is passed over
+for the next host of the URL."""
+
 
 class Cursor(Protocol):
     """What the store reads back from a statement, on either engine."""
@@ -231,15 +244,15 @@ def _register_adapters(conn: Any) -> None:
 
 def pg_connect(url: str, *, application: str = "astraeus-coordinator") -> Any:
     """A psycopg connection in autocommit mode (transactions are opened explicitly, as with
-    SQLite's `isolation_level=None`); a failure to connect is a `PgStorageError`."""
+    SQLite's `isolation_level=None`), with `SESSION_DEFAULTS` where the URL says nothing; a
+    failure to connect is a `PgStorageError`."""
     psycopg = _psycopg()
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
-        conn = psycopg.connect(
-            url,
-            autocommit=True,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            application_name=application,
-        )
+        given = conninfo_to_dict(url)
+        defaults = {key: value for key, value in SESSION_DEFAULTS.items() if key not in given}
+        conn = psycopg.connect(url, autocommit=True, application_name=application, **defaults)
     except psycopg.Error as error:
         raise converted(error) from error
     _register_adapters(conn)

@@ -20,7 +20,12 @@ from astraeus.coordinator.api.overload import refused_retry_after
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.startup import start
 from astraeus.coordinator.store import StorageError, Store
-from astraeus.coordinator.store.dialect import PgStorageError, converted
+from astraeus.coordinator.store.dialect import (
+    SESSION_DEFAULTS,
+    PgStorageError,
+    converted,
+    pg_connect,
+)
 from astraeus.coordinator.store.faults import REOPEN, Fault
 from astraeus.coordinator.store.lock import DatabaseInUseError, lock_server
 
@@ -252,3 +257,18 @@ def test_a_dead_or_read_only_session_is_a_fault_that_reopens(
     found = converted(raised)
     assert isinstance(found, PgStorageError)
     assert (found.problem, found.code, found.code in REOPEN) == (problem, code, True)
+
+
+def test_sessions_give_up_on_a_vanished_host_unless_the_url_says_otherwise(
+    postgresql_url: str,
+) -> None:
+    """Every session gets keepalives and a TCP user timeout (a primary whose host vanished is
+    given up in about 30 s, not 15 minutes); a value the URL gives is kept."""
+    conn = pg_connect(postgresql_url + "?keepalives_idle=42")
+    try:
+        used = conn.info.get_parameters()
+    finally:
+        conn.close()
+    assert used["keepalives_idle"] == "42"
+    for key in ("connect_timeout", "keepalives_interval", "keepalives_count", "tcp_user_timeout"):
+        assert used[key] == SESSION_DEFAULTS[key]
