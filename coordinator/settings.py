@@ -166,15 +166,110 @@ class Settings:
         return int(self.listen.rpartition(":")[2])
 
 
+SESSION_ATTRS = ("any", "read-write", "read-only", "primary", "standby", "prefer-standby")
+"""libpq's values of `target_session_attrs` (PostgreSQL 14 and newer)."""
+
+WRITERS = ("any", "read-write", "primary")
+"""Those a coordinator may ask for: it writes (`any` with one host, as without the parameter)."""
+
+
 def _database_url(raw: object) -> str:
-    """A libpq URL of PostgreSQL (`postgresql://` or `postgres://`); empty: none."""
+    """A libpq URL of PostgreSQL (`postgresql://` or `postgres://`); empty: none. It may list
+    several hosts, each with its port (`h1:5432,h2:5432`), with `target_session_attrs=read-write`
+    so the coordinator follows whichever is the primary (docs/operator.md). Checked here, so a
+    mistake is named at start, not found as "cannot reach the database server". The messages
+    never repeat the URL: it may hold a password."""
     text = str(raw).strip()
     if text and not text.startswith(("postgresql://", "postgres://")):
         raise ValueError(
             f"{text!r} is not a postgresql:// URL, e.g."
             " postgresql://astraeus@db.example:5432/astraeus (leave it unset for the SQLite file)"
         )
+    if text:
+        _check_conninfo(text)  # first: a misspelt parameter is the mistake to name
+        _check_hosts(text)
     return text
+
+
+def _check_hosts(url: str) -> None:
+    """Each host of the URL's host list has a port from 1 to 65535, if it names one, and the
+    session kind asked for (`target_session_attrs`) is one libpq knows."""
+    _, hosts, query = _url_parts(url)
+    listed = hosts.split(",") if hosts else []
+    for number, host in enumerate(listed, start=1):
+        name, port = _host_port(host)
+        if not name and len(listed) > 1:
+            raise ValueError(f"host {number} of the URL's host list is empty")
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(
+                f"the port {port!r} of host {number} ({name}) is not a port number from 1 to 65535"
+            )
+    attrs = [
+        part.partition("=")[2]
+        for part in (query.split("&") if query else [])
+        if part.partition("=")[0] == "target_session_attrs"
+    ]
+    for value in attrs:
+        if value not in SESSION_ATTRS:
+            raise ValueError(
+                f"target_session_attrs={value!r} is not one of {', '.join(SESSION_ATTRS)}"
+                " (read-write: the primary, whichever host it is)"
+            )
+        if value not in WRITERS:
+            raise ValueError(
+                f"target_session_attrs={value!r} would take a server that refuses writes; the"
+                " coordinator writes: target_session_attrs=read-write"
+            )
+    if len(listed) > 1 and not set(attrs) & {"read-write", "primary"}:
+        raise ValueError(
+            f"the URL lists {len(listed)} hosts without target_session_attrs=read-write: libpq"
+            " would keep the first that answers, a standby too; add"
+            " ?target_session_attrs=read-write so the coordinator follows the primary"
+        )
+
+
+def _url_parts(url: str) -> tuple[str, str, str]:
+    """A libpq URL's user part (`user:password`, or ""), host list and query, read by hand:
+    a host list is no URL's host part for `urlsplit`."""
+    rest = url.partition("://")[2]
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    userinfo, _, hosts = rest[:cut].rpartition("@")
+    return userinfo, hosts, rest[cut:].partition("?")[2]
+
+
+def _host_port(host: str) -> tuple[str, str]:
+    """`h:5432` or `[::1]:5432` as (host, port); the port is "" where none is named."""
+    if host.startswith("["):
+        name, _, port = host[1:].partition("]")
+        return name, port.removeprefix(":")
+    name, _, port = host.partition(":")
+    return name, port
+
+
+def _check_conninfo(url: str) -> None:
+    """libpq's own reading of the URL (through psycopg, when installed: without it the store
+    says how to install it), which knows every parameter name."""
+    try:
+        from psycopg import Error
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return
+    try:
+        conninfo_to_dict(url)
+    except Error as error:
+        message = str(error).strip()
+        for secret in _passwords(url):
+            message = message.replace(secret, "***")
+        raise ValueError(f"libpq cannot read the URL: {message}") from None
+
+
+def _passwords(url: str) -> list[str]:
+    """The password texts of the URL (its user part's, a `password=` parameter's), to keep
+    out of messages."""
+    userinfo, _, query = _url_parts(url)
+    found = [userinfo.partition(":")[2]]
+    found += [part[len("password=") :] for part in query.split("&") if part.startswith("password=")]
+    return [secret for secret in found if secret]
 
 
 def _label_list(raw: object) -> tuple[str, ...]:

@@ -5,6 +5,10 @@ temporary folder, run as an unprivileged user when the tests run as root (initdb
 here and in CI they do), listening on 127.0.0.1 only at a free port, its unix socket in the
 same folder; fsync off (a test server's data need not survive a power cut). One server per
 test process (`tests/conftest.py`), one fresh database per test (`create_database`).
+
+`start_pair` makes a primary and its synchronous streaming replica (`pg_basebackup -R`), for
+PostgreSQL's own failover: the primary crashed (`Pair.crash_primary`), the replica promoted
+(`Pair.promote`), reached all along through one multi-host URL (`Pair.url`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from helpers import hold_port
+from helpers import hold_port, until
 
 USER = "astraeus"
 """The server's superuser (trust authentication, loopback only)."""
@@ -88,8 +92,29 @@ class Server:
             self.held.close()
 
 
-def start() -> Server | str:
-    """A started server, or why none could be started (one line)."""
+def start(options: str = "") -> Server | str:
+    """A started server, or why none could be started (one line). `options`: more `-c name=value`
+    settings for it, after (so over) the test defaults."""
+    prepared = _prepare()
+    if isinstance(prepared, str):
+        return prepared
+    root, bin_dir, as_user = prepared
+    data = root / "data"
+    made = subprocess.run(
+        [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust",
+         "-E", "UTF8", "--no-sync", "--no-instructions"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    if made.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        last = (made.stderr.strip() or made.stdout.strip()).splitlines()[-1:]
+        return f"initdb failed: {' '.join(last)}"
+    return _launch(root, bin_dir, as_user, options)
+
+
+def _prepare() -> tuple[Path, Path, list[str]] | str:
+    """A new private folder for a server (the server's own user's), the binaries' folder and
+    the command prefix that runs them as that user; or why no server can be started."""
     bin_dir = _bin_dir()
     if bin_dir is None:
         return "PostgreSQL's initdb is not installed (Debian: apt-get install postgresql)"
@@ -107,16 +132,12 @@ def start() -> Server | str:
         entry = pwd.getpwnam(UNPRIVILEGED)
         os.chown(root, entry.pw_uid, entry.pw_gid)  # 0700 (mkdtemp), now the server's own
         as_user = [runuser, "-u", UNPRIVILEGED, "--"]
+    return root, bin_dir, as_user
+
+
+def _launch(root: Path, bin_dir: Path, as_user: list[str], options: str = "") -> Server | str:
+    """Start the server of the data folder `root/data` on a free loopback port."""
     data = root / "data"
-    made = subprocess.run(
-        [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--auth=trust",
-         "-E", "UTF8", "--no-sync", "--no-instructions"],
-        capture_output=True, text=True, check=False, timeout=120,
-    )  # fmt: skip
-    if made.returncode != 0:
-        shutil.rmtree(root, ignore_errors=True)
-        last = (made.stderr.strip() or made.stdout.strip()).splitlines()[-1:]
-        return f"initdb failed: {' '.join(last)}"
     # Held while the server lives: PostgreSQL binds with SO_REUSEADDR, which the hold allows,
     # and nothing else can take the port meanwhile.
     held = hold_port()
@@ -125,7 +146,7 @@ def start() -> Server | str:
         f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root}"
         " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         " -c max_connections=200 -c shared_buffers=32MB"
-    )
+    ) + (f" {options}" if options else "")
     started = subprocess.run(
         [*as_user, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"),
          "-o", options, "-w", "-t", "60", "start"],
@@ -163,3 +184,152 @@ folder on PostgreSQL; CI runs the store's tests on both engines and the rest on 
 fail there by design: four use SQLite's own page limit for a full disk (`test_storage.py`), and
 two restart a coordinator on "the same file" by its folder (`test_partition.py`,
 `test_poison.py`), which this switch gives a new database."""
+
+
+# -- A primary and its streaming replica ------------------------------------------------------
+
+REPLICA_NAME = "astraeus_replica"
+"""The replica's `application_name` on its replication connection: the primary's
+`synchronous_standby_names` names it, so a commit the primary acknowledged is on the replica."""
+
+PRIMARY_OPTIONS = (
+    "-c wal_level=replica -c max_wal_senders=4 -c wal_keep_size=64MB"
+    f" -c synchronous_standby_names={REPLICA_NAME} -c synchronous_commit=on"
+)
+"""What makes a server a primary whose commits wait for the replica (over `start`'s defaults,
+which turn synchronous commit off). Given on its command line, not in its configuration file,
+so the replica copied from it does not wait for a standby of its own once promoted."""
+
+REPLICATION_HBA = "host replication all 127.0.0.1/32 trust\n"
+"""The primary's one replication entry: loopback only, as every connection of these servers."""
+
+
+class Pair:
+    """A primary and a streaming replica of it, each a `Server` on its own port and folder;
+    `url` reaches whichever of the two takes writes (libpq's multi-host URL)."""
+
+    def __init__(self, primary: Server, replica: Server) -> None:
+        self.primary = primary
+        self.replica = replica
+
+    def url(self, database: str = "postgres") -> str:
+        """Both hosts, primary first; libpq takes the first that accepts writes."""
+        return (
+            f"postgresql://{USER}@127.0.0.1:{self.primary.port},127.0.0.1:{self.replica.port}"
+            f"/{database}?target_session_attrs=read-write"
+        )
+
+    def create_database(self, prefix: str = "t") -> str:
+        """A new empty database (made on the primary, replicated); its multi-host URL."""
+        name = self.primary.create_database(prefix).rpartition("/")[2]
+        self.wait_replayed()
+        return self.url(name)
+
+    def sync_state(self) -> str | None:
+        """The replica's state as the primary sees it (`sync` once commits wait for it)."""
+        import psycopg
+
+        with psycopg.connect(self.primary.url(), autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(
+                "SELECT sync_state FROM pg_stat_replication WHERE application_name = %s",
+                (REPLICA_NAME,),
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def wait_replayed(self) -> None:
+        """Until the replica has replayed everything the primary has written so far."""
+        import psycopg
+
+        with psycopg.connect(self.primary.url(), autocommit=True, connect_timeout=10) as conn:
+            target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        assert target is not None
+        with psycopg.connect(self.replica.url(), autocommit=True, connect_timeout=10) as conn:
+            until(
+                "the replica to replay the primary's WAL",
+                lambda: conn.execute(
+                    "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (str(target[0]),)
+                ).fetchone()[0],
+            )
+
+    def crash_primary(self) -> None:
+        """Stop the primary as a crash does (`pg_ctl stop -m immediate`: no shutdown
+        checkpoint, every session cut). Its port stays held: connections to it are refused."""
+        stop = subprocess.run(
+            [*self.primary._as_user, str(self.primary.bin_dir / "pg_ctl"), "-D",
+             str(self.primary.root / "data"), "-m", "immediate", "-w", "stop"],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        if stop.returncode != 0:
+            raise RuntimeError(f"pg_ctl stop of the primary failed: {stop.stderr.strip()}")
+
+    def promote(self) -> None:
+        """Promote the replica (`pg_ctl promote`), and wait until it takes writes."""
+        promoted = subprocess.run(
+            [*self.replica._as_user, str(self.replica.bin_dir / "pg_ctl"), "-D",
+             str(self.replica.root / "data"), "-w", "-t", "60", "promote"],
+            capture_output=True, text=True, check=False, timeout=90,
+        )  # fmt: skip
+        if promoted.returncode != 0:
+            raise RuntimeError(f"pg_ctl promote failed: {promoted.stderr.strip()}")
+        import psycopg
+
+        with psycopg.connect(self.replica.url(), autocommit=True, connect_timeout=10) as conn:
+            until(
+                "the promoted replica to leave recovery",
+                lambda: not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0],
+            )
+
+    def stop(self) -> None:
+        self.replica.stop()
+        self.primary.stop()
+
+
+def start_pair() -> Pair | str:
+    """A primary (`PRIMARY_OPTIONS`) and a replica made from it by `pg_basebackup -R`
+    (`standby.signal`, and `primary_conninfo` naming `REPLICA_NAME`), streaming and
+    synchronous; or why none could be started (one line)."""
+    primary = start(PRIMARY_OPTIONS)
+    if isinstance(primary, str):
+        return primary
+    try:
+        replica = _replica_of(primary)
+    except BaseException:
+        primary.stop()
+        raise
+    if isinstance(replica, str):
+        primary.stop()
+        return replica
+    pair = Pair(primary, replica)
+    try:
+        until("the replica to stream synchronously", lambda: pair.sync_state() == "sync")
+    except BaseException:
+        pair.stop()
+        raise
+    return pair
+
+
+def _replica_of(primary: Server) -> Server | str:
+    hba = primary.root / "data" / "pg_hba.conf"
+    if REPLICATION_HBA not in hba.read_text():
+        with hba.open("a") as out:
+            out.write(REPLICATION_HBA)
+        primary.admin("SELECT pg_reload_conf()")
+    prepared = _prepare()
+    if isinstance(prepared, str):
+        return prepared
+    root, bin_dir, as_user = prepared
+    conninfo = f"host=127.0.0.1 port={primary.port} user={USER} application_name={REPLICA_NAME}"
+    copied = subprocess.run(
+        [*as_user, str(bin_dir / "pg_basebackup"), "-D", str(root / "data"), "-d", conninfo,
+         "-X", "stream", "-c", "fast", "-R", "--no-sync"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    if copied.returncode != 0:
+        shutil.rmtree(root, ignore_errors=True)
+        last = (copied.stderr.strip() or copied.stdout.strip()).splitlines()[-1:]
+        return f"pg_basebackup failed: {' '.join(last)}"
+    written = (root / "data" / "postgresql.auto.conf").read_text()
+    if f"application_name={REPLICA_NAME}" not in written:
+        shutil.rmtree(root, ignore_errors=True)
+        return f"pg_basebackup -R wrote no application_name in primary_conninfo: {written!r}"
+    return _launch(root, bin_dir, as_user)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from astraeus.coordinator.store import Principal, Role, Store
+from astraeus.coordinator.store import Principal, Role, StorageError, Store
 
 from .errors import ApiError, Handler, fail
-from .keys import PRINCIPAL, STORE
+from .keys import OVERLOAD, PRINCIPAL, STORE
 
 OPEN_PATHS = frozenset({"/healthz"})
 
@@ -20,11 +20,31 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     principal = None
     # Tokens are ASCII; bytes that are not (kept by aiohttp as surrogates) are no token at all.
     if scheme.lower() == "bearer" and secret and secret.isascii():
-        principal = request.app[STORE].tokens.authenticate(secret.strip())
+        try:
+            principal = request.app[STORE].tokens.authenticate(secret.strip())
+        except StorageError as error:
+            if _is_report(request):
+                # A token that cannot be checked (a PostgreSQL server out of reach, its
+                # primary failing over) refuses an agent's report as a storage fault does
+                # once it is read: with the report's own `Retry-After`, a fraction of the Down
+                # window, not the 5 s told to people.
+                raise request.app[OVERLOAD].storage_fault(error) from None
+            raise
     if principal is None:
         raise ApiError(401, "missing or unknown bearer token: send Authorization: Bearer <token>")
     request[PRINCIPAL] = principal
     return await handler(request)
+
+
+def _is_report(request: web.Request) -> bool:
+    """`PUT /api/v1/machines/{name}/report`, an agent's report."""
+    parts = request.path.split("/")
+    return (
+        request.method == "PUT"
+        and len(parts) == 6
+        and parts[1:4] == ["api", "v1", "machines"]
+        and parts[5] == "report"
+    )
 
 
 def principal(request: web.Request) -> Principal:

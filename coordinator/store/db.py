@@ -226,18 +226,34 @@ class Database:
     def _pg_read(self, read: Callable[[Any], T]) -> T:
         """A read on this thread's PostgreSQL session; one whose session broke (the server
         restarted, a failover) is tried once more on a new one. A server that still cannot
-        be read raises `StorageError` (503 and `Retry-After`, as a write fault)."""
+        be read raises `StorageError` (503 and `Retry-After`, as a write fault). A new
+        session that could not be opened is not tried again at once: during an outage each
+        read costs one attempt to reach the hosts, not two."""
+        opened = getattr(self._local, "conn", None) is not None
         try:
             return read(self._reader)
         except dialect.PgStorageError as error:
-            if error.code not in REOPEN:
-                raise StorageError(error.problem, error.code) from error
+            if error.code not in REOPEN or not opened:
+                raise self._unreadable(error) from error
             self._drop_reader()
         try:
             return read(self._reader)
         except dialect.PgStorageError as error:
             self._drop_reader()
-            raise StorageError(error.problem, error.code) from error
+            raise self._unreadable(error) from error
+
+    def _unreadable(self, error: dialect.PgStorageError) -> StorageError:
+        """A read the server could not serve (its primary crashed, none takes writes yet) is
+        recorded as the fault in effect when none is: a server out of reach fails writes too,
+        and every request that needs a token reads first, so no write may come to say so.
+        `/healthz` and the gauge then say it, passes and writes first open a new session
+        (`_writable`), and the first write that succeeds ends the fault and calls `recovered`
+        (the reports refused meanwhile were no machine's silence)."""
+        if self.fault is None:
+            log.error("database %s is not readable: %s (%s)", self.shown, error.problem, error)
+            self.fault = Fault(error.problem, error.code, datetime.now(UTC), failures=0)
+            self._reopen = self._reopen or error.code in REOPEN
+        return StorageError(error.problem, error.code)
 
     @property
     def db(self) -> sqlite_utils.Database:
@@ -292,6 +308,10 @@ class Database:
 
     def _transaction(self) -> Iterator[Connection]:
         conn: Any = None
+        # Only a fault recorded before this transaction began may end with its commit: one a
+        # reader records meanwhile (`_unreadable`) may come after a commit the server
+        # acknowledged just before it went away.
+        faulted = self.fault is not None
         try:
             conn = self._writable()
             if self.postgresql:
@@ -316,7 +336,7 @@ class Database:
             if fault is None:
                 raise
             raise fault from error
-        if self.fault is not None and self._room_again():
+        if faulted and self.fault is not None and self._room_again():
             self._recover()
 
     def _pg_begin(self, conn: Any) -> Any:

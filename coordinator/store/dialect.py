@@ -33,7 +33,6 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from .faults import (
     SQLITE_CANTOPEN,
@@ -58,6 +57,19 @@ one coordinator per database until leader election turns it into a lease."""
 
 CONNECT_TIMEOUT_SECONDS = 5
 """How long a connection attempt to the server may take before it counts as unreachable."""
+
+SESSION_DEFAULTS = {
+    "connect_timeout": str(CONNECT_TIMEOUT_SECONDS),
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
+"""libpq settings every session gets where the URL gives none of its own: a host that vanishes
+(power, network) instead of refusing, as before a failover, is given up in about 30 s
+(keepalives for an idle session, `tcp_user_timeout` for one waiting on its statement) instead
+of the kernel's 15 minutes, and one that does not answer a new connection in 5 s is passed over
+for the next host of the URL."""
 
 
 class Cursor(Protocol):
@@ -90,15 +102,25 @@ def is_postgresql(location: str | Path) -> bool:
 
 
 def shown(location: str | Path) -> str:
-    """The location as logs and messages name it: a URL without its password."""
+    """The location as logs and messages name it: a URL without its password, whether in its
+    user part or a `password=` query parameter. Read by hand, not by `urlsplit`: a libpq URL
+    may list several hosts (`h1:5432,h2:5432`), which is no URL's host part."""
     if not is_postgresql(location):
         return str(location)
-    parts = urlsplit(str(location))
-    if parts.password is None:
-        return str(location)
-    netloc = parts.netloc.rpartition("@")
-    user = netloc[0].partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+    text = str(location)
+    scheme, _, rest = text.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{hosts}"
+    path, question, query = tail.partition("?")
+    if question:
+        query = "&".join(
+            "password=***" if part.partition("=")[0] == "password" else part
+            for part in query.split("&")
+        )
+    return f"{scheme}://{netloc}{path}{question}{query}"
 
 
 # -- PostgreSQL errors ------------------------------------------------------------------------
@@ -112,6 +134,11 @@ class PgStorageError(sqlite3.OperationalError):
         super().__init__(f"{problem}: {detail}")
         self.problem = problem
         self.code = code
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[PgStorageError], tuple[str, int, str]]:
+        """Raised in the pass worker, it comes back to the service whole (pickled)."""
+        return type(self), (self.problem, self.code, self.detail)
 
 
 class PgIntegrityError(sqlite3.IntegrityError):
@@ -217,15 +244,15 @@ def _register_adapters(conn: Any) -> None:
 
 def pg_connect(url: str, *, application: str = "astraeus-coordinator") -> Any:
     """A psycopg connection in autocommit mode (transactions are opened explicitly, as with
-    SQLite's `isolation_level=None`); a failure to connect is a `PgStorageError`."""
+    SQLite's `isolation_level=None`), with `SESSION_DEFAULTS` where the URL says nothing; a
+    failure to connect is a `PgStorageError`."""
     psycopg = _psycopg()
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
-        conn = psycopg.connect(
-            url,
-            autocommit=True,
-            connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            application_name=application,
-        )
+        given = conninfo_to_dict(url)
+        defaults = {key: value for key, value in SESSION_DEFAULTS.items() if key not in given}
+        conn = psycopg.connect(url, autocommit=True, application_name=application, **defaults)
     except psycopg.Error as error:
         raise converted(error) from error
     _register_adapters(conn)

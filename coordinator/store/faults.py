@@ -51,6 +51,10 @@ class StorageError(Exception):
         self.problem = problem
         self.code = code
 
+    def __reduce__(self) -> tuple[type[StorageError], tuple[str, int]]:
+        """Raised in the pass worker, it comes back to the service whole (pickled)."""
+        return type(self), (self.problem, self.code)
+
 
 def storage_problem(error: sqlite3.Error) -> tuple[str, int] | None:
     """(words, primary code) when `error` is a storage fault; None for anything else (a bug,

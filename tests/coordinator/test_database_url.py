@@ -11,6 +11,7 @@ import pytest
 
 from astraeus.coordinator.service import main
 from astraeus.coordinator.settings import load
+from astraeus.coordinator.store.dialect import shown
 from astraeus.shared.settings import SettingsError
 
 URL = "postgresql://astraeus@db.example:5432/astraeus"
@@ -63,3 +64,95 @@ def test_the_sqlite_store_imports_nothing_of_postgresql(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert found.stdout.strip() == "[]"
+
+
+FAILOVER = (
+    "postgresql://astraeus:s3cret@db-a:5432,db-b:5432/astraeus?target_session_attrs=read-write"
+)
+"""Two hosts: libpq takes whichever accepts writes (docs/operator.md, "When PostgreSQL fails
+over")."""
+
+
+def test_a_url_of_several_hosts_is_taken_as_it_is() -> None:
+    settings = load(env={"ASTRAEUS_DATABASE_URL": FAILOVER})
+    assert settings.database == FAILOVER
+    ipv6 = "postgresql://astraeus@[::1]:5432,[fd00::2]:5433/astraeus?target_session_attrs=primary"
+    assert load(env={"ASTRAEUS_DATABASE_URL": ipv6}).database == ipv6
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        (
+            "postgresql://astraeus:s3cret@db-a:5432,db-b:54x2/astraeus",
+            "the port '54x2' of host 2 (db-b) is not a port number from 1 to 65535",
+        ),
+        (
+            "postgresql://astraeus:s3cret@[::1]:70000/astraeus",
+            "the port '70000' of host 1 (::1) is not a port number from 1 to 65535",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a,,db-b/astraeus?target_session_attrs=read-write",
+            "host 2 of the URL's host list is empty",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a:5432,db-b:5432/astraeus",
+            "the URL lists 2 hosts without target_session_attrs=read-write: libpq would keep the"
+            " first that answers, a standby too; add ?target_session_attrs=read-write so the"
+            " coordinator follows the primary",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a,db-b/astraeus?target_session_attrs=any",
+            "the URL lists 2 hosts without target_session_attrs=read-write: libpq would keep the"
+            " first that answers, a standby too; add ?target_session_attrs=read-write so the"
+            " coordinator follows the primary",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-b/astraeus?target_session_attrs=prefer-standby",
+            "target_session_attrs='prefer-standby' would take a server that refuses writes; the"
+            " coordinator writes: target_session_attrs=read-write",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a,db-b/astraeus?target_session_attrs=readwrite",
+            "target_session_attrs='readwrite' is not one of any, read-write, read-only, primary,"
+            " standby, prefer-standby (read-write: the primary, whichever host it is)",
+        ),
+        (
+            "postgresql://astraeus:s3cret@db-a,db-b/astraeus?target_session=read-write",
+            'libpq cannot read the URL: invalid URI query parameter: "target_session"',
+        ),
+        (
+            "postgresql://astraeus@db-a/astraeus?password=s3%zz",
+            'libpq cannot read the URL: invalid percent-encoded token: "***"',
+        ),
+    ],
+)
+def test_a_mistaken_url_is_refused_naming_the_problem_not_the_password(
+    url: str, problem: str
+) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load(env={"ASTRAEUS_DATABASE_URL": url})
+    assert str(caught.value) == f"ASTRAEUS_DATABASE_URL: {problem}"
+    assert "s3" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "seen"),
+    [
+        (
+            FAILOVER,
+            "postgresql://astraeus:***@db-a:5432,db-b:5432/astraeus?target_session_attrs=read-write",
+        ),
+        (
+            "postgresql://astraeus@db-a,db-b/astraeus?password=s3cret&sslmode=require",
+            "postgresql://astraeus@db-a,db-b/astraeus?password=***&sslmode=require",
+        ),
+        (
+            "postgres://astraeus:s3%40cret@[::1]:5432,[::2]:5432",
+            "postgres://astraeus:***@[::1]:5432,[::2]:5432",
+        ),
+        ("postgresql://astraeus@db-a/astraeus", "postgresql://astraeus@db-a/astraeus"),
+    ],
+)
+def test_logs_and_messages_show_the_url_without_its_password(url: str, seen: str) -> None:
+    assert shown(url) == seen

@@ -5,7 +5,9 @@ restart once the server is back; and a second coordinator on one database is ref
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -13,12 +15,21 @@ import pg_server
 import pytest
 from helpers import Proxy
 
+from astraeus.coordinator.api.errors import RETRY_AFTER
+from astraeus.coordinator.api.overload import refused_retry_after
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.startup import start
-from astraeus.coordinator.store import Store
+from astraeus.coordinator.store import StorageError, Store
+from astraeus.coordinator.store.dialect import (
+    SESSION_DEFAULTS,
+    PgStorageError,
+    converted,
+    pg_connect,
+)
+from astraeus.coordinator.store.faults import REOPEN, Fault
 from astraeus.coordinator.store.lock import DatabaseInUseError, lock_server
 
-from .conftest import ClientFactory, Cluster, make_cluster
+from .conftest import ClientFactory, Cluster, make_cluster, settings_for
 from .fakes import FirstFitSession
 
 
@@ -164,3 +175,100 @@ def test_a_second_coordinator_on_one_database_is_refused(
             lock_server(postgresql_url)
     finally:
         again.release()
+
+
+async def test_a_report_whose_token_cannot_be_checked_gets_the_reports_retry_after(
+    through_proxy: Cluster, proxy: Proxy
+) -> None:
+    """With the server out of reach the token itself cannot be read: an agent's report is
+    refused 503 with the report's `Retry-After` (a fraction of the Down window, so it is
+    heard from again before its machine is Down), a person's request with the usual 5 s; the
+    failed read is the fault `/healthz` names, and the first write once the server is back
+    ends it and tells the scheduler (`recovered`)."""
+    c = through_proxy
+    await c.workspace("vision")
+    agent = c.agent_token("node-1")
+    heard_again: list[bool] = []
+    c.store.database.recovered.append(lambda: heard_again.append(True))
+    proxy.cut()
+    response = await c.client.put("/api/v1/machines/node-1/report", json={}, headers=c.auth(agent))
+    assert response.status == 503
+    assert response.headers["Retry-After"] == refused_retry_after(settings_for(Path()))
+    assert refused_retry_after(settings_for(Path())) != str(RETRY_AFTER)
+    assert (await _submit(c, "refused"))[2] == str(RETRY_AFTER)
+    fault = c.store.database.fault
+    assert fault is not None
+    assert fault.problem == "cannot reach the database server"
+    proxy.heal()
+    c.store.database._probed = 0.0
+    status, health = await c.call("GET", "/healthz")
+    assert (status, health, heard_again) == (200, {"status": "ok"}, [True])
+
+
+def test_a_fault_recorded_during_a_commit_outlives_it(postgresql_url: str) -> None:
+    """A reader may record the server's fault while a write commits (the commit was
+    acknowledged just before the server went away): that commit proves nothing about the
+    server now, so the fault stays until a write that began after it succeeds."""
+    store = Store.open(postgresql_url)
+    database = store.database
+    try:
+        with database.write() as conn:
+            conn.execute("DELETE FROM write_probe")
+            database.fault = Fault("cannot reach the database server", 14, datetime.now(UTC))
+        assert database.fault is not None
+        assert database.probe() is None
+    finally:
+        store.close()
+
+
+def test_storage_errors_come_back_whole_from_the_pass_worker() -> None:
+    """The pass worker's errors reach the service pickled: a storage fault must keep its
+    words and code (else the process pool breaks and the worker is restarted for nothing)."""
+    for error in (
+        StorageError("cannot reach the database server", 14),
+        PgStorageError("cannot reach the database server", 14, "connection refused"),
+    ):
+        again = pickle.loads(pickle.dumps(error))  # noqa: S301 - our own object
+        assert (type(again), str(again), again.code) == (type(error), str(error), error.code)
+
+
+@pytest.mark.parametrize(
+    ("error", "problem", "code"),
+    [
+        ("server closed the connection unexpectedly", "cannot reach the database server", 14),
+        ("AdminShutdown", "cannot reach the database server", 14),
+        ("ReadOnlySqlTransaction", "the database is read-only", 8),
+    ],
+)
+def test_a_dead_or_read_only_session_is_a_fault_that_reopens(
+    error: str, problem: str, code: int
+) -> None:
+    """What a session says when its primary crashed (the connection closed, no SQLSTATE), was
+    shut down (57P01 `terminating connection due to administrator command`), or is a standby
+    (25006): a storage fault after which the connection is opened again (`REOPEN`), for the
+    write session and each thread's read session alike."""
+    import psycopg
+
+    raised = (
+        psycopg.OperationalError(error)
+        if " " in error
+        else getattr(psycopg.errors, error)("terminating connection")
+    )
+    found = converted(raised)
+    assert isinstance(found, PgStorageError)
+    assert (found.problem, found.code, found.code in REOPEN) == (problem, code, True)
+
+
+def test_sessions_give_up_on_a_vanished_host_unless_the_url_says_otherwise(
+    postgresql_url: str,
+) -> None:
+    """Every session gets keepalives and a TCP user timeout (a primary whose host vanished is
+    given up in about 30 s, not 15 minutes); a value the URL gives is kept."""
+    conn = pg_connect(postgresql_url + "?keepalives_idle=42")
+    try:
+        used = conn.info.get_parameters()
+    finally:
+        conn.close()
+    assert used["keepalives_idle"] == "42"
+    for key in ("connect_timeout", "keepalives_interval", "keepalives_count", "tcp_user_timeout"):
+        assert used[key] == SESSION_DEFAULTS[key]
