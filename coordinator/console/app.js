@@ -7,6 +7,7 @@ import { machinePage, machinesPage, mapPage } from "./machines.js";
 import { newRunPage } from "./newrun.js";
 import { runPage } from "./runpage.js";
 import { runsPage } from "./runs.js";
+import { usagePage } from "./usage.js";
 
 // [hash, the nav link it lights, the page, whether it acts in a workspace]
 const ROUTES = [
@@ -19,6 +20,7 @@ const ROUTES = [
   [/^#\/jobs\/([^/]+)\/([a-z0-9-]+)$/, "runs", jobPage, false],
   [/^#\/machines$/, "machines", machinesPage, false],
   [/^#\/machines\/(.+)$/, "machines", machinePage, false],
+  [/^#\/usage$/, "usage", usagePage, false],
 ];
 
 let generation = 0;

@@ -31,6 +31,8 @@ EXPECTED = {
     "runpage.js",
     "runs.js",
     "tablemodel.js",
+    "usage.js",
+    "usagemodel.js",
     "vtable.js",
     "why.js",
     "words.js",

@@ -682,3 +682,43 @@ async def test_an_admins_link_finds_the_runs_workspace(cluster: Cluster, page: A
     await _open_link(page, cluster, f"{here}/nowhere", cluster.admin, "vision")
     await expect(page.locator("#main h1")).to_have_text("Not found")
     await expect(page.locator("#main")).to_contain_text("There is no run nowhere that you may see.")
+
+
+async def test_usage_shows_each_workspace_against_its_fair_share(
+    cluster: Cluster, page: Any
+) -> None:
+    """The Usage page: the cluster's GPUs in use and each workspace's row, with its weight and
+    its turn under fair share for an admin; a member sees its own workspace only (the API sends
+    no other), with no fair share to compare and no other workspace's name on the page."""
+    from playwright.async_api import expect
+
+    await three_machines(cluster)
+    await cluster.ok("PUT", "/api/v1/workspaces/speech", body={"fair_share_weight": 2})
+    spec = {"name": "placed", "command": ["sleep", "1d"]}
+    spec["requested_resources"] = {"gpu_requests": {"count": 8}}
+    await cluster.ok("POST", "/api/v1/runs", cluster.member, spec)
+    await cluster.run_pass()
+
+    await page.goto(cluster.url)
+    await page.fill("#token", cluster.admin)
+    await page.fill("#workspace", "vision")
+    await page.click("#sign-in")
+    await page.click('nav a[data-nav="usage"]')
+    await expect(page.locator(".usage-summary")).to_contain_text("8 GPUs of 28 GPUs in use now")
+    vision = page.locator('#usage tr[data-workspace="vision"] td')
+    await expect(vision.nth(3)).to_have_text("8 GPUs (29 %)")
+    await expect(vision.nth(4)).to_have_text("1")
+    speech = page.locator('#usage tr[data-workspace="speech"] td')
+    await expect(speech.nth(3)).to_have_text("0 GPUs (0 %)")
+    await expect(speech.nth(4)).to_have_text("2")
+    fair = page.locator('#usage tr[data-workspace="speech"] .usage-fair')
+    await expect(fair).to_have_attribute("style", "left: 66.7%;")  # weight 2 of 3
+    await page.screenshot(path=screenshot_path("usage"), full_page=True)
+
+    await page.click("#sign-out")
+    await sign_in(page, cluster, cluster.member)
+    await page.click('nav a[data-nav="usage"]')
+    await expect(page.locator('#usage tr[data-workspace="vision"]')).to_have_count(1)
+    await expect(page.locator("#usage tbody tr")).to_have_count(1)
+    await expect(page.locator(".usage-fair")).to_have_count(0)
+    assert "speech" not in await page.locator("#main").inner_text()
