@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator (the default)")
     _common(serve)
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8470)")
+    serve.add_argument(
+        "--advertise-url",
+        help="with --database-url: the URL clients should use for this coordinator while it"
+        " leads; standbys send them there (default: the serving address)",
+    )
     serve.add_argument("--cluster-name", help="the name users see (default: the short hostname)")
     serve.add_argument(
         "--console-url", help="the console's URL (default: the address the caller reached)"
@@ -119,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "database_url": args.database_url,
                 "state_dir": args.state_dir,
                 "listen": getattr(args, "listen", None),
+                "advertise_url": getattr(args, "advertise_url", None),
                 "cluster_name": getattr(args, "cluster_name", None),
                 "console_url": getattr(args, "console_url", None),
                 "tls_cert": getattr(args, "tls_cert", None),
@@ -347,8 +353,12 @@ async def _lease_watch(leadership: Leadership) -> None:
     connection that a partition left open (the renewing thread cannot say so then)."""
     while True:
         await asyncio.sleep(min(0.5, leadership.lease_seconds / 6))
-        if leadership.lease_left() < 0:
-            step_down(f"lease lost: not renewed for {leadership.lease_seconds:g} s; stepping down")
+        if leadership.lease_left() >= 0:
+            continue
+        line = f"lease lost: not renewed for {leadership.lease_seconds:g} s; stepping down"
+        with contextlib.suppress(Exception):  # who leads now, if the database says at once
+            line = await asyncio.wait_for(asyncio.to_thread(leadership.expired_line), 1.0)
+        step_down(line)
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:

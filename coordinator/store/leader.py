@@ -317,6 +317,14 @@ class Leadership:
             deposed(self.deposed_line())
             return
 
+    def expired_line(self) -> str:
+        """Why a leader whose lease ran out by its own clock steps down: deposed, when the row
+        names another epoch already; else the lease lost."""
+        row = self.current()
+        if row is not None and row.epoch != self.epoch:
+            return f"deposed: {row.holder} leads at epoch {row.epoch}; stepping down"
+        return f"lease lost: not renewed for {self.lease_seconds:g} s; stepping down"
+
     def deposed_line(self) -> str:
         """`deposed: <holder> leads at epoch N; stepping down`, as far as the row says."""
         try:
