@@ -239,6 +239,14 @@ async def serve(settings: Settings, certificate: ServerCertificate | None = None
     notifier = Notifier.from_environment()
     leadership: Leadership | None = None
     if settings.database_url:
+        if not settings.advertise_url and settings.host.strip("[]") in ("0.0.0.0", "::"):  # noqa: S104
+            log.warning(
+                "listen is %s and advertise_url is not set: standbys will send clients to"
+                " %s://%s, which they cannot reach; set advertise_url (--advertise-url)",
+                settings.listen,
+                settings.scheme,
+                settings.listen,
+            )
         leadership = Leadership(
             settings.database_url,
             advertise=settings.advertise_url or _advertised(settings),

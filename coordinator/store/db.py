@@ -376,7 +376,8 @@ class Database:
         if self.deposed is not None:
             return
         self.deposed = error
-        log.error("write refused by the leader's fence: %s", error)
+        if not self.on_deposed:  # the service's listener writes the one line itself
+            log.error("write refused by the leader's fence: %s", error)
         for listener in self.on_deposed:
             listener(error)
 
