@@ -178,7 +178,7 @@ async def _wait_for_the_lease(leadership: Leadership, view: View, stop: asyncio.
         if stop.is_set():
             break
         if await _try(leadership, view):
-            return True
+            return not stop.is_set()  # stopped meanwhile: the caller resigns at once
     return False
 
 

@@ -8,10 +8,12 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
+import pg_server
 import psycopg
 import pytest
-from helpers import until
+from helpers import Proxy, until
 
 from astraeus.coordinator.store import Deposed, Store
 from astraeus.coordinator.store.dialect import WRITE_LOCK
@@ -37,6 +39,10 @@ def _leadership(made: list[Leadership], url: str, name: str, lease: float) -> Le
     each = Leadership(url, advertise=f"http://{name}:8470", lease_seconds=lease, holder=name)
     made.append(each)
     return each
+
+
+def _name(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
 
 
 def _row(url: str) -> dict[str, Any]:
@@ -188,3 +194,48 @@ def test_a_leaders_sessions_cut_a_transaction_left_idle(
             assert conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == "0"
     finally:
         unfenced.close()
+
+
+def test_the_renewing_thread_keeps_the_lease_and_reports_a_takeover(
+    postgresql_url: str, made: list[Leadership]
+) -> None:
+    """Renewed every third of the lease, the leader keeps it past many leases; once another
+    took over (its lease ended by hand, as a paused leader's runs out), the thread reports the
+    `deposed` line naming the new leader, once."""
+    a = _leadership(made, postgresql_url, "a", SHORT)
+    b = _leadership(made, postgresql_url, "b", SHORT)
+    assert a.take() == 1
+    lines: list[str] = []
+    a.start_renewing(lines.append)
+    seen: set[float] = set()
+    until("four renewals (over a lease)", lambda: seen.add(a.renewed_at) or len(seen) > 4)
+    assert lines == []
+    assert isinstance(b.take(), Leader)  # a's lease is alive: no takeover
+
+    with psycopg.connect(postgresql_url, autocommit=True) as conn:
+        conn.execute("UPDATE leadership SET epoch = epoch + 1, holder = 'c' WHERE id = 1")
+    until("a to be told", lambda: lines)
+    assert lines == ["deposed: c leads at epoch 2; stepping down"]
+
+
+def test_a_leader_cut_off_from_the_database_steps_down_when_its_lease_runs_out(
+    postgresql_server: pg_server.Server, postgresql_url: str, made: list[Leadership]
+) -> None:
+    """The lease connection fails (the way to the server cut): the leader keeps trying to
+    renew and, once its lease would have run out by its own clock, reports it lost, without
+    waiting for a server it cannot reach."""
+    proxy = Proxy(postgresql_server.port)
+    try:
+        through = f"postgresql://{pg_server.USER}@127.0.0.1:{proxy.port}/{_name(postgresql_url)}"
+        a = _leadership(made, through, "a", SHORT)
+        assert a.take() == 1
+        lines: list[str] = []
+        a.start_renewing(lines.append)
+        proxy.cut()
+        until("a to give up", lambda: lines)
+        assert len(lines) == 1
+        assert lines[0].startswith("lease lost: not renewed for 1 s (")
+        assert lines[0].endswith("); stepping down")
+        assert a.lease_left() < 0
+    finally:
+        proxy.cut()
