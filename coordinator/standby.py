@@ -147,6 +147,8 @@ async def stand_by(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if certificate is not None:  # as the leader does: SIGHUP reloads, never ends the process
+        loop.add_signal_handler(signal.SIGHUP, certificate.reload, "SIGHUP")
     pinging = (
         asyncio.create_task(_ping(notifier, notifier.watchdog_seconds / 2))
         if notifier.watchdog_seconds
@@ -159,7 +161,7 @@ async def stand_by(
             pinging.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await pinging
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         await runner.cleanup()
     if not won:

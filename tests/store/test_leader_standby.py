@@ -1,10 +1,13 @@
 """A standby's answers (`coordinator/standby.py`), the protocol clients follow to the leader:
 `/healthz` 503 naming the leader, the API 503 with `Astraeus-Leader` and `Retry-After: 1`, a
-console page 307 to the leader, `/metrics` saying 0; and the words when no one leads yet."""
+console page 307 to the leader, `/metrics` saying 0; the words when no one leads yet; and the
+shipped systemd unit bringing a leader that stepped down back (as a standby)."""
 
 from __future__ import annotations
 
+import configparser
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -12,7 +15,9 @@ from aiohttp.test_utils import TestClient
 from yarl import URL
 
 from astraeus.coordinator.standby import View, standby_app
-from astraeus.coordinator.store.leader import Leader
+from astraeus.coordinator.store.leader import EX_TEMPFAIL, Leader
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 Client = TestClient[Any, Any]
 ClientFactory = Callable[[web.Application], Awaitable[Client]]
@@ -83,3 +88,15 @@ async def test_a_standby_before_any_leader(aiohttp_client: ClientFactory) -> Non
     page = await client.get("/console/", allow_redirects=False)
     assert page.status == 503
     assert (await page.json())["leader"] is None
+
+
+def test_the_shipped_unit_restarts_a_leader_that_stepped_down() -> None:
+    """A deposed leader exits 75 (`EX_TEMPFAIL`) and must come back as a standby: the unit's
+    `Restart=` restarts on that status (`on-failure` or `always`; not `on-abnormal`, which
+    ignores exit statuses), and no setting counts 75 as success or forbids the restart."""
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read(ROOT / "systemd" / "astraeus-coordinator.service")
+    service = unit["Service"]
+    assert service["restart"] in ("on-failure", "always")
+    for key in ("restartpreventexitstatus", "successexitstatus"):
+        assert str(EX_TEMPFAIL) not in service.get(key, "").split(), key
