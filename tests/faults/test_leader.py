@@ -29,6 +29,8 @@ import psycopg
 import pytest
 from helpers import Proxy, until
 
+from astraeus.coordinator.store.leader import Leadership
+
 from .rig import AGENT_ENV, BIN, LISTENING, Coordinator, Process, alive
 
 pytestmark = pytest.mark.slow  # two coordinators, agents, three takeovers
@@ -406,3 +408,36 @@ def _standby_of(c: Coordinator) -> str | None:
     except OSError:
         return None
     return body.get("leader") if status == 503 and isinstance(body, dict) else None
+
+
+def test_a_standby_never_opens_the_store_and_leads_once_the_leader_is_gone(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Another process leads (a lease taken by the test) over an empty database: the
+    coordinator stands by, naming it, and makes no table but the lease's (no migrations, no
+    admin token); once that leader's session ends it takes over at once and starts as a
+    first start would (migrations, the first admin token), answering 200."""
+    leader = Leadership(
+        postgresql_url, advertise="http://elsewhere:8470", lease_seconds=60.0, holder="test-leader"
+    )
+    try:
+        assert leader.take() == 1
+        c = Coordinator(tmp_path, database_url=postgresql_url)
+        c.start(ENV, ready=False)
+        until("the standby to name the leader", lambda: _standby_of(c) == "http://elsewhere:8470")
+        tables = {t for (t,) in _query(postgresql_url, _TABLES)}
+        assert tables == {"leadership"}
+        assert not (tmp_path / "admin.token").exists()
+        assert "standby: test-leader leads (epoch 1) at http://elsewhere:8470" in "".join(_lines(c))
+    finally:
+        leader.close()
+    until("the standby to lead", lambda: _health(c) == 200)
+    assert (tmp_path / "admin.token").exists()
+    assert {"runs", "tasks", "gpu_holds", "schema_version"} <= {
+        t for (t,) in _query(postgresql_url, _TABLES)
+    }
+    assert _query(postgresql_url, "SELECT epoch FROM leadership") == [(2,)]
+    assert c.stop() == 0
+
+
+_TABLES = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
