@@ -1,7 +1,8 @@
 """Two coordinators on one PostgreSQL database, as real processes (issue 27.2): one leads, the
 other stands by and names it; the leader killed with SIGKILL three times under load, a standby
 taking over each time with nothing acknowledged lost, no GPU held twice and no task Lost; a
-leader paused past its lease, then resumed, refused by the fence and stepping down (exit 75).
+leader paused past its lease, then resumed, refused by the fence and stepping down (exit 75);
+a standby that opens nothing of the store until it leads.
 
 The agents and the load reach the coordinators through `Front`, a TCP proxy that sends new
 connections to whichever coordinator's `/healthz` answers 200 (an operator's load balancer
@@ -73,14 +74,16 @@ def _get(url: str, token: str | None = None) -> tuple[int, Any, dict[str, str]]:
 
 
 def _post(url: str, body: Any, token: str) -> int:
-    """The status of a POST; 0 when no answer came (refused, reset, timed out)."""
+    """The status of a POST; 0 when no answer came (refused, reset, or 3 s without one: a
+    request in flight through `Front` when the leader is killed may wait that long, as the
+    test proxy does not wake a connection whose other side died)."""
     request = urllib.request.Request(  # noqa: S310 - loopback
         url, data=json.dumps(body).encode(), method="POST"
     )
     request.add_header("Authorization", f"Bearer {token}")
     request.add_header("Content-Type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        with urllib.request.urlopen(request, timeout=3) as response:  # noqa: S310
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
@@ -139,9 +142,17 @@ class Front:
         self.proxy.cut()
 
 
+PER_KILL = 250
+"""Submissions acknowledged before each kill (a third of them cancelled too)."""
+
+LOAD_THREADS = 4
+"""Threads submitting and cancelling at once, so that several requests are in flight at
+each kill."""
+
+
 @dataclass
 class Load:
-    """Submissions and cancels from a thread through `Front`, each retried until answered:
+    """Submissions and cancels from threads through `Front`, each retried until answered:
     every third run ends at once, every third is cancelled, the rest run for two seconds."""
 
     url: str
@@ -151,10 +162,10 @@ class Load:
     refused: Counter[int] = field(default_factory=Counter)
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self) -> None:
+    def run(self, prefix: str) -> None:
         number = 0
         while not self.stop.is_set():
-            name = f"r{number}"
+            name = f"{prefix}-{number}"
             seconds = "0" if number % 3 == 0 else "2"
             spec = {
                 "name": name,
@@ -274,13 +285,17 @@ def test_kill_9_of_the_leader_three_times_under_load(
     front = Front(pair)
     agents: list[Process] = []
     load = Load(front.url, member["token"])
-    thread = threading.Thread(target=load.run, daemon=True)
+    threads = [
+        threading.Thread(target=load.run, args=(f"t{i}",), daemon=True) for i in range(LOAD_THREADS)
+    ]
     takeovers: list[float] = []
     try:
         _agents(tmp_path, front, leader, agents)
-        thread.start()
-        until("some runs submitted", lambda: len(load.acknowledged) >= 20)
+        for thread in threads:
+            thread.start()
         for _ in range(KILLS):
+            before = len(load.acknowledged)
+            until("runs submitted", lambda b=before: len(load.acknowledged) >= b + PER_KILL)  # type: ignore[misc]
             leader = _leading(pair)
             standby = pair[1] if leader is pair[0] else pair[0]
             killed_at = time.monotonic()
@@ -290,16 +305,15 @@ def test_kill_9_of_the_leader_three_times_under_load(
             _standby(leader, standby.admin)  # back, as a standby naming the new leader
             status, body, _ = _get(leader.url + "/healthz")
             assert (status, body["status"], body["leader"]) == (503, "standby", standby.url)
-            before = len(load.acknowledged)
-            until("submissions to the new leader", lambda b=before: len(load.acknowledged) > b + 3)  # type: ignore[misc]
             until("every machine Up at the new leader", lambda s=standby: _up(s) == AGENTS)  # type: ignore[misc]
     except BaseException:
         _stop(agents)
         raise
     finally:
         load.stop.set()
-        if thread.is_alive():
-            thread.join(30)
+        for thread in threads:
+            if thread.is_alive():
+                thread.join(30)
         front.close()
     leader = _leading(pair)
     names = {name for (name,) in _query(postgresql_url, "SELECT name FROM runs")}
