@@ -275,7 +275,9 @@ class Leadership:
         return self.renewed_at + self.lease_seconds - time.monotonic()
 
     def resign(self) -> None:
-        """On a clean stop: end the lease now, so a standby takes over at once."""
+        """On a clean stop: end the lease now (renewing stopped first, so no renewal extends it
+        again), so a standby takes over at its next try."""
+        self.stop_renewing()
         if self.epoch is None:
             return
         with contextlib.suppress(Exception):

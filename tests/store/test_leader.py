@@ -239,3 +239,20 @@ def test_a_leader_cut_off_from_the_database_steps_down_when_its_lease_runs_out(
         assert a.lease_left() < 0
     finally:
         proxy.cut()
+
+
+def test_a_leader_that_stops_cleanly_hands_over_at_once(
+    postgresql_url: str, made: list[Leadership]
+) -> None:
+    """On SIGTERM the leader ends its lease (`resign`): with a minute still on it, and its
+    session still open, a standby takes over at its next try."""
+    a = _leadership(made, postgresql_url, "a", 60.0)
+    b = _leadership(made, postgresql_url, "b", 60.0)
+    assert a.take() == 1
+    lines: list[str] = []
+    a.start_renewing(lines.append)
+    assert isinstance(b.take(), Leader)
+    a.resign()  # stops the renewing thread first: it reports nothing
+    assert b.take() == 2
+    assert a.renew() is False
+    assert lines == []
