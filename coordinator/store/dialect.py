@@ -146,6 +146,9 @@ _BY_SQLSTATE: dict[str, tuple[str, int]] = {
     "57P02": (_UNREACHABLE, SQLITE_CANTOPEN),  # crash_shutdown
     "57P03": (_UNREACHABLE, SQLITE_CANTOPEN),  # cannot_connect_now: starting or recovering
     "57P05": (_UNREACHABLE, SQLITE_CANTOPEN),  # idle_session_timeout
+    # idle_in_transaction_session_timeout: the server ended a session whose transaction sat
+    # idle (a leader paused mid-write, `leader.session_settings`); nothing of it was written.
+    "25P03": (_UNREACHABLE, SQLITE_CANTOPEN),
     "08000": (_UNREACHABLE, SQLITE_CANTOPEN),
     "08003": (_UNREACHABLE, SQLITE_CANTOPEN),
     "08006": (_UNREACHABLE, SQLITE_CANTOPEN),

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from helpers import Proxy, until
 
-from astraeus.coordinator.store import Deposed, Store
+from astraeus.coordinator.store import Deposed, StorageError, Store
 from astraeus.coordinator.store.dialect import WRITE_LOCK
 from astraeus.coordinator.store.leader import Leader, Leadership
 from astraeus.coordinator.store.migrations import MIGRATIONS
@@ -256,3 +256,39 @@ def test_a_leader_that_stops_cleanly_hands_over_at_once(
     assert b.take() == 2
     assert a.renew() is False
     assert lines == []
+
+
+def test_a_leader_paused_inside_a_write_commits_nothing(
+    postgresql_url: str, made: list[Leadership]
+) -> None:
+    """A leader paused in the middle of a write transaction (it holds the writers' lock): the
+    server ends that transaction once it has been idle about a lease, a standby then takes the
+    lease, and when the paused leader goes on, its commit fails: nothing of it is written, and
+    its next write meets the fence."""
+    a = _leadership(made, postgresql_url, "a", SHORT)
+    b = _leadership(made, postgresql_url, "b", SHORT)
+    epoch = a.take()
+    assert epoch == 1
+    store = Store.open(postgresql_url, epoch=epoch, lease_seconds=SHORT)
+    try:
+
+        def paused_write() -> None:
+            with store.database.write() as conn:
+                conn.execute(
+                    "INSERT INTO machines (name, created_at) VALUES (?, ?)",
+                    ("paused", NOW.isoformat()),
+                )
+                until("b to take over behind the open write", lambda: b.take() == 2)
+
+        with pytest.raises(StorageError):  # the server ended the session: the commit fails
+            paused_write()
+        with pytest.raises(Deposed):
+            store.machines.ensure("after", NOW)
+    finally:
+        store.close()
+    assert _query_names(postgresql_url) == []
+
+
+def _query_names(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [name for (name,) in conn.execute("SELECT name FROM machines ORDER BY name")]
