@@ -142,7 +142,7 @@ class Front:
         self.proxy.cut()
 
 
-PER_KILL = 250
+PER_KILL = 150
 """Submissions acknowledged before each kill (a third of them cancelled too)."""
 
 LOAD_THREADS = 4
@@ -279,6 +279,10 @@ def _leading(pair: list[Coordinator]) -> Coordinator:
 def test_kill_9_of_the_leader_three_times_under_load(
     tmp_path: Path, pair: list[Coordinator], postgresql_url: str
 ) -> None:
+    """Under submissions and cancels from four threads, with 8 agents running the runs, the
+    leader is killed with SIGKILL three times and restarted (a standby then): each takeover
+    within the issue's 10 s, no GPU held twice right after each, and at the end every
+    acknowledged submission there, no task Lost, every acknowledged cancel carried out."""
     leader = pair[0]
     leader.ok("PUT", "/api/v1/workspaces/faults", {})
     member = leader.ok("POST", "/api/v1/tokens", {"role": "member", "workspace": "faults"})
@@ -306,6 +310,9 @@ def test_kill_9_of_the_leader_three_times_under_load(
             status, body, _ = _get(leader.url + "/healthz")
             assert (status, body["status"], body["leader"]) == (503, "standby", standby.url)
             until("every machine Up at the new leader", lambda s=standby: _up(s) == AGENTS)  # type: ignore[misc]
+            held, holds = _held(postgresql_url)
+            assert [gpu for gpu, n in held.items() if n > 1] == []
+            assert holds == set(held)
     except BaseException:
         _stop(agents)
         raise
