@@ -276,8 +276,16 @@ def _leading(pair: list[Coordinator]) -> Coordinator:
     )
 
 
+@pytest.fixture
+def agents() -> Iterator[list[Process]]:
+    """Agent processes a test starts; all stopped at its end, however it ends."""
+    started: list[Process] = []
+    yield started
+    _stop(started)
+
+
 def test_kill_9_of_the_leader_three_times_under_load(
-    tmp_path: Path, pair: list[Coordinator], postgresql_url: str
+    tmp_path: Path, pair: list[Coordinator], postgresql_url: str, agents: list[Process]
 ) -> None:
     """Under submissions and cancels from four threads, with 8 agents running the runs, the
     leader is killed with SIGKILL three times and restarted (a standby then): each takeover
@@ -287,7 +295,6 @@ def test_kill_9_of_the_leader_three_times_under_load(
     leader.ok("PUT", "/api/v1/workspaces/faults", {})
     member = leader.ok("POST", "/api/v1/tokens", {"role": "member", "workspace": "faults"})
     front = Front(pair)
-    agents: list[Process] = []
     load = Load(front.url, member["token"])
     threads = [
         threading.Thread(target=load.run, args=(f"t{i}",), daemon=True) for i in range(LOAD_THREADS)
@@ -313,9 +320,6 @@ def test_kill_9_of_the_leader_three_times_under_load(
             held, holds = _held(postgresql_url)
             assert [gpu for gpu, n in held.items() if n > 1] == []
             assert holds == set(held)
-    except BaseException:
-        _stop(agents)
-        raise
     finally:
         load.stop.set()
         for thread in threads:
@@ -356,7 +360,6 @@ def test_kill_9_of_the_leader_three_times_under_load(
             ]
         ),
     )
-    _stop(agents)
     assert leader.process is not None
     assert alive(leader.process.proc.pid)
 
