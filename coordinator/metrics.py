@@ -100,6 +100,7 @@ class Metrics:
         for queue, count in sorted(self.reports_shed.items()):
             lines.append(f'{name}{{queue="{queue}"}} {count}')
         lines += _storage(store)
+        lines += _leadership(store)
         lines += _workspace_gpu_seconds(store)
         return "\n".join(lines) + "\n"
 
@@ -163,6 +164,24 @@ def _storage(store: Store) -> list[str]:
     ]
     for problem, count in sorted(database.write_failures.items()):
         lines.append(f'{name}{{problem="{_escape(problem)}"}} {count}')
+    return lines
+
+
+def _leadership(store: Store) -> list[str]:
+    """This coordinator leads (a standby's metrics say 0: `standby.py`), and on PostgreSQL
+    its fencing epoch: a jump of it on one coordinator's series shows a takeover."""
+    lines = _gauge(
+        "astraeus_coordinator_leader",
+        "1 while this coordinator leads (places and answers the API), 0 while it stands by.",
+        [({}, 1)],
+    )
+    epoch = store.database.epoch
+    if epoch is not None:
+        lines += _gauge(
+            "astraeus_coordinator_epoch",
+            "The leader's fencing epoch: one more at each takeover (PostgreSQL).",
+            [({}, epoch)],
+        )
     return lines
 
 

@@ -20,9 +20,11 @@ from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.scheduler import worker_pool
 from astraeus.coordinator.settings import Settings, load
+from astraeus.coordinator.standby import stand_by
 from astraeus.coordinator.startup import open_store, shown_database, start
-from astraeus.coordinator.store import Role, StorageError, Store
+from astraeus.coordinator.store import Deposed, Role, StorageError, Store
 from astraeus.coordinator.store.backup import BackupError, backup
+from astraeus.coordinator.store.leader import Leadership, step_down
 from astraeus.coordinator.tls import ServerCertificate, TlsError
 from astraeus.shared.clock import SystemClock
 from astraeus.shared.sdnotify import Notifier
@@ -67,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the coordinator (the default)")
     _common(serve)
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:8470)")
+    serve.add_argument(
+        "--advertise-url",
+        help="with --database-url: the URL clients should use for this coordinator while it"
+        " leads; standbys send them there (default: the serving address)",
+    )
     serve.add_argument("--cluster-name", help="the name users see (default: the short hostname)")
     serve.add_argument(
         "--console-url", help="the console's URL (default: the address the caller reached)"
@@ -117,6 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "database_url": args.database_url,
                 "state_dir": args.state_dir,
                 "listen": getattr(args, "listen", None),
+                "advertise_url": getattr(args, "advertise_url", None),
                 "cluster_name": getattr(args, "cluster_name", None),
                 "console_url": getattr(args, "console_url", None),
                 "tls_cert": getattr(args, "tls_cert", None),
@@ -220,26 +228,69 @@ def _create_token(args: argparse.Namespace, store: Store, clock: SystemClock) ->
 
 
 async def serve(settings: Settings, certificate: ServerCertificate | None = None) -> int:
+    """Serve until SIGTERM or SIGINT. On PostgreSQL, first stand by until this process takes
+    the leader's lease (`standby.py`), then start as a restart would; a leader deposed later
+    exits with `EX_TEMPFAIL` at once (`leader.step_down`)."""
     # A scheduler pass computes in a worker process, but a dry run in a thread of this one.
     # Handing the GIL back to the event loop every millisecond (not every 5) keeps agents'
     # reports answered sooner while a dry run computes.
     sys.setswitchinterval(0.001)
     # Read and drop the systemd variables, so the pass worker process does not inherit them.
     notifier = Notifier.from_environment()
+    leadership: Leadership | None = None
+    if settings.database_url:
+        if not settings.advertise_url and settings.host.strip("[]") in ("0.0.0.0", "::"):  # noqa: S104
+            log.warning(
+                "listen is %s and advertise_url is not set: standbys will send clients to"
+                " %s://%s, which they cannot reach; set advertise_url (--advertise-url)",
+                settings.listen,
+                settings.scheme,
+                settings.listen,
+            )
+        leadership = Leadership(
+            settings.database_url,
+            advertise=settings.advertise_url or _advertised(settings),
+            lease_seconds=settings.leader_lease_seconds,
+        )
+        outcome = await stand_by(settings, leadership, notifier, certificate)
+        if isinstance(outcome, int):
+            return outcome
+        settings = outcome
+        leadership.start_renewing(step_down)
     # The pass worker starts (and imports the engine) while this process loads its store.
     pool = worker_pool(start_now=True) if settings.scheduler and settings.pass_process else None
-    started = start(settings)
+    try:
+        started = start(settings, leadership)
+    except Deposed:
+        assert leadership is not None  # noqa: S101 - only a leader's writes are fenced
+        step_down(leadership.deposed_line())
     if isinstance(started, str):
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+        if leadership is not None:
+            leadership.resign()
+            leadership.close()
         print(f"astraeus-coordinator: {started}", file=sys.stderr)
         return 1
     lock, store, records = started
+    if leadership is not None:
+        held = leadership
+        store.database.on_deposed.append(lambda _error: step_down(held.deposed_line()))
     try:
-        return await _serve(settings, store, records, notifier, certificate, pool)
+        return await _serve(settings, store, records, notifier, certificate, pool, leadership)
     finally:
         store.close()
-        lock.release()
+        if lock is not None:
+            lock.release()
+        if leadership is not None:
+            leadership.resign()
+            leadership.close()
+
+
+def _advertised(settings: Settings) -> str | None:
+    """The serving address clients are sent to, when `advertise_url` is not given; None while
+    the port is still to be chosen (`--listen HOST:0`)."""
+    return f"{settings.scheme}://{settings.host}:{settings.port}" if settings.port else None
 
 
 async def _serve(
@@ -249,9 +300,11 @@ async def _serve(
     notifier: Notifier,
     certificate: ServerCertificate | None,
     pool: ProcessPoolExecutor | None = None,
+    leadership: Leadership | None = None,
 ) -> int:
     """Serve until SIGTERM or SIGINT: then stop listening, give requests in flight
-    `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return."""
+    `SHUTDOWN_SECONDS`, stop the scheduler between transactions, and return. A leader
+    (`leadership`) also steps down if its lease runs out unrenewed."""
     app = create_app(settings, store=store, clock=SystemClock(), records=records, pass_pool=pool)
     runner = web.AppRunner(
         app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS, max_line_size=MAX_REQUEST_LINE
@@ -262,6 +315,8 @@ async def _serve(
     await site.start()
     address = _address(runner, settings)
     log.info("listening on %s, database %s", address, shown_database(settings))
+    if leadership is not None and leadership.advertise is None:
+        leadership.advertise = address  # written in the lease row at the next renewal
     if certificate is None and not settings.loopback:
         log.warning(
             "serving plain HTTP on %s (allow_plain_http): tokens cross the network in clear "
@@ -282,6 +337,8 @@ async def _serve(
     interval = notifier.watchdog_seconds
     if interval:
         background.append(asyncio.create_task(_watchdog(notifier, interval / 2)))
+    if leadership is not None:
+        background.append(asyncio.create_task(_lease_watch(leadership)))
     await stop.wait()
     notifier.stopping()
     log.info("stopping: no new requests; finishing those in flight")
@@ -297,6 +354,19 @@ def _address(runner: web.AppRunner, settings: Settings) -> str:
     """`https://127.0.0.1:8470`: the scheme and the real port (when --listen asked for port 0)."""
     port = runner.addresses[0][1] if runner.addresses else settings.port
     return f"{settings.scheme}://{settings.host}:{port}"
+
+
+async def _lease_watch(leadership: Leadership) -> None:
+    """Step down once the lease has run out unrenewed, even while a renewal hangs on a
+    connection that a partition left open (the renewing thread cannot say so then)."""
+    while True:
+        await asyncio.sleep(min(0.5, leadership.lease_seconds / 6))
+        if leadership.lease_left() >= 0:
+            continue
+        line = f"lease lost: not renewed for {leadership.lease_seconds:g} s; stepping down"
+        with contextlib.suppress(Exception):  # who leads now, if the database says at once
+            line = await asyncio.wait_for(asyncio.to_thread(leadership.expired_line), 1.0)
+        step_down(line)
 
 
 async def _watchdog(notifier: Notifier, interval: float) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from astraeus.shared.settings import (
     FLAG,
@@ -71,6 +72,14 @@ class Settings:
     """`postgresql://...` (PostgreSQL 13 or newer): the database on that server instead of the
     SQLite file. Empty: the SQLite file (the default)."""
     listen: str = "127.0.0.1:8470"
+    advertise_url: str = ""
+    """With `database_url`: the address clients should use to reach this coordinator while it
+    leads (written in the lease row; standbys send clients there). Empty: the serving address
+    (`scheme://listen`), which is only right where clients reach that very address."""
+    leader_lease_seconds: float = 6.0
+    """With `database_url`: how long a leader's lease lasts unless renewed (every third of
+    it). A leader that cannot renew it for this long steps down; a standby takes over once it
+    has run out (at once when the leader's process or host is gone)."""
     state_dir: Path = field(default_factory=default_state_dir)
     """The database (unless `db` says otherwise) and the first admin token."""
     tls_cert: Path | None = None
@@ -272,6 +281,32 @@ def _passwords(url: str) -> list[str]:
     return [secret for secret in found if secret]
 
 
+def _advertise_url(raw: object) -> str:
+    """An http(s) URL without a query or a fragment (its trailing slash dropped); empty: the
+    serving address."""
+    text = str(raw).strip()
+    if not text:
+        return ""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or "#" in text:
+        raise ValueError(
+            f"{text!r} is not an http(s) URL without a query or fragment,"
+            " e.g. https://coordinator-a.example:8470"
+        )
+    return text.rstrip("/")
+
+
+MIN_LEASE_SECONDS = 1.0
+"""A shorter lease would have a busy leader step down for a renewal a few hundred ms late."""
+
+
+def _lease(raw: object) -> float:
+    value: float = seconds().parse(raw)
+    if value < MIN_LEASE_SECONDS:
+        raise ValueError(f"{raw!r} is less than {MIN_LEASE_SECONDS:g} second")
+    return value
+
+
 def _label_list(raw: object) -> tuple[str, ...]:
     """`pool` and the labels listed (a comma list, or a TOML array), each once, in order."""
     items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
@@ -285,6 +320,8 @@ SCHEMA: dict[str, Rule] = {
     "db": PATH,
     "database_url": Rule(_database_url),
     "listen": TEXT,
+    "advertise_url": Rule(_advertise_url),
+    "leader_lease_seconds": Rule(_lease),
     "state_dir": PATH,
     "tls_cert": PATH,
     "tls_key": PATH,

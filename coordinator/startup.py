@@ -1,5 +1,6 @@
-"""Opening the database for `serve`: its lock, the file (or the PostgreSQL database), the first
-admin token, a first write."""
+"""Opening the database for `serve`: its lock (a SQLite file's; on PostgreSQL the leader's lease
+stands in for it, `store/leader.py`), the file (or the PostgreSQL database), the first admin
+token, a first write."""
 
 from __future__ import annotations
 
@@ -13,13 +14,8 @@ from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.dialect import shown
-from astraeus.coordinator.store.lock import (
-    DatabaseInUseError,
-    DatabaseLock,
-    ServerLock,
-    lock_database,
-    lock_server,
-)
+from astraeus.coordinator.store.leader import Leadership
+from astraeus.coordinator.store.lock import DatabaseInUseError, DatabaseLock, lock_database
 from astraeus.shared.clock import SystemClock
 
 log = logging.getLogger("astraeus.coordinator")
@@ -45,16 +41,26 @@ def private_dir(path: Path) -> None:
         )
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, leadership: Leadership | None = None) -> Store:
+    """The store; a PostgreSQL leader's (`leadership` won) with its writes fenced by its
+    epoch and its sessions' idle transactions cut after about a lease."""
     if not settings.database_url:
         private_dir(settings.db.parent)
-    return Store.open(settings.database, log_cap_bytes=settings.log_cap_bytes)
+    if leadership is None:
+        return Store.open(settings.database, log_cap_bytes=settings.log_cap_bytes)
+    return Store.open(
+        settings.database,
+        log_cap_bytes=settings.log_cap_bytes,
+        epoch=leadership.epoch,
+        lease_seconds=leadership.lease_seconds,
+    )
 
 
-def lock(settings: Settings) -> DatabaseLock | ServerLock:
-    """The database's one-coordinator lock: the SQLite file's, or the PostgreSQL database's."""
+def lock(settings: Settings) -> DatabaseLock | None:
+    """The SQLite file's one-coordinator lock; None on PostgreSQL, where the leader's lease
+    (taken before `start`) decides who serves."""
     if settings.database_url:
-        return lock_server(settings.database_url)
+        return None
     private_dir(settings.db.parent)
     return lock_database(settings.db)
 
@@ -73,9 +79,12 @@ def first_admin_token(store: Store, state_dir: Path) -> Path | None:
     return path
 
 
-def start(settings: Settings) -> tuple[DatabaseLock | ServerLock, Store, MachineRecords] | str:
+def start(
+    settings: Settings, leadership: Leadership | None = None
+) -> tuple[DatabaseLock | None, Store, MachineRecords] | str:
     """The database's lock, the open store and the machines read from it, or why the
-    coordinator cannot start."""
+    coordinator cannot start. On PostgreSQL, `leadership` has won the lease; a write the
+    fence refuses on the way raises `Deposed`."""
     shown = shown_database(settings)
     try:
         held = lock(settings)
@@ -84,16 +93,18 @@ def start(settings: Settings) -> tuple[DatabaseLock | ServerLock, Store, Machine
     except (OSError, sqlite3.Error) as exc:
         return f"cannot lock {shown}: {exc}"
     try:
-        store = open_store(settings)
+        store = open_store(settings, leadership)
         records = MachineRecords(store, settings.access_labels)
     except (StorageError, sqlite3.Error, OSError) as exc:
-        held.release()
+        if held is not None:
+            held.release()
         return f"cannot open {shown}: {exc}"
     try:
         token_file = first_admin_token(store, settings.state_dir)
     except (StorageError, sqlite3.Error, OSError) as exc:
         store.close()
-        held.release()
+        if held is not None:
+            held.release()
         return f"cannot write the first admin token: {exc}"
     if token_file is not None:
         log.warning("first start: wrote an admin token to %s (mode 0600)", token_file)

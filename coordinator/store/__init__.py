@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .agents import Agents
 from .db import Database
+from .dialect import Deposed
 from .faults import StorageError
 from .machines import Machines
 from .reservations import Reservations
@@ -29,10 +30,18 @@ class Store:
         self.agents = Agents(database, log_cap_bytes)
 
     @classmethod
-    def open(cls, location: Path | str, *, log_cap_bytes: int = 1024 * 1024) -> Store:
+    def open(
+        cls,
+        location: Path | str,
+        *,
+        log_cap_bytes: int = 1024 * 1024,
+        epoch: int | None = None,
+        lease_seconds: float | None = None,
+    ) -> Store:
         """The store over a SQLite file (a path) or a PostgreSQL database (a
-        `postgresql://` URL)."""
-        return cls(Database(location), log_cap_bytes=log_cap_bytes)
+        `postgresql://` URL); a PostgreSQL leader's writes fenced by its `epoch`."""
+        database = Database(location, epoch=epoch, lease_seconds=lease_seconds)
+        return cls(database, log_cap_bytes=log_cap_bytes)
 
     def close(self) -> None:
         self.database.close()
@@ -40,6 +49,7 @@ class Store:
 
 __all__ = [
     "Database",
+    "Deposed",
     "NameTakenError",
     "Principal",
     "Role",

@@ -5,6 +5,10 @@ writers' lock (`BEGIN IMMEDIATE`; `dialect.pg_begin`). Where the engines differ:
 A write that fails because of the storage (disk full, a read-only file, an I/O error) rolls back
 whole and raises `StorageError`; the fault is kept until a write succeeds again (`faults.py`), and
 a full disk's or an I/O error's until the folder takes new data again (`ROOM_AGAIN_BYTES`).
+
+A leader on PostgreSQL (`epoch` given) fences every write: one made after another coordinator
+took the lease rolls back whole and raises `Deposed` (`leader.py`), not a storage fault; from
+then on every write raises it at once, without reaching the database.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any, TypeVar
 import sqlite_utils
 
 from . import dialect
-from .dialect import Connection, PgConnection
+from .dialect import Connection, Deposed, PgConnection
 from .faults import (
     REOPEN,
     SQLITE_FULL,
@@ -36,6 +40,7 @@ from .faults import (
     StorageError,
     storage_problem,
 )
+from .leader import session_settings as leader_session_settings
 from .migrations import MIGRATIONS, migration
 from .writer import Writer
 
@@ -68,8 +73,26 @@ class Database:
     of the reading thread's own, so they see committed data only and never share a cursor.
     """
 
-    def __init__(self, location: Path | str) -> None:
+    def __init__(
+        self,
+        location: Path | str,
+        *,
+        epoch: int | None = None,
+        lease_seconds: float | None = None,
+    ) -> None:
         self.postgresql = dialect.is_postgresql(location)
+        self.epoch = epoch if self.postgresql else None
+        """The leader's fencing epoch (PostgreSQL): every write checks it (`pg_begin`)."""
+        self.deposed: Deposed | None = None
+        """Set by the first write the fence refused; every later write raises it at once."""
+        self.on_deposed: list[Callable[[Deposed], None]] = []
+        """Called (on the writing thread) when the fence first refuses a write: the service
+        steps down."""
+        self._session_sql = (
+            leader_session_settings(lease_seconds)
+            if self.postgresql and lease_seconds is not None
+            else ""
+        )
         self.location = str(location)
         """The file's path, or the PostgreSQL URL (`shown` for logs: no password)."""
         self.shown = dialect.shown(location)
@@ -125,7 +148,14 @@ class Database:
         """A write or read connection: see `_sqlite_connect`; on PostgreSQL, a new session
         (a server that cannot be reached raises `dialect.PgStorageError`)."""
         if self.postgresql:
-            return PgConnection(dialect.pg_connect(self.location))
+            conn = PgConnection(dialect.pg_connect(self.location))
+            if self._session_sql:
+                try:
+                    conn.execute(self._session_sql)
+                except BaseException:
+                    conn.close()
+                    raise
+            return conn
         return self._sqlite_connect(self._path)
 
     def _sqlite_connect(self, path: Path) -> sqlite3.Connection:
@@ -307,6 +337,8 @@ class Database:
             yield from self._transaction()
 
     def _transaction(self) -> Iterator[Connection]:
+        if self.deposed is not None:
+            raise self.deposed
         conn: Any = None
         # Only a fault recorded before this transaction began may end with its commit: one a
         # reader records meanwhile (`_unreadable`) may come after a commit the server
@@ -318,6 +350,9 @@ class Database:
                 conn = self._pg_begin(conn)
             else:
                 conn.execute("BEGIN IMMEDIATE")
+        except Deposed as error:
+            self._fenced(error)
+            raise
         except sqlite3.Error as error:
             if self.postgresql and conn is not None:
                 self._rollback(conn)
@@ -340,11 +375,11 @@ class Database:
             self._recover()
 
     def _pg_begin(self, conn: Any) -> Any:
-        """Open a write transaction on PostgreSQL; a session found broken (the server
-        restarted, the session was ended) has written nothing yet: it is replaced by a new one
-        at once, once, before the transaction counts as failed."""
+        """Open a write transaction on PostgreSQL (fenced by the leader's epoch); a session
+        found broken (the server restarted, the session was ended) has written nothing yet: it
+        is replaced by a new one at once, once, before the transaction counts as failed."""
         try:
-            dialect.pg_begin(conn)
+            dialect.pg_begin(conn, self.epoch)
             return conn
         except dialect.PgStorageError as error:
             if error.code not in REOPEN:
@@ -352,8 +387,19 @@ class Database:
         self._rollback(conn)
         self._reopen = True
         conn = self._writable()
-        dialect.pg_begin(conn)
+        dialect.pg_begin(conn, self.epoch)
         return conn
+
+    def _fenced(self, error: Deposed) -> None:
+        """The fence refused a write: remember it (every later write is refused at once) and
+        tell the listeners, once."""
+        if self.deposed is not None:
+            return
+        self.deposed = error
+        if not self.on_deposed:  # the service's listener writes the one line itself
+            log.error("write refused by the leader's fence: %s", error)
+        for listener in self.on_deposed:
+            listener(error)
 
     @staticmethod
     def _rollback(conn: Any) -> None:

@@ -16,7 +16,8 @@ of `total(x)`, `"offset"` quoted (a reserved word in PostgreSQL), integer flags 
 - the schema's version (`PRAGMA user_version`; a one-row `schema_version` table);
 - how a write transaction starts (`BEGIN IMMEDIATE` takes SQLite's write lock; PostgreSQL's
   `BEGIN` plus a transaction-scoped advisory lock serialises writers the same way, so the
-  machines' change feed, whose stamps are `max + 1`, stays in commit order across processes);
+  machines' change feed, whose stamps are `max + 1`, stays in commit order across processes;
+  a leader's writes also read the fencing epoch there: `pg_begin`, `leader.py`);
 - JSON picked out of a TEXT column (`json_extract`; `::jsonb #>>`);
 - which errors are storage faults, in words an operator can act on (`faults.py` for SQLite;
   SQLSTATE classes for PostgreSQL). A PostgreSQL fault is raised as `PgStorageError` and a
@@ -52,8 +53,9 @@ WRITE_LOCK = 0x41535452_0001
 counterpart of SQLite's write lock taken by `BEGIN IMMEDIATE`."""
 
 COORDINATOR_LOCK = 0x41535452_0002
-"""The session advisory lock a serving coordinator holds on its own connection (`lock.py`):
-one coordinator per database until leader election turns it into a lease."""
+"""The session advisory lock the leader holds on its lease connection (`leader.py`): the
+server frees it the moment that session ends (the process killed, its host gone), so a standby
+that can take it knows at once that the leader is gone, without waiting for its lease."""
 
 CONNECT_TIMEOUT_SECONDS = 5
 """How long a connection attempt to the server may take before it counts as unreachable."""
@@ -145,6 +147,21 @@ class PgIntegrityError(sqlite3.IntegrityError):
     """A constraint refused the statement (a held GPU, a name taken)."""
 
 
+class Deposed(Exception):  # noqa: N818 - the state it reports, as kube-scheduler's words
+    """A write of a coordinator that no longer leads: another took the lease (a higher
+    epoch) since this one won it. Nothing of the transaction was written. Not a storage
+    fault (the database is fine): the process steps down (`leader.step_down`)."""
+
+    def __init__(self, mine: int, found: int | None) -> None:
+        super().__init__(
+            f"this coordinator led at epoch {mine}, the database is at epoch {found}"
+            if found is not None
+            else f"this coordinator led at epoch {mine}; the database has no leader now"
+        )
+        self.mine = mine
+        self.found = found
+
+
 _UNREACHABLE = "cannot reach the database server"
 
 _BY_SQLSTATE: dict[str, tuple[str, int]] = {
@@ -156,6 +173,9 @@ _BY_SQLSTATE: dict[str, tuple[str, int]] = {
     "57P02": (_UNREACHABLE, SQLITE_CANTOPEN),  # crash_shutdown
     "57P03": (_UNREACHABLE, SQLITE_CANTOPEN),  # cannot_connect_now: starting or recovering
     "57P05": (_UNREACHABLE, SQLITE_CANTOPEN),  # idle_session_timeout
+    # idle_in_transaction_session_timeout: the server ended a session whose transaction sat
+    # idle (a leader paused mid-write, `leader.session_settings`); nothing of it was written.
+    "25P03": (_UNREACHABLE, SQLITE_CANTOPEN),
     "08000": (_UNREACHABLE, SQLITE_CANTOPEN),
     "08003": (_UNREACHABLE, SQLITE_CANTOPEN),
     "08006": (_UNREACHABLE, SQLITE_CANTOPEN),
@@ -427,12 +447,30 @@ def pg_set_version(conn: PgConnection, number: int) -> None:
     conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
 
 
-def pg_begin(conn: PgConnection) -> None:
+def pg_begin(conn: PgConnection, epoch: int | None = None) -> None:
     """A write transaction on PostgreSQL: `BEGIN`, then the writers' advisory lock (held to
-    its commit or rollback), as `BEGIN IMMEDIATE` takes SQLite's. (A leader's fencing check
-    belongs here too once leaders exist: one statement that fails the transaction when the
-    epoch moved.)"""
-    conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")  # one round trip
+    its commit or rollback), as `BEGIN IMMEDIATE` takes SQLite's. A leader's write (`epoch`
+    given) then reads the leadership's epoch, in the same round trip: taking the lease takes
+    the writers' lock too (`leader.py`), so the epoch read here cannot move before this
+    transaction ends; one that moved already raises `Deposed`, with the transaction rolled
+    back. Every write of a leader is fenced so, placements included."""
+    if epoch is None:
+        conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})")  # one round trip
+        return
+    try:
+        cursor = conn.raw.execute(
+            f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK});"  # noqa: S608 - a constant
+            " SELECT epoch FROM leadership WHERE id = 1".encode()
+        )
+        while cursor.nextset():  # the results of BEGIN, of the lock, then the epoch's
+            pass
+        row = cursor.fetchone()
+    except _psycopg().Error as error:
+        raise converted(error) from error
+    found = int(row[0]) if row is not None else None
+    if found != epoch:
+        conn.execute("ROLLBACK")
+        raise Deposed(epoch, found)
 
 
 # -- JSON in TEXT columns ---------------------------------------------------------------------

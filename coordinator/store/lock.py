@@ -1,5 +1,6 @@
-"""One coordinator per database: an OS lock on the database file itself, held for the process's
-life (on PostgreSQL, a session advisory lock instead: `lock_server`).
+"""One coordinator per SQLite database: an OS lock on the database file itself, held for the
+process's life. (On PostgreSQL several coordinators share a database, one leading and the others
+standing by: `leader.py`; `lease_session` names the leader's session for the standby's logs.)
 
 `flock` on the file's own inode, whatever path leads to it: a symbolic link, a hard link, a bind
 mount or a relative path all meet the same lock, so no second coordinator opens a second WAL
@@ -114,52 +115,21 @@ def lock_holder(stat: os.stat_result, locks: Path = Path("/proc/locks")) -> int 
     return None
 
 
-class ServerLock:
-    """One coordinator per PostgreSQL database: a session advisory lock (`COORDINATOR_LOCK`)
-    held on a connection of its own for the process's life. The server releases it when that
-    session ends in any way (the process killed, its host gone, the connection cut), so no
-    stale lock is ever left behind. (Leader election will turn this lock into the leader's
-    lease; until then a second coordinator is refused.)"""
-
-    def __init__(self, location: str, conn: Any) -> None:
-        self.location = location
-        self._conn: Any = conn
-
-    def release(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()  # the session's end releases the advisory lock
-            self._conn = None
-
-
-def lock_server(url: str) -> ServerLock:
-    """Take the PostgreSQL database's coordinator lock, or raise `DatabaseInUseError` naming
-    the holder (its host and pid, from the session's `application_name`, and since when)."""
-    shown = dialect.shown(url)
-    name = f"astraeus-coordinator {socket.gethostname()} pid {os.getpid()}"
-    conn = dialect.pg_connect(url, application=name[:63])
-    try:
-        taken = conn.execute("SELECT pg_try_advisory_lock(%s)", (dialect.COORDINATOR_LOCK,))
-        if taken.fetchone()[0]:
-            return ServerLock(url, conn)
-        holder = conn.execute(
-            "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l"
-            " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
-            " AND l.granted AND l.classid = %s AND l.objid = %s AND l.objsubid = 1"
-            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            (dialect.COORDINATOR_LOCK >> 32, dialect.COORDINATOR_LOCK & 0xFFFFFFFF),
-        ).fetchone()
-    except Exception as error:
-        conn.close()
-        raise dialect.converted(error) from error
-    conn.close()
-    who = "a process"
-    if holder is not None:
-        app, address, since = holder
-        who = (app or "a process") + (f" from {address}" if address else "")
-        if since is not None:
-            who += f", since {since.astimezone(UTC).isoformat(timespec='seconds')}"
-    raise DatabaseInUseError(
-        f"{shown} is in use by another coordinator ({who}); one coordinator per database:"
-        " stop that one first, or give this one another --database-url"
-    )
+def lease_session(conn: Any) -> str | None:
+    """The session holding the leader's `COORDINATOR_LOCK` on this PostgreSQL database, as an
+    operator finds it: its `application_name` (the coordinator's host and pid), its client
+    address and since when; None when no session holds it. `conn`: a psycopg connection."""
+    holder = conn.execute(
+        "SELECT a.application_name, a.client_addr::text, a.backend_start FROM pg_locks l"
+        " JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory'"
+        " AND l.granted AND l.classid = %s AND l.objid = %s AND l.objsubid = 1"
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        (dialect.COORDINATOR_LOCK >> 32, dialect.COORDINATOR_LOCK & 0xFFFFFFFF),
+    ).fetchone()
+    if holder is None:
+        return None
+    app, address, since = holder
+    who = str(app or "a process") + (f" from {address}" if address else "")
+    if since is not None:
+        who += f", since {since.astimezone(UTC).isoformat(timespec='seconds')}"
+    return who

@@ -9,6 +9,20 @@ old rows the way the SQLite steps do, but they do where it is cheap.
 
 from typing import Final
 
+LEADERSHIP_TABLE: Final = """
+    CREATE TABLE IF NOT EXISTS leadership (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        epoch INTEGER NOT NULL,
+        holder TEXT NOT NULL,
+        url TEXT,
+        expires_at REAL NOT NULL,
+        since REAL NOT NULL,
+        session_lock INTEGER NOT NULL DEFAULT 0
+    );
+    """
+"""Migration 13, which `leader.py` also runs (in the writers' lock) on a database that has
+not got it yet."""
+
 MIGRATIONS: Final[tuple[str, ...]] = (
     # 1: the first schema.
     """
@@ -229,9 +243,13 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX tasks_ended ON tasks (ended_at);
     """,
-    # 13: reserved for issue 28's `leadership` step, written on another branch; empty here so
-    # that this branch's step keeps its number, 14, when the two are merged.
-    "",
+    # 13: leader election on PostgreSQL (issue 27.2, `leader.py`): the one lease row. Who leads
+    # (`holder`: host and pid; `url`: where clients go), the fencing `epoch` every write of the
+    # leader checks, when the lease ends by the database's clock (seconds since 1970), since
+    # when it leads, and whether the leader holds the coordinator lock on its lease session.
+    # `IF NOT EXISTS`: a coordinator makes it before it opens the store (a standby never
+    # migrates). SQLite has one coordinator per file and never uses it.
+    LEADERSHIP_TABLE,
     # 14: requeue after a fault (issue 28.5). The run's attempt now (1, then one more per
     # requeue); each attempt that ended without success, with when its first worker started,
     # when it ended, why, and how many workers it had (`run_attempts`); a task's GPU fault, when

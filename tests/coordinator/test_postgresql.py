@@ -1,7 +1,7 @@
 """Storage faults on PostgreSQL, with a real server: read-only (`default_transaction_read_only`)
 and out of reach (connection refused, through a proxy the test cuts). Each answers writes 503
 with `Retry-After`, `/healthz` 503, stores nothing half-written, and recovers without a
-restart once the server is back; and a second coordinator on one database is refused."""
+restart once the server is back; and a leader's store on PostgreSQL is fenced by its epoch."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from astraeus.coordinator.store.dialect import (
     pg_connect,
 )
 from astraeus.coordinator.store.faults import REOPEN, Fault
-from astraeus.coordinator.store.lock import DatabaseInUseError, lock_server
+from astraeus.coordinator.store.leader import Leadership
 
 from .conftest import ClientFactory, Cluster, make_cluster, settings_for
 from .fakes import FirstFitSession
@@ -151,30 +151,27 @@ async def test_an_unreachable_server_answers_503_and_recovers(
     assert _runs(postgresql_url) == ["before", "after"]
 
 
-def test_a_second_coordinator_on_one_database_is_refused(
+def test_a_leader_starts_fenced_by_its_epoch_without_a_lock(
     tmp_path: Path, postgresql_url: str
 ) -> None:
-    """The first coordinator holds the database's advisory lock; a second is refused with
-    the holder named, and may start once the first let go."""
+    """On PostgreSQL the lease decides who serves (`store/leader.py`): `start` takes no lock
+    of its own, and the store it opens for a leader fences every write by the leader's epoch.
+    (A second coordinator stands by instead of being refused: tests/faults/test_leader.py.)"""
     settings = Settings(database_url=postgresql_url, state_dir=tmp_path)
-    first = start(settings)
-    assert not isinstance(first, str), first
-    held, store, _records = first
+    leadership = Leadership(postgresql_url, advertise="http://a:8470", lease_seconds=6.0)
     try:
-        second = start(settings)
-        assert isinstance(second, str)
-        assert second.startswith(f"{postgresql_url} is in use by another coordinator")
-        assert "astraeus-coordinator" in second
-        assert "--database-url" in second
+        assert leadership.take() == 1
+        first = start(settings, leadership)
+        assert not isinstance(first, str), first
+        held, store, _records = first
+        try:
+            assert held is None
+            assert store.database.epoch == 1
+            assert store.tokens.count() == 1  # the first admin token, written under the fence
+        finally:
+            store.close()
     finally:
-        store.close()
-        held.release()
-    again = lock_server(postgresql_url)
-    try:
-        with pytest.raises(DatabaseInUseError, match="in use by another coordinator"):
-            lock_server(postgresql_url)
-    finally:
-        again.release()
+        leadership.close()
 
 
 async def test_a_report_whose_token_cannot_be_checked_gets_the_reports_retry_after(
