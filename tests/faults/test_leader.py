@@ -4,10 +4,10 @@ taking over each time with nothing acknowledged lost, no GPU held twice and no t
 leader paused past its lease, then resumed, refused by the fence and stepping down (exit 75);
 a standby that opens nothing of the store until it leads.
 
-The agents and the load reach the coordinators through `Front`, a TCP proxy that sends new
-connections to whichever coordinator's `/healthz` answers 200 (an operator's load balancer
-with a health check). Clients that follow the leader themselves, from the standby's answer,
-are tested with those clients."""
+The agents are given both coordinators' addresses and follow the leader themselves; the load
+reaches the coordinators through `Front`, a TCP proxy that sends new connections to whichever
+coordinator's `/healthz` answers 200 (an operator's load balancer with a health check).
+`test_follow_leader.py` has `astra` follow the leader too."""
 
 from __future__ import annotations
 
@@ -249,15 +249,16 @@ def _stop(agents: list[Process]) -> None:
         agent.wait()
 
 
-def _agents(root: Path, front: Front, leader: Coordinator, started: list[Process]) -> None:
-    """`AGENTS` agents reporting through `front`, added to `started` as each starts."""
+def _agents(root: Path, coordinators: str, leader: Coordinator, started: list[Process]) -> None:
+    """`AGENTS` agents given `coordinators` (every coordinator's address: they follow the leader
+    themselves), added to `started` as each starts."""
     for i in range(AGENTS):
         name = f"node-{i}"
         secret = leader.ok("POST", "/api/v1/tokens", {"role": "agent", "machine": name})
         token = root / f"{name}.token"
         token.write_text(secret["token"])
         argv = [
-            str(BIN / "astraeus-agent"), "run", "--coordinator", front.url,
+            str(BIN / "astraeus-agent"), "run", "--coordinator", coordinators,
             "--token-file", str(token), "--name", name, "--backend", "fake:h100-sxm",
             "--state-dir", str(root / name),
         ]  # fmt: skip
@@ -301,7 +302,7 @@ def test_kill_9_of_the_leader_three_times_under_load(
     ]
     takeovers: list[float] = []
     try:
-        _agents(tmp_path, front, leader, agents)
+        _agents(tmp_path, ",".join(c.url for c in pair), leader, agents)
         for thread in threads:
             thread.start()
         for _ in range(KILLS):
