@@ -256,6 +256,11 @@ COMMANDS: tuple[Verb, ...] = (
     Verb("reserve", "reserve a machine", "machines.reserve", _reserve),
     Verb("unreserve", "drop a reservation", "machines.unreserve", _unreserve),
     Verb("usage", "GPU-hours and fair-share usage per workspace", "usage.usage"),
+    Verb(
+        "coordinators",
+        "each coordinator given (--api, ASTRA_API): leader, standby or unreachable",
+        "coordinators.coordinators",
+    ),
     Verb("workspaces", "list workspaces (admin)", "admin.workspaces"),
     Verb(
         "workspace",

@@ -5,6 +5,8 @@ says in one sentence why none answered."""
 from __future__ import annotations
 
 import http.server
+import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -249,3 +251,32 @@ def test_an_empty_list_in_the_config_file_is_refused(tmp_path: Path) -> None:
         Exit.USAGE,
         f"config file {path}: api is an empty list; name at least one coordinator",
     )
+
+
+def test_coordinators_says_which_leads_and_which_stand_by(
+    coordinator: Coordinator, astra: Astra, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`astra astraeus coordinators` reads each given coordinator's `/healthz` (no token): the
+    leader, a standby with the leader it names, a dead address; exit 0 while one leads, 3 when
+    none does. The standby is asked nothing but its health."""
+    with refusing_port() as port, Standby(leader=coordinator.url) as standby:
+        dead = f"http://127.0.0.1:{port}"
+        monkeypatch.setenv("ASTRA_API", f"{standby.url},{dead},{coordinator.url}")
+        result = astra("astraeus", "coordinators", token="")
+        assert (result.code, result.err) == (0, "")
+        assert [re.split(r"  +", line.strip()) for line in result.out.splitlines()] == [
+            ["COORDINATOR", "ROLE", "LEADER", "EPOCH"],
+            [standby.url, "standby", coordinator.url, "-"],
+            [dead, "unreachable (Connection refused)", "-", "-"],
+            [coordinator.url, "leader", coordinator.url, "-"],
+        ]
+        assert [(s.method, s.path, s.authorization) for s in standby.seen] == [
+            ("GET", "/healthz", None)
+        ]
+        monkeypatch.setenv("ASTRA_API", f"{standby.url},{dead}")
+        none = astra("astraeus", "coordinators", "-o", "json", token="")
+    assert none.code == Exit.UNREACHABLE
+    assert [row["role"] for row in json.loads(none.out)] == [
+        "standby",
+        "unreachable (Connection refused)",
+    ]

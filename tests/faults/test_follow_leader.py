@@ -93,6 +93,12 @@ def test_agents_and_astra_follow_the_leader_by_themselves(
         )
 
         # astra: a's address refuses (killed), b answers as the leader.
+        roles = _astra(tmp_path, both, "", "astraeus", "coordinators", "-o", "json")
+        assert roles.returncode == 0, roles.stderr
+        assert [(r["coordinator"], r["role"][:11]) for r in json.loads(roles.stdout)] == [
+            (a.url, "unreachable"),
+            (b.url, "leader"),
+        ]
         status = _astra(tmp_path, both, member, "astraeus", "status", "long", "-o", "json")
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["state"] == "Running"
@@ -102,6 +108,11 @@ def test_agents_and_astra_follow_the_leader_by_themselves(
         until("a to stand by", lambda: _health(a) == 503)
         _, health, _ = _get(a.url + "/healthz")
         assert (health["status"], health["leader"]) == ("standby", b.url)
+        roles = _astra(tmp_path, both, "", "astraeus", "coordinators", "-o", "json")
+        assert json.loads(roles.stdout) == [
+            {"coordinator": a.url, "role": "standby", "leader": b.url, "epoch": 2},
+            {"coordinator": b.url, "role": "leader", "leader": b.url, "epoch": None},
+        ]
         second = _astra(
             tmp_path, both, member, "astraeus", "run", "--name", "next", "--gpus", "8",
             "--", "/bin/sleep", "600",
