@@ -63,6 +63,12 @@ RETIRED_MARK = "~"
 """Between a retired run's name and its uid; never in a run's name (`RunName`)."""
 
 
+def submitted_name(stored: str) -> str:
+    """The name a run was submitted with, retired or not (`finetune~<uid>` is `finetune`): what
+    its workers (`ASTRAEUS_RUN`) and the cluster map still call a retired run's stopping task."""
+    return stored.partition(RETIRED_MARK)[0]
+
+
 class Runs:
     def __init__(self, database: Database) -> None:
         self._database = database

@@ -65,6 +65,9 @@ async def test_an_ended_runs_name_is_used_again_and_its_history_kept(
     assert kept["retired_at"] is not None
     held = c.store.runs.gpu_owners("gpu-01")
     assert list(held.values()) == [("vision", "finetune-0")]
+    reply = await c.report("gpu-01", tasks=["finetune-0"], gpus=2)
+    stopping = [(a["run"], a["task_uid"], a["cancel"]) for a in reply["assignments"]]
+    assert stopping == [("finetune", c.uid("gpu-01", "finetune-0"), True)]
 
 
 async def test_a_name_of_another_workspace_is_never_reached(store_cluster: Cluster) -> None:
