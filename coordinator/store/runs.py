@@ -88,7 +88,7 @@ class Runs:
                     (
                         workspace,
                         spec.name,
-                        new_task_uid(),
+                        new_task_uid(),  # a uuid4, as each task's
                         json.dumps(body),
                         spec.priority,
                         "Pending",
