@@ -223,7 +223,8 @@ async def test_ports_taken_by_another_program_cost_one_round(
     interval, not one of each per port taken."""
     with reserved_ports(40) as first, contextlib.ExitStack() as taken:
         for port in range(first, first + 28):
-            taken.enter_context(socket.create_server(("127.0.0.1", port)))
+            with contextlib.suppress(OSError):  # in use by a connection now: busy all the same
+                taken.enter_context(socket.create_server(("127.0.0.1", port)))
         c = await make_cluster(aiohttp_client, tmp_path, rendezvous_ports=f"{first}-{first + 39}")
         try:
             await c.workspace("vision")
@@ -238,11 +239,13 @@ async def test_ports_taken_by_another_program_cost_one_round(
             assert len(caplog.records) == 1
             busy = [item.model_dump() for item in gate.reports()]
             in_use = [span.model_dump() for span in gate.in_use_here]
-            assert in_use == [{"first": first, "last": first + 27}]
+            found = {port for span in gate.in_use_here for port in span.ports()}
+            assert set(range(first, first + 28)) <= found  # another connection may add more
             await c.report("gpu-01", busy_ports=busy, ports_in_use=in_use)
             await c.run_pass()
             given = _assignment(await c.report("gpu-01", busy_ports=busy), "meet-0")
-            assert given.rendezvous.master_port == first + 28
+            free = min(port for port in range(first, first + 40) if port not in found)
+            assert given.rendezvous.master_port == free
             assert not gate.in_use(given)
         finally:
             c.store.close()
