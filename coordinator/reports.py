@@ -66,6 +66,7 @@ from astraeus.coordinator.store.runs import (
     requeue,
     run_tasks,
     stop_live_tasks,
+    submitted_name,
     write_run_state,
 )
 from astraeus.coordinator.store.tokens import Tokens
@@ -464,7 +465,7 @@ def _assignment(row: Row, spec: dict[str, Any], meet: Rendezvous) -> Assignment:
     return Assignment(
         task_uid=row["uid"],
         task=row["name"],
-        run=row["run_name"],
+        run=submitted_name(row["run_name"]),
         workspace=row["workspace"],
         index=row["idx"],
         command=spec["command"],

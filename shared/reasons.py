@@ -3,7 +3,7 @@
 Texts with numbers are functions, so every caller writes them the same way.
 """
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from enum import StrEnum
 from typing import Final
 
@@ -235,6 +235,39 @@ QUEUE_KINDS: Final = frozenset(
         ReasonKind.ARRAY_LIMIT,
     }
 )
+
+
+LASTING_CODES: Final = frozenset(
+    {
+        RejectionCode.NOT_NAMED,
+        RejectionCode.LACKS_LABEL,
+        RejectionCode.NOT_IN_POOL,
+        RejectionCode.NO_CONTAINER_RUNTIME,
+        RejectionCode.LACKS_CAPABILITY,
+        RejectionCode.NO_RDMA_PORT,
+        RejectionCode.NO_GPU_MODEL,
+        RejectionCode.TOO_FEW_GPUS,
+        RejectionCode.NO_RACK_LABEL,
+        RejectionCode.NO_FABRIC,
+        RejectionCode.NO_NVLINK_DOMAIN,
+        RejectionCode.CANNOT_PLAN_WORKERS,
+        RejectionCode.SPANS_SITES,
+        RejectionCode.CLUSTER_TOO_SMALL,
+        RejectionCode.NO_SUCH_DRIVE,
+    }
+)
+"""Reasons about what the run asks against what a machine is (its GPUs, labels, pools, links,
+drives), not about its state or what runs there now: none clears by itself."""
+
+
+def never_fits(kind: ReasonKind | None, codes: Collection[str | None]) -> bool:
+    """Whether a run waiting for `kind`, with its machines' rejection `codes`, could never be
+    held by the workspace's machines as they are: together too small, no machine at all, or
+    every machine refusing it for one lasting reason. It still waits (the machines may change);
+    a client warns at once instead of letting it wait in silence."""
+    if kind in (ReasonKind.CLUSTER_TOO_SMALL, ReasonKind.NO_MACHINES):
+        return True
+    return kind is ReasonKind.SAME_REASON and bool(codes) and set(codes) <= LASTING_CODES
 
 
 def not_evaluated() -> str:

@@ -207,6 +207,10 @@ class Run(WireModel):
     """A submitted run as the coordinator keeps it."""
 
     name: str
+    uid: str | None = Field(
+        default=None,
+        description="this run's identity: a later run may take the name once this one has ended",
+    )
     workspace: str
     image: str | None = None
     command: list[str]

@@ -1,6 +1,7 @@
 """Turn pydantic's errors into sentences that name the field and say what to change."""
 
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass
@@ -33,8 +34,32 @@ def field_errors(model: type[BaseModel], exc: ValidationError) -> list[FieldErro
 
 
 def describe(model: type[BaseModel], exc: ValidationError) -> str:
-    """All problems on one line each, for a CLI or a log."""
-    return "\n".join(str(error) for error in field_errors(model, exc))
+    """All problems on one line each, for a CLI or a log: a pattern said in words."""
+    return "\n".join(
+        str(FieldError(error.field, in_words(error.problem))) for error in field_errors(model, exc)
+    )
+
+
+PATTERN_WORDS = {
+    r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$": "use lowercase letters, digits and '-', up to 63"
+    " characters, starting and ending with a letter or digit",
+    r"^[A-Za-z_][A-Za-z0-9_]*$": "use letters, digits and '_', not starting with a digit",
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$": "use letters, digits, '.', '_' and '-', up to 63"
+    " characters, starting with a letter or digit",
+    r"^(/[A-Za-z0-9._@+-]+)+$": "start with '/': give an absolute path",
+}
+"""What a value that does not match a pattern should look like, said as the console says it
+(`coordinator/console/words.js` SHAPES): the API's text names the pattern, for programs."""
+
+_MISMATCH = re.compile(r"^('.*') does not match (.+)$", re.DOTALL)
+
+
+def in_words(problem: str) -> str:
+    """`'Bad_Name' does not match ^[a-z0-9]…$` as `'Bad_Name' is not allowed: use lowercase
+    letters, …` for a person (a CLI); any other problem as it is."""
+    found = _MISMATCH.match(problem)
+    words = PATTERN_WORDS.get(found.group(2)) if found else None
+    return f"{found.group(1)} is not allowed: {words}" if found and words else problem
 
 
 def _one(model: type[BaseModel], error: Any) -> FieldError:

@@ -15,6 +15,7 @@ from aiohttp import web
 from astraeus.coordinator.machine_records import MachineRecord, network_site
 from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.db import Database
+from astraeus.coordinator.store.runs import submitted_name
 from astraeus.shared import GpuInfo, LinkLayer, MachineReport
 from astraeus.shared.labels import FABRIC, POOL, RACK, SITE
 from astraeus.shared.views import ClusterMap
@@ -43,7 +44,7 @@ def _holders(database: Database) -> Holders:
     for r in rows:
         on = held.setdefault(r["machine"], {})
         for gpu in json.loads(r["gpu_ids"]):
-            on[gpu] = (r["name"], r["workspace"])
+            on[gpu] = (submitted_name(r["name"]), r["workspace"])
     return held
 
 

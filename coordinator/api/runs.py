@@ -9,6 +9,7 @@ from aiohttp import web
 
 from astraeus.coordinator.placement import Placement
 from astraeus.coordinator.store import NameTakenError
+from astraeus.coordinator.store.runs import RunLiveError
 from astraeus.shared import MachineState, Run, RunSpec, RunState, Task
 from astraeus.shared.run import MAX_RETRIES
 from astraeus.shared.views import DryRun, LogView, RunList, WorkerView
@@ -82,12 +83,14 @@ async def create_run(request: web.Request) -> web.Response:
         return _json(dry)
     try:
         run = await store.database.run(store.runs.submit, spec, workspace, now)
-    except NameTakenError:
+    except NameTakenError as taken:
         fail(
             409,
-            f"a run named {spec.name!r} already exists in workspace {workspace}",
+            f"a run named {spec.name!r} is {taken.state.value} in workspace {workspace}",
             "name",
-            "is already used in this workspace; pick another name or cancel that run",
+            f"is already used in this workspace; by a run that is {taken.state.value}: cancel"
+            " that run first (the name of a run that has ended may be used again), or pick"
+            " another name",
         )
     request.app[SCHEDULER].poke(now=True)  # placed without waiting for the debounce
     return _json(run, status=201)
@@ -166,6 +169,27 @@ async def cancel_run(request: web.Request) -> web.Response:
     return _json(_run_silence(run, _silence(request)))
 
 
+async def delete_run(request: web.Request) -> web.Response:
+    """Remove an ended run from the workspace's runs: its name is free, its logs go (the rows
+    its GPU-hours were counted by stay). A run not ended is refused: cancel it first."""
+    workspace = workspace_of(request, request.query.get("workspace"))
+    name = request.match_info["name"]
+    store = request.app[STORE]
+    now = request.app[CLOCK].now()
+    try:
+        run = await store.database.run(store.runs.delete, workspace, name, now)
+    except RunLiveError as live:
+        fail(
+            409,
+            f"run {name!r} is {live.state.value}: only a run that has ended can be deleted",
+            "name",
+            "has not ended; cancel that run first, then delete it",
+        )
+    if run is None:
+        not_found("run", name)
+    return _json(run)
+
+
 async def get_task(request: web.Request) -> web.Response:
     workspace = workspace_of(request, request.query.get("workspace"))
     name = request.match_info["task"]
@@ -214,6 +238,7 @@ ROUTES = (
         body=RunSpec,
         response=Run,
         status=201,
+        errors={409: "the name is used by a run of the workspace that has not ended"},
         query={"dry_run": "true: store nothing, answer where it would go now (a DryRun)", **QUERY},
     ),
     Route(
@@ -242,6 +267,16 @@ ROUTES = (
         "member",
         response=Run,
         query=_WS,
+    ),
+    Route(
+        "DELETE",
+        "/api/v1/runs/{name}",
+        delete_run,
+        "Delete a run that has ended: its name may be used again, its logs go",
+        "member",
+        response=Run,
+        query=_WS,
+        errors={409: "the run has not ended: cancel it first"},
     ),
     Route(
         "GET",

@@ -33,5 +33,18 @@ class CliError(Exception):
 
 def refusal(error: str, fields: Iterable[tuple[object, object]]) -> str:
     """A refusal and one indented line per field, as `astra` prints the coordinator's (and its
-    own, for a body it would not send)."""
-    return "\n".join([error, *(f"  {field}: {problem}" for field, problem in fields)])
+    own, for a body it would not send); a pattern said in words, as the console says it."""
+    from astraeus.shared.validation import in_words  # pydantic: never for `--help`
+
+    lines = (
+        f"  {field}: {_CLI_WORDS.get((str(field), str(problem))) or in_words(str(problem))}"
+        for field, problem in fields
+    )
+    return "\n".join([error, *lines])
+
+
+_CLI_WORDS = {
+    ("workspace", "is required for an admin"): "is required for an admin's token: pass"
+    " --workspace NAME or set ASTRA_WORKSPACE",
+}
+"""A field's problem as the coordinator says it, to how `astra` says it: with its own flags."""

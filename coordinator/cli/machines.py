@@ -22,11 +22,17 @@ from .errors import CliError, Exit
 from .flags import parse_pairs
 from .machines_view import machine_page, machine_rows
 
+NO_MACHINES = (
+    "no machines yet (none you may use): a machine joins when its agent first reports, with an"
+    " agent token an admin makes for it (astra astraeus token create --role agent --machine NAME;"
+    " docs/operator.md)"
+)
+
 
 def machines(ctx: Context, args: argparse.Namespace) -> int:
     """One request: the list carries each machine's GPUs by model and health."""
     listed = MachineList.model_validate(ctx.api.get("/machines"))
-    ctx.emit(listed, machine_rows(listed.machines))
+    ctx.emit(listed, machine_rows(listed.machines) if listed.machines else [NO_MACHINES])
     return Exit.OK
 
 

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 from .errors import Exit
-from .parser import PRODUCTS, VERBS, build, unknown_command
+from .parser import COMMON_FLAGS, PRODUCTS, VERBS, build, unknown_arguments, unknown_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe's error cannot be caught
+        return code
+    except BrokenPipeError:  # `astra list | head`: the reader has all it wanted
+        _quiet_stdout()
+        return Exit.OK
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
     if "--" in args_list:  # everything after `--` is the run's command, untouched
         cut = args_list.index("--")
         args_list, command = args_list[:cut], args_list[cut + 1 :]
+    leading, args_list = split_leading_flags(args_list)
     if args_list and not args_list[0].startswith("-") and args_list[0] not in PRODUCTS:
         if args_list[0] not in VERBS:
             print(unknown_command(args_list[0]), file=sys.stderr)
@@ -22,9 +34,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list = ["astraeus", *args_list]  # `astra status x` is `astra astraeus status x`
     parser = build()
     try:
-        args = parser.parse_args(args_list)
+        # Flags before the command (`astra -o json status x`) are the command's, as after it.
+        args, extras = parser.parse_known_args(args_list + leading)
     except SystemExit as done:  # --help, or a usage error argparse already printed
         return int(done.code or 0)
+    if extras:
+        print(unknown_arguments(extras, args), file=sys.stderr)
+        return Exit.USAGE
     args.command_line = command
     if args.product is None:
         parser.print_help()
@@ -33,3 +49,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .dispatch import dispatch
 
     return dispatch(args)
+
+
+def split_leading_flags(args: list[str]) -> tuple[list[str], list[str]]:
+    """The common flags given before the command (`-o json`, `--api URL`, `--workspace=w`),
+    with their values, and the rest: argparse knows them only after the command."""
+    at = 0
+    while at < len(args):
+        flag = args[at].split("=", 1)[0]
+        if flag not in COMMON_FLAGS:
+            break
+        takes_value = COMMON_FLAGS[flag] and "=" not in args[at]
+        at += 2 if takes_value else 1
+    return args[:at], args[at:]
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so Python's flush at exit raises no second BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

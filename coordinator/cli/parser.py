@@ -45,6 +45,14 @@ def unknown_command(name: str) -> str:
     return f"astra: unknown command {name!r}\n{hint('astra')}"
 
 
+def unknown_arguments(extras: list[str], args: argparse.Namespace) -> str:
+    """What `astra status x --bogus` says: the hint names the command's own `--help`, where
+    its flags are listed (`astra astraeus status --help`), not the top's."""
+    words = (getattr(args, key, None) for key in ("product", "verb", "action"))
+    prog = " ".join(["astra", *(word for word in words if word)])
+    return f"astra: unrecognized arguments: {' '.join(extras)}\n{hint(prog)}"
+
+
 def _common() -> Parser:
     common = Parser(add_help=False)
     common.add_argument("-o", "--output", choices=["text", "json"], default="text")
@@ -70,6 +78,13 @@ def _common() -> Parser:
         help="send the token over plain http:// to another machine (ASTRA_ALLOW_PLAIN_HTTP=1)",
     )
     return common
+
+
+COMMON_FLAGS = {
+    option: action.nargs != 0 for action in _common()._actions for option in action.option_strings
+}
+"""Every command's flags, to whether each takes a value: `astra` takes them before the
+command too (`astra -o json status x`)."""
 
 
 def _later(where: str) -> Command:
@@ -243,6 +258,12 @@ COMMANDS: tuple[Verb, ...] = (
     Verb("list", "the workspace's runs", "runs.list_runs", _list),
     Verb("logs", "a run's or a task's output", "logs.logs", _logs),
     Verb("cancel", "cancel a run", "runs.cancel", _name),
+    Verb(
+        "delete",
+        "delete a run that has ended: its name may be used again, its logs go",
+        "runs.delete",
+        _name,
+    ),
     Verb("machines", "the machines you may use", "machines.machines"),
     Verb(
         "machine",

@@ -1,5 +1,5 @@
-"""`status`, `list`, `cancel`: a run as it stands (`run` is in `submit.py`, `logs` in `logs.py`,
-so `status` loads neither the submission's models nor the views it does not show)."""
+"""`status`, `list`, `cancel`, `delete`: a run as it stands (`run` is in `submit.py`, `logs` in
+`logs.py`, so `status` loads neither the submission's models nor the views it does not show)."""
 
 from __future__ import annotations
 
@@ -47,4 +47,11 @@ def cancel(ctx: Context, args: argparse.Namespace) -> int:
         return Exit.OK
     done = Run.model_validate(ctx.api.post(f"/runs/{args.name}/cancel"))
     ctx.emit(done, [f"{done.name}: {done.state.value}"])
+    return Exit.OK
+
+
+def delete(ctx: Context, args: argparse.Namespace) -> int:
+    """Delete a run that has ended; one not ended is refused with the advice to cancel it."""
+    gone = Run.model_validate(ctx.api.delete(f"/runs/{args.name}"))
+    ctx.emit(gone, [f"{gone.name} deleted ({gone.state.value}): the name may be used again"])
     return Exit.OK

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import urllib.parse
 
 from astraeus.shared import Run, RunSpec
+from astraeus.shared.reasons import never_fits
 from astraeus.shared.views import ClusterView, DryRun
 
 from .client import Api
-from .context import Context
+from .context import Context, printable
 from .errors import Exit
 from .render import grouped_why_lines, table, why_lines
 from .spec import build_spec
@@ -26,9 +28,30 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         dry = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true", **grouping))
         ctx.emit(dry, dry_run_lines(spec, dry))
         return Exit.OK
+    # A dry run first: a run no machine of the workspace could ever hold is still accepted
+    # (it waits, with its reasons), but the user hears it now, not after waiting in vain.
+    before = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true", explain="grouped"))
     submitted = Run.model_validate(ctx.api.post("/runs", body))
     ctx.emit(submitted, [submitted_line(ctx.api, submitted.name)])
+    warning = never_fits_warning(submitted.name, submitted.workspace, before)
+    if warning is not None:
+        print(f"astra: warning: {printable(warning)}", file=sys.stderr)
     return Exit.OK
+
+
+def never_fits_warning(name: str, workspace: str, dry: DryRun) -> str | None:
+    """One sentence when the coordinator's dry run says no machine of the workspace could ever
+    hold the run as asked (`shared.reasons.never_fits`), with its reason; else None."""
+    if dry.would_start:
+        return None
+    grouped = dry.placement_grouped
+    codes = [group.code for group in grouped.reasons] if grouped else []
+    if not never_fits(dry.reason_kind, codes):
+        return None
+    return (
+        f"no machines of workspace {workspace} could ever hold {name} as asked ({dry.reason}); "
+        f"it waits until the run or the machines change: astra astraeus status {name} --why"
+    )
 
 
 def submitted_line(api: Api, name: str) -> str:

@@ -269,6 +269,22 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (run_seq, number)
     );
     """,
+    # 15: reserved for issue 30's step written on another branch; empty here so that this
+    # branch's step keeps its number, 16, when the two are merged.
+    "",
+    # 16: a run's name may be used again once the run has ended (issue 30). Each run gets its
+    # own identity, `uid`, as tasks have; an ended run whose name is taken again (or that its
+    # user deletes) is retired: `retired_at` set and its name moved out of the way to
+    # `<name>~<uid>` (no run name holds `~`), so `UNIQUE (workspace, name)` keeps holding for
+    # the runs a name can reach, and the retired run's rows (tasks, attempts, usage) stay.
+    """
+    ALTER TABLE runs ADD COLUMN uid TEXT;
+    UPDATE runs SET uid = lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4'
+        || substr(hex(randomblob(2)), 2) || '-' || substr('89ab', 1 + abs(random()) % 4, 1)
+        || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6)));
+    CREATE UNIQUE INDEX runs_uid ON runs (uid);
+    ALTER TABLE runs ADD COLUMN retired_at TEXT;
+    """,
 )
 
 POSTGRESQL_STEPS: Final[dict[int, str]] = {
@@ -298,6 +314,13 @@ POSTGRESQL_STEPS: Final[dict[int, str]] = {
     """,
     # 10: identity columns never reuse an id: nothing to rebuild.
     10: "",
+    # 16: uids from PostgreSQL's own UUIDs.
+    16: """
+    ALTER TABLE runs ADD COLUMN uid TEXT;
+    UPDATE runs SET uid = gen_random_uuid()::text;
+    CREATE UNIQUE INDEX runs_uid ON runs (uid);
+    ALTER TABLE runs ADD COLUMN retired_at TEXT;
+    """,
 }
 """PostgreSQL's text of the steps whose SQL differs beyond types, by step number."""
 

@@ -95,6 +95,7 @@ def run_from_row(row: Row, tasks: list[Task], earlier: list[Attempt] | None = No
         shape, landing = _each_element(shape, landing, tasks)
     return Run(
         name=row["name"],
+        uid=row["uid"],
         workspace=row["workspace"],
         image=spec.get("image"),
         command=spec["command"],

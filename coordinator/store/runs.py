@@ -39,7 +39,34 @@ OF_ATTEMPT = (
 
 
 class NameTakenError(Exception):
-    """A run of that name already exists in the workspace."""
+    """A run of that name is live in the workspace (not ended): its name cannot be used again
+    yet. `state`: that run's state."""
+
+    def __init__(self, name: str, state: RunState) -> None:
+        super().__init__(name)
+        self.state = state
+
+
+class RunLiveError(Exception):
+    """The run has not ended, so it cannot be deleted. `state`: its state."""
+
+    def __init__(self, name: str, state: RunState) -> None:
+        super().__init__(name)
+        self.state = state
+
+
+NAMED = "runs.retired_at IS NULL"
+"""A run its name reaches: not retired. A retired run (its name used again, or deleted) keeps
+its rows under its uid, renamed `<name>~<uid>` out of the way of the name."""
+
+RETIRED_MARK = "~"
+"""Between a retired run's name and its uid; never in a run's name (`RunName`)."""
+
+
+def submitted_name(stored: str) -> str:
+    """The name a run was submitted with, retired or not (`finetune~<uid>` is `finetune`): what
+    its workers (`ASTRAEUS_RUN`) and the cluster map still call a retired run's stopping task."""
+    return stored.partition(RETIRED_MARK)[0]
 
 
 class Runs:
@@ -47,17 +74,21 @@ class Runs:
         self._database = database
 
     def submit(self, spec: RunSpec, workspace: str, now: datetime) -> Run:
-        """Store a run and its pending tasks: one per array element, else one until placed."""
+        """Store a run and its pending tasks: one per array element, else one until placed.
+        The name may be one an ended run of the workspace has: that run is retired (kept under
+        its uid, out of the name's way); one of a live run raises `NameTakenError`."""
         body = spec.model_dump(mode="json", include=set(RUN_FIELDS), exclude_none=True)
         array = spec.requested_resources.array
         try:
             with self._database.write() as conn:
+                _free_name(conn, workspace, spec.name, now)
                 cursor = conn.execute(
-                    "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
+                    "INSERT INTO runs (workspace, name, uid, spec, priority, state, submitted_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq",
                     (
                         workspace,
                         spec.name,
+                        new_task_uid(),  # a uuid4, as each task's
                         json.dumps(body),
                         spec.priority,
                         "Pending",
@@ -73,15 +104,16 @@ class Runs:
                         for i in range(array.size if array else 1)
                     ],
                 )
-        except sqlite3.IntegrityError:
-            raise NameTakenError(spec.name) from None
+        except sqlite3.IntegrityError:  # submitted meanwhile by another coordinator's writer
+            raise NameTakenError(spec.name, RunState.PENDING) from None
         run = self.get(workspace, spec.name)
         assert run is not None  # noqa: S101 - just written in this thread
         return run
 
     def _run_row(self, workspace: str, name: str) -> Row | None:
         return self._database.read_one(
-            "SELECT * FROM runs WHERE workspace = ? AND name = ?", (workspace, name)
+            f"SELECT * FROM runs WHERE workspace = ? AND name = ? AND {NAMED}",  # noqa: S608
+            (workspace, name),
         )
 
     def get(self, workspace: str, name: str) -> Run | None:
@@ -119,7 +151,7 @@ class Runs:
 
     def task(self, workspace: str, name: str) -> Task | None:
         row = self._database.read_one(
-            f"{TASK_SELECT} WHERE runs.workspace = ? AND tasks.name = ? AND {CURRENT}",
+            f"{TASK_SELECT} WHERE runs.workspace = ? AND tasks.name = ? AND {CURRENT} AND {NAMED}",
             (workspace, name),
         )
         return task_from_row(row) if row else None
@@ -131,7 +163,7 @@ class Runs:
         which, more = (CURRENT, ()) if attempt is None else (OF_ATTEMPT, (attempt, attempt))
         row = self._database.read_one(
             "SELECT tasks.id FROM tasks JOIN runs ON runs.seq = tasks.run_seq"  # noqa: S608
-            f" WHERE runs.workspace = ? AND tasks.name = ? AND {which}",
+            f" WHERE runs.workspace = ? AND tasks.name = ? AND {which} AND {NAMED}",
             (workspace, name, *more),
         )
         if row is None:
@@ -167,6 +199,30 @@ class Runs:
                 )
         return self.get(workspace, name)
 
+    def delete(self, workspace: str, name: str, now: datetime) -> Run | None:
+        """Remove an ended run from the workspace's runs (retire it: its name is free, and
+        list, status and logs no longer show it); its log chunks go, the rows its usage was
+        counted by stay (a Lost task's that may still hold GPUs too, so they stay held). The
+        run as it was; None when there is no such run; `RunLiveError` when it has not ended."""
+        before = self.get(workspace, name)
+        if before is None:
+            return None
+        with self._database.write() as conn:
+            row = conn.execute(
+                f"SELECT seq, state FROM runs WHERE workspace = ? AND name = ? AND {NAMED}",  # noqa: S608
+                (workspace, name),
+            ).fetchone()
+            if row is None:
+                return None
+            if not RunState(row[1]).ended:
+                raise RunLiveError(name, RunState(row[1]))
+            conn.execute(
+                "DELETE FROM logs WHERE task_id IN (SELECT id FROM tasks WHERE run_seq = ?)",
+                (row[0],),
+            )
+            _retire(conn, int(row[0]), now)
+        return before.model_copy(update={"state": RunState(row[1])})
+
     def pending_kinds(self) -> dict[ReasonKind, int]:
         """Pending runs by the kind of their reason; a run not yet explained is `NotEvaluated`."""
         rows = self._database.read(
@@ -199,8 +255,31 @@ class Runs:
         return {row["state"]: row["n"] for row in rows}
 
 
+def _free_name(conn: Connection, workspace: str, name: str, now: datetime) -> None:
+    """Make `name` free in `workspace` for a new run, inside the submission's transaction: an
+    ended run of that name is retired; a live one raises `NameTakenError`. Only the
+    workspace's own runs are read: a name of another workspace is another run."""
+    row = conn.execute(
+        f"SELECT seq, state FROM runs WHERE workspace = ? AND name = ? AND {NAMED}",  # noqa: S608
+        (workspace, name),
+    ).fetchone()
+    if row is None:
+        return
+    if not RunState(row[1]).ended:
+        raise NameTakenError(name, RunState(row[1]))
+    _retire(conn, int(row[0]), now)
+
+
+def _retire(conn: Connection, seq: int, now: datetime) -> None:
+    """The run out of its name's way, kept under its uid: `<name>~<uid>`, retired now."""
+    conn.execute(
+        "UPDATE runs SET name = name || ? || uid, retired_at = ? WHERE seq = ?",
+        (RETIRED_MARK, now.isoformat(), seq),
+    )
+
+
 def _filters(workspace: str | None, state: RunState | None) -> tuple[str, tuple[object, ...]]:
-    clauses: list[str] = []
+    clauses: list[str] = ["retired_at IS NULL"]
     params: list[object] = []
     if workspace is not None:
         clauses.append("workspace = ?")
@@ -208,7 +287,7 @@ def _filters(workspace: str | None, state: RunState | None) -> tuple[str, tuple[
     if state is not None:
         clauses.append("state = ?")
         params.append(state.value)
-    return ("WHERE " + " AND ".join(clauses)) if clauses else "", tuple(params)
+    return "WHERE " + " AND ".join(clauses), tuple(params)
 
 
 class RunTasks(NamedTuple):

@@ -83,8 +83,9 @@ def test_taken_name_is_exit_1_with_the_field(coordinator: Coordinator, astra: As
     result = astra("astraeus", "run", "--name", "a", "--", "true", token=token)
     assert result.code == 1
     assert result.err == (
-        "astra: a run named 'a' already exists in workspace vision\n"
-        "  name: is already used in this workspace; pick another name or cancel that run\n"
+        "astra: a run named 'a' is Pending in workspace vision\n"
+        "  name: is already used in this workspace; by a run that is Pending: cancel that run"
+        " first (the name of a run that has ended may be used again), or pick another name\n"
     )
 
 
@@ -94,7 +95,8 @@ def test_taken_name_is_exit_1_with_the_field(coordinator: Coordinator, astra: As
         (
             ["--name", "Bad_Name", "--", "true"],
             "astra: the run is not valid:\n"
-            "name: 'Bad_Name' does not match ^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+            "name: 'Bad_Name' is not allowed: use lowercase letters, digits and '-', up to 63"
+            " characters, starting and ending with a letter or digit",
         ),
         (["--name", "a", "--mem", "lots", "--", "true"], "astra: --mem: 'lots' is not a size"),
         (["--name", "a"], "astra: command: put the command after --, e.g. -- python train.py"),

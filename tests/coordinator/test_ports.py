@@ -5,13 +5,20 @@ without the run failing. A world of one (a one-worker run, an array element) hol
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import reserved_ports
 
+from astraeus.agent.runtime import rendezvous_port
+from astraeus.agent.runtime.rendezvous_port import PortGate
 from astraeus.coordinator.scheduler.port_grants import choose_port
 from astraeus.coordinator.settings import PortRange, load
+from astraeus.shared import Assignment, PortSpan
 from astraeus.shared.settings import SettingsError
 
 from .conftest import ClientFactory, Cluster, make_cluster
@@ -205,3 +212,45 @@ async def test_a_busy_report_with_a_bad_port_is_refused(
     assert status == 400
     fields = {f["field"]: f["problem"] for f in data["fields"]}
     assert fields == {"busy_ports[0].port": problem}
+
+
+async def test_ports_taken_by_another_program_cost_one_round(
+    aiohttp_client: ClientFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 30: another program listens on the first 28 ports of the range (real sockets).
+    Worker 0's agent finds its port in use once, reports every taken port of the range in that
+    one report, and the next pass gives a port that is free: one warning and one report
+    interval, not one of each per port taken."""
+    with reserved_ports(40) as first, contextlib.ExitStack() as taken:
+        for port in range(first, first + 28):
+            with contextlib.suppress(OSError):  # in use by a connection now: busy all the same
+                taken.enter_context(socket.create_server(("127.0.0.1", port)))
+        c = await make_cluster(aiohttp_client, tmp_path, rendezvous_ports=f"{first}-{first + 39}")
+        try:
+            await c.workspace("vision")
+            await c.report("gpu-01")
+            await c.submit("vision", "meet", gpus=0, **PAIR)
+            await c.run_pass()
+            gate = PortGate()  # the agent's check, with real binds
+            reply = await c.report("gpu-01")
+            gate.span = PortSpan.model_validate(reply["rendezvous_ports"])
+            with caplog.at_level(logging.WARNING, logger=rendezvous_port.__name__):
+                assert gate.in_use(_assignment(reply, "meet-0"))
+            assert len(caplog.records) == 1
+            busy = [item.model_dump() for item in gate.reports()]
+            in_use = [span.model_dump() for span in gate.in_use_here]
+            found = {port for span in gate.in_use_here for port in span.ports()}
+            assert set(range(first, first + 28)) <= found  # another connection may add more
+            await c.report("gpu-01", busy_ports=busy, ports_in_use=in_use)
+            await c.run_pass()
+            given = _assignment(await c.report("gpu-01", busy_ports=busy), "meet-0")
+            free = min(port for port in range(first, first + 40) if port not in found)
+            assert given.rendezvous.master_port == free
+            assert not gate.in_use(given)
+        finally:
+            c.store.close()
+
+
+def _assignment(reply: dict[str, Any], task: str) -> Assignment:
+    (found,) = [a for a in reply["assignments"] if a["task"] == task]
+    return Assignment.model_validate(found)

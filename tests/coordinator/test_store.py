@@ -286,3 +286,27 @@ def _half_written(store: Store) -> None:
             (NOW.isoformat(),),
         )
         raise RuntimeError("midway")
+
+
+def test_migration_16_gives_every_run_its_own_uid(tmp_path: Path) -> None:
+    """Runs stored before runs had uids get one each, distinct, and stay reachable by name."""
+    path = tmp_path / "v14.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for migration in MIGRATIONS[:14]:
+        for statement in _statements(migration):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version=14")
+    for name in ("a", "b"):
+        conn.execute(
+            "INSERT INTO runs (workspace, name, spec, priority, state, submitted_at)"
+            """ VALUES ('vision', ?, '{"command": ["x"], "requested_resources": {}}', 0,"""
+            " 'Succeeded', '2026-10-01T09:00:00+00:00')",
+            (name,),
+        )
+    conn.close()
+    store = Store.open(path)
+    found = [store.runs.get("vision", name) for name in ("a", "b")]
+    uids = {run.uid for run in found if run is not None}
+    assert len(uids) == 2
+    assert None not in uids
+    store.close()

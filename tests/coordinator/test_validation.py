@@ -90,7 +90,9 @@ async def test_name_taken_in_workspace_is_409(fake_cluster: Cluster) -> None:
     assert data["fields"] == [
         {
             "field": "name",
-            "problem": "is already used in this workspace; pick another name or cancel that run",
+            "problem": "is already used in this workspace; by a run that is Pending: cancel"
+            " that run first (the name of a run that has ended may be used again), or pick"
+            " another name",
         }
     ]
 
