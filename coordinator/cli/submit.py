@@ -12,7 +12,7 @@ from astraeus.shared.views import ClusterView, DryRun
 
 from .client import Api
 from .context import Context, printable
-from .errors import Exit
+from .errors import CliError, Exit
 from .render import grouped_why_lines, table, why_lines
 from .spec import build_spec
 
@@ -30,10 +30,19 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         return Exit.OK
     # A dry run first: a run no machine of the workspace could ever hold is still accepted
     # (it waits, with its reasons), but the user hears it now, not after waiting in vain.
-    before = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true", explain="grouped"))
+    # The warning is a courtesy: a dry run that fails (a refusal the submission will repeat in
+    # its own words, a blip) never keeps the run from being submitted.
+    try:
+        before: DryRun | None = DryRun.model_validate(
+            ctx.api.post("/runs", body, dry_run="true", explain="grouped")
+        )
+    except CliError:
+        before = None
     submitted = Run.model_validate(ctx.api.post("/runs", body))
     ctx.emit(submitted, [submitted_line(ctx.api, submitted.name)])
-    warning = never_fits_warning(submitted.name, submitted.workspace, before)
+    warning = (
+        None if before is None else never_fits_warning(submitted.name, submitted.workspace, before)
+    )
     if warning is not None:
         print(f"astra: warning: {printable(warning)}", file=sys.stderr)
     return Exit.OK
