@@ -258,12 +258,12 @@ def summary(machines: int, found: dict[str, dict[str, float]]) -> None:
     """Each engine's medians of the issue-17 figures in one table."""
     stores = list(found)
     print(f"== issue-17 figures at {machines} machines, medians ({load()})")
-    print(f"{'measure':<45}" + "".join(f"{store:>12}" for store in stores) + "  target")
+    print(f"{'measure':<45}" + "".join(f"{store:>14}" for store in stores) + "  target")
     for key, label, unit, target in SUMMARY:
         cells = "".join(
-            f"{found[store][key]:>{12 - len(unit)},.1f}{unit}"
+            f"{found[store][key]:>{14 - len(unit)},.1f}{unit}"
             if key in found[store]
-            else f"{'-':>12}"
+            else f"{'-':>14}"
             for store in stores
         )
         print(f"{label:<45}{cells}  {target}")
