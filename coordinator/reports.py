@@ -146,7 +146,7 @@ class Reports:
         else:
             record, changed = beat, False
         refused = await self._busy_ports(name, body, now)
-        rows = await self._store.database.reading(self._store.agents.live, name)
+        rows = self._store.agents.live(name)
         if self._stale(name, body.tasks, rows) is None:
             assignments, freed = self._assignments(rows), False
         else:

@@ -20,8 +20,7 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     principal = None
     # Tokens are ASCII; bytes that are not (kept by aiohttp as surrogates) are no token at all.
     if scheme.lower() == "bearer" and secret and secret.isascii():
-        store = request.app[STORE]
-        principal = await store.database.reading(store.tokens.authenticate, secret.strip())
+        principal = request.app[STORE].tokens.authenticate(secret.strip())
     if principal is None:
         raise ApiError(401, "missing or unknown bearer token: send Authorization: Bearer <token>")
     request[PRINCIPAL] = principal

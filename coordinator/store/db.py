@@ -9,9 +9,7 @@ a full disk's or an I/O error's until the folder takes new data again (`ROOM_AGA
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import logging
 import os
 import sqlite3
@@ -19,7 +17,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -56,9 +53,6 @@ in pages SQLite already holds still succeeds while the next one that needs a new
 a success alone would end the fault and bring it back from one write to the next."""
 
 Row = dialect.Row
-
-READ_THREADS = 4
-"""Threads that wait on PostgreSQL for the event loop's reads (`reading`)."""
 
 
 class Database:
@@ -113,7 +107,6 @@ class Database:
         self._readers: list[Any] = []
         self._readers_lock = threading.Lock()
         self._closed = False
-        self._read_pool: ThreadPoolExecutor | None = None
         try:
             self._migrate()
         except BaseException:
@@ -286,19 +279,6 @@ class Database:
         (`Writer.run_in_turn`): a pass's commit in chunks."""
         return await self.writer.run_in_turn(jobs)
 
-    async def reading(self, fn: Callable[..., T], *args: Any) -> T:
-        """`fn(*args)`, a read the event loop needs (a request's token, a machine's tasks for
-        its reply). On SQLite inline: a read there is microseconds in this process. On
-        PostgreSQL in one of `READ_THREADS` threads, each with its session: a read there waits
-        a round trip to the server, and the event loop serves other requests meanwhile
-        instead of waiting with it."""
-        if not self.postgresql:
-            return fn(*args)
-        if self._read_pool is None:
-            self._read_pool = ThreadPoolExecutor(READ_THREADS, "postgresql-reader")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._read_pool, functools.partial(fn, *args))
-
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """One write transaction: committed on success, rolled back on any exception.
@@ -466,9 +446,6 @@ class Database:
     def close(self) -> None:
         """Drain and stop the writer thread, call `closing`, then close every connection."""
         self.stop_writer()
-        if self._read_pool is not None:
-            self._read_pool.shutdown(wait=True)
-            self._read_pool = None
         if not self._closed:
             for listener in self.closing:
                 listener()
