@@ -5,7 +5,10 @@ that holds data, a running coordinator, a bad URL, an older file; all or nothing
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,10 @@ from astraeus.shared.assignment import LogChunk
 from astraeus.shared.machines import ReservationSpec
 
 NOW = datetime(2026, 12, 6, 9, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent / "astraeus-coordinator"
+GUIDE_DB = "/var/lib/astraeus/astraeus.db"
+GUIDE_URL = "postgresql://astraeus@db.example:5432/astraeus"
 HALF_LIFE = 7 * 24 * 3600.0
 
 
@@ -339,3 +346,33 @@ def test_the_check_names_the_table_or_hold_that_differs(
     finally:
         target.close()
         reader.close()
+
+
+def _guide_section() -> str:
+    text = (ROOT / "docs" / "operator.md").read_text()
+    return text.split("### Moving to PostgreSQL\n", 1)[1].split("\n### ", 1)[0]
+
+
+def test_the_operators_guide_runs_as_printed(tmp_path: Path, postgresql_url: str) -> None:
+    """docs/operator.md's `migrate` command, with the test's file and database in place of the
+    guide's, copies the file, and prints the lines the guide shows."""
+    section = _guide_section()
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    line = next(line for line in script.splitlines() if " migrate " in line)
+    db = tmp_path / "astraeus.db"
+    _fill(db)
+    command = (
+        line.replace("/opt/astraeus/bin/astraeus-coordinator", str(BIN))
+        .replace(GUIDE_DB, str(db))
+        .replace(GUIDE_URL, postgresql_url)
+    )
+    done = subprocess.run(
+        shlex.split(command), capture_output=True, text=True, check=False, timeout=120
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    shown = section.split("```\n", 2)[2].split("```", 1)[0].splitlines()
+    printed = done.stdout.splitlines()
+    assert printed[0] == shown[0].replace(GUIDE_DB, str(db)).replace(GUIDE_URL, postgresql_url)
+    assert printed[1] == shown[1]
+    assert printed[-1] == shown[-1].replace(GUIDE_URL, postgresql_url)
+    assert printed[-2].endswith(shown[-2].partition(" rows, ")[2])
