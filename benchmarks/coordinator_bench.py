@@ -5,11 +5,17 @@ submission to placed, dry runs over HTTP and from the CLI; Slurm's figures besid
     .venv/bin/python benchmarks/coordinator_bench.py                     # everything
     .venv/bin/python benchmarks/coordinator_bench.py --sizes 1000,5000 --skip-throughput
     .venv/bin/python benchmarks/coordinator_bench.py --repeat 1 --sizes 500 --queued 1000
+    .venv/bin/python benchmarks/coordinator_bench.py --sizes 5000 --store both
 
 Every figure is the median of `--repeat` runs (three by default), each on a fresh coordinator
 process over a copy of the same database, printed with the load average it ran under. The
 coordinator and this script (the agents and users) share the machine, so the figures include
 the load generator's cost.
+
+`--store postgresql` keeps each coordinator's state in a PostgreSQL database of a private server
+started for the run (`tests/pg_server.py`: Debian's initdb, loopback, fsync off) instead of the
+SQLite file; `--store both` measures each figure on SQLite, then on PostgreSQL, and ends with
+the issue-17 figures of both side by side (at `--machines`, which should be one of `--sizes`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ from coordinator_rig import report_load as reports_at
 from slurm_peer import SlurmPeer
 
 MB = 1024 * 1024
+
+STORES = ("sqlite", "postgresql")
 
 
 async def throughput(cluster: Cluster, queued: int, rate: float, window: float) -> dict[str, float]:
@@ -81,9 +89,13 @@ async def throughput(cluster: Cluster, queued: int, rate: float, window: float) 
     }
 
 
-async def deep_queue(machines: int, queued: int, rate: float, window: float, repeat: int) -> None:
-    print(f"== {queued} 1-GPU runs queued at {machines} machines, reports at {rate:.0f}/s")
-    cluster = Cluster(machines, queued=queued)
+async def deep_queue(
+    machines: int, queued: int, rate: float, window: float, repeat: int, server: Any = None
+) -> dict[str, float]:
+    """The deep-queue figures, printed; their medians returned (rate, p99, RSS)."""
+    store = "sqlite" if server is None else "postgresql"
+    print(f"== {queued} 1-GPU runs queued at {machines} machines, reports at {rate:.0f}/s, {store}")
+    cluster = Cluster(machines, queued=queued, server=server)
     runs: list[dict[str, float]] = []
 
     async def once(_: int) -> float:
@@ -91,7 +103,7 @@ async def deep_queue(machines: int, queued: int, rate: float, window: float, rep
         return runs[-1]["rate"]
 
     try:
-        await three("runs placed and committed", "/s", repeat, once)
+        medians = {"rate": await three("runs placed and committed", "/s", repeat, once)}
     finally:
         cluster.remove()
     for key, label, unit in (
@@ -101,7 +113,9 @@ async def deep_queue(machines: int, queued: int, rate: float, window: float, rep
     ):
         figures = [run[key] for run in runs]
         spread = ", ".join(f"{f:.1f}" for f in figures)
-        print(f"{label}: median {statistics.median(figures):.1f} {unit} of [{spread}]")
+        medians[key] = statistics.median(figures)
+        print(f"{label}: median {medians[key]:.1f} {unit} of [{spread}]")
+    return medians
 
 
 async def submit_to_placed(c: Coordinator, count: int) -> float:
@@ -156,9 +170,13 @@ def cli_dry_run(c: Coordinator, count: int) -> float:
     return statistics.median(took) * 1000
 
 
-async def idle(machines: int, repeat: int, submissions: int) -> None:
-    print(f"== an idle cluster of {machines} machines")
-    cluster = Cluster(machines)
+async def idle(
+    machines: int, repeat: int, submissions: int, server: Any = None
+) -> dict[str, float]:
+    """The idle cluster's figures, printed; their medians returned."""
+    store = "sqlite" if server is None else "postgresql"
+    print(f"== an idle cluster of {machines} machines, {store}")
+    cluster = Cluster(machines, server=server)
     figures: dict[str, list[float]] = {
         "placed": [],
         "http": [],
@@ -185,6 +203,7 @@ async def idle(machines: int, repeat: int, submissions: int) -> None:
             )
     finally:
         cluster.remove()
+    medians = {}
     for key, label in (
         ("placed", "submission to placed, 1-GPU, p50"),
         ("http", "1-GPU dry run over HTTP, median"),
@@ -193,9 +212,11 @@ async def idle(machines: int, repeat: int, submissions: int) -> None:
         ("cli", "1-GPU dry run from the CLI (`astra ... --dry-run`), median"),
     ):
         spread = ", ".join(f"{f:.1f}" for f in figures[key])
-        median = statistics.median(figures[key])
-        print(f"{label} at {machines} machines: median {median:.1f} ms of [{spread}]")
-    peer(machines, repeat, statistics.median(figures["cli"]))
+        medians[key] = statistics.median(figures[key])
+        print(f"{label} at {machines} machines: median {medians[key]:.1f} ms of [{spread}]")
+    if server is None:
+        peer(machines, repeat, medians["cli"])
+    return medians
 
 
 def peer(machines: int, repeat: int, cli_ms: float) -> None:
@@ -224,6 +245,41 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({model}), Python {sys.version.split()[0]}, {load()}"
 
 
+SUMMARY = (
+    ("rate", "1-GPU runs placed and committed per second", "/s", "≥ 1,000/s"),
+    ("p99", "report latency p99 while placing", " ms", "≤ 50 ms"),
+    ("http", "1-GPU dry run over HTTP, median", " ms", "≤ 10 ms"),
+    ("placed", "submission to placed, 1-GPU, p50", " ms", "≤ 20 ms"),
+)
+"""The issue-17 figures printed side by side: (key, label, unit, target)."""
+
+
+def summary(machines: int, found: dict[str, dict[str, float]]) -> None:
+    """Each engine's medians of the issue-17 figures in one table."""
+    stores = list(found)
+    print(f"== issue-17 figures at {machines} machines, medians ({load()})")
+    print(f"{'measure':<45}" + "".join(f"{store:>14}" for store in stores) + "  target")
+    for key, label, unit, target in SUMMARY:
+        cells = "".join(
+            f"{found[store][key]:>{14 - len(unit)},.1f}{unit}"
+            if key in found[store]
+            else f"{'-':>14}"
+            for store in stores
+        )
+        print(f"{label:<45}{cells}  {target}")
+
+
+def private_server() -> Any:
+    """A PostgreSQL server of this run's own (`tests/pg_server.py`), stopped at the end."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import pg_server  # only for --store postgresql or both
+
+    started = pg_server.start()
+    if isinstance(started, str):
+        raise SystemExit(f"coordinator_bench: no PostgreSQL server: {started}")
+    return started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="1000,5000,20000", help="machines, comma-separated")
@@ -235,13 +291,37 @@ def main() -> None:
     parser.add_argument("--submissions", type=int, default=10, help="per run, when idle")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-idle", action="store_true")
+    parser.add_argument(
+        "--store",
+        choices=[*STORES, "both"],
+        default="sqlite",
+        help="the coordinator's database: the SQLite file, a private PostgreSQL server, or both",
+    )
     args = parser.parse_args()
-    print(machine(), flush=True)
-    if not args.skip_idle:
-        for size in (int(s) for s in args.sizes.split(",")):
-            asyncio.run(idle(size, args.repeat, args.submissions))
-    if not args.skip_throughput:
-        asyncio.run(deep_queue(args.machines, args.queued, args.rate, args.window, args.repeat))
+    stores = list(STORES) if args.store == "both" else [args.store]
+    server = private_server() if "postgresql" in stores else None
+    found: dict[str, dict[str, float]] = {store: {} for store in stores}
+    try:
+        print(machine(), flush=True)
+        for store in stores:
+            on = server if store == "postgresql" else None
+            if not args.skip_idle:
+                for size in (int(s) for s in args.sizes.split(",")):
+                    figures = asyncio.run(idle(size, args.repeat, args.submissions, on))
+                    if size == args.machines:
+                        found[store].update(figures)
+            if not args.skip_throughput:
+                found[store].update(
+                    asyncio.run(
+                        deep_queue(
+                            args.machines, args.queued, args.rate, args.window, args.repeat, on
+                        )
+                    )
+                )
+        summary(args.machines, found)
+    finally:
+        if server is not None:
+            server.stop()
     print(f"done ({load()})")
 
 

@@ -1,15 +1,20 @@
 """The coordinator under benchmark: a real `astraeus-coordinator` process on loopback over a
-fresh SQLite file, with its machines (and optionally a queue) stored before it starts, and the
-agents and users that talk to it. Used by `coordinator_bench.py`.
+fresh SQLite file (or a fresh PostgreSQL database), with its machines (and optionally a queue)
+stored before it starts, and the agents and users that talk to it. Used by
+`coordinator_bench.py`.
 
 Machines are stored through the coordinator's own report path (`Reports.receive`, what an agent's
-first report does), so the service starts with every machine Up and no registration burst.
+first report does), so the service starts with every machine Up and no registration burst. On
+PostgreSQL the same file is moved into a template database once (`migrate --to`,
+`store/transfer.py`), and each coordinator starts on a copy of it (`CREATE DATABASE ... TEMPLATE`),
+as each SQLite coordinator starts on a copy of the file.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import shutil
 import socket
@@ -30,11 +35,15 @@ from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.scheduler.port_grants import Ports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, Store
+from astraeus.coordinator.store.dialect import PgConnection, pg_connect
+from astraeus.coordinator.store.transfer import migrate
 from astraeus.shared import SCHEMA_VERSION, AgentReport, RunSpec
 from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import SystemClock
 
 BIN = Path(sys.executable).parent / "astraeus-coordinator"
+_RUNS = itertools.count(1)
+"""Numbers the coordinators' PostgreSQL databases."""
 ASTRA = Path(sys.executable).parent / "astra"
 
 
@@ -71,17 +80,30 @@ explained."""
 
 class Cluster:
     """A database file with a workspace, tokens and `machines` machines that have reported;
-    copied for each coordinator started on it, so every repetition starts from the same file."""
+    copied for each coordinator started on it, so every repetition starts from the same file.
+    With a PostgreSQL `server` (`tests/pg_server.py`'s), the file is also moved into a template
+    database of it, which each coordinator's database is copied from."""
 
-    def __init__(self, machines: int, queued: int = 0) -> None:
+    def __init__(self, machines: int, queued: int = 0, server: Any = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="astraeus-bench-"))
         self.db = self.dir / "template.db"
         self.admin = self.member = ""
         self.agents: dict[str, str] = {}
+        self.server = server
+        self.template = ""
+        """The template database's name (PostgreSQL only)."""
         # In a thread of its own, with its own event loop: a benchmark makes its cluster from
         # inside one, and the file is opened, filled and closed by that one thread.
         with ThreadPoolExecutor(1) as filling:
             filling.submit(asyncio.run, self._fill(machines, queued)).result()
+        if server is not None:
+            url = server.create_database("bench")
+            migrate(self.db, url)
+            self.template = url.rpartition("/")[2]
+
+    @property
+    def store(self) -> str:
+        return "sqlite" if self.server is None else "postgresql"
 
     async def _fill(self, machines: int, queued: int) -> None:
         store = Store.open(self.db)
@@ -106,6 +128,8 @@ class Cluster:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.template:
+            self.server.admin(f"DROP DATABASE {self.template} WITH (FORCE)")
 
 
 class Coordinator:
@@ -120,7 +144,17 @@ class Coordinator:
         self.launch = tuple(launch)
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
         self.db = self.dir / "astraeus.db"
-        shutil.copy(cluster.db, self.db)
+        self.url = ""
+        """The coordinator's PostgreSQL database, when the cluster is on PostgreSQL."""
+        if cluster.server is None:
+            shutil.copy(cluster.db, self.db)
+            where = ["--db", str(self.db)]
+        else:
+            name = f"run_{os.getpid()}_{next(_RUNS)}"
+            cluster.server.admin(f"CREATE DATABASE {name} TEMPLATE {cluster.template}")
+            self.url = cluster.server.url(name)
+            where = ["--database-url", self.url]
+        self.where = where
         # The port stays held (bound with SO_REUSEADDR, not listening) until __aexit__: the
         # service, which binds with SO_REUSEADDR too, listens there; no other program can.
         self.held = socket.socket()
@@ -137,13 +171,16 @@ class Coordinator:
             **env,
         }
         self.process: asyncio.subprocess.Process | None = None
-        self.reader = sqlite3.connect(self.db, check_same_thread=False)
+        self.reader: Any = (
+            PgConnection(pg_connect(self.url, application="benchmark"))
+            if self.url
+            else sqlite3.connect(self.db, check_same_thread=False)
+        )
 
     async def __aenter__(self) -> Coordinator:
         self.process = await asyncio.create_subprocess_exec(
             *self.launch,
-            "--db",
-            self.db,
+            *self.where,
             "--state-dir",
             self.dir,
             "--listen",
@@ -169,6 +206,9 @@ class Coordinator:
             await self.process.wait()
         self.held.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if self.url:
+            name = self.url.rpartition("/")[2]
+            self.cluster.server.admin(f"DROP DATABASE {name} WITH (FORCE)")
 
     async def call(self, method: str, path: str, token: str, body: Any = None) -> Any:
         headers = {"Authorization": f"Bearer {token}"}
@@ -185,8 +225,8 @@ class Coordinator:
         return time.perf_counter() - started
 
     def count(self, sql: str, params: tuple[object, ...] = ()) -> int:
-        """A count read from the file (a WAL reader never blocks the service; polling the API
-        this often would load its event loop)."""
+        """A count read from the database (a WAL reader never blocks the service, nor does a
+        PostgreSQL session; polling the API this often would load its event loop)."""
         return int(self.reader.execute(sql, params).fetchone()[0])
 
     def placed(self) -> int:

@@ -25,6 +25,8 @@ from astraeus.coordinator.startup import open_store, shown_database, start
 from astraeus.coordinator.store import Deposed, Role, StorageError, Store
 from astraeus.coordinator.store.backup import BackupError, backup
 from astraeus.coordinator.store.leader import Leadership, step_down
+from astraeus.coordinator.store.lock import DatabaseInUseError
+from astraeus.coordinator.store.transfer import TransferError, migrate
 from astraeus.coordinator.tls import ServerCertificate, TlsError
 from astraeus.shared.clock import SystemClock
 from astraeus.shared.sdnotify import Notifier
@@ -32,7 +34,7 @@ from astraeus.shared.settings import SettingsError
 
 log = logging.getLogger("astraeus.coordinator")
 
-COMMANDS = ("serve", "token", "backup")
+COMMANDS = ("serve", "token", "backup", "migrate")
 
 SHUTDOWN_SECONDS = 5.0
 """On SIGTERM, requests already being answered get this long to finish."""
@@ -104,6 +106,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     _common(backup)
     backup.add_argument("path", type=Path, help="where the copy goes (replaced if it exists)")
+    moving = sub.add_parser(
+        "migrate",
+        help="copy a stopped coordinator's SQLite file into an empty PostgreSQL database",
+        description="Copy the SQLite file (--db, or the one --config or --state-dir gives) of"
+        " a stopped coordinator into an empty PostgreSQL database, in one transaction, and"
+        " check it (row counts per table, checksums of the GPU and port holds) before it is"
+        " committed. The file is only read.",
+    )
+    moving.add_argument("--to", required=True, metavar="postgresql://USER@HOST:PORT/DB")
+    moving.add_argument("--config", type=Path, help="TOML file of settings (its db is copied)")
+    moving.add_argument("--db", type=Path, help="the SQLite file (default: STATE_DIR/astraeus.db)")
+    moving.add_argument("--state-dir", type=Path, help="where the SQLite file is by default")
     return parser
 
 
@@ -121,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config=args.config,
             overrides={
                 "db": args.db,
-                "database_url": args.database_url,
+                "database_url": getattr(args, "database_url", None),
                 "state_dir": args.state_dir,
                 "listen": getattr(args, "listen", None),
                 "advertise_url": getattr(args, "advertise_url", None),
@@ -149,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         return _backup(settings.db, args.path)
+    if args.command == "migrate":
+        return _migrate(settings.db, args.to)
     try:
         certificate = _certificate(settings)
     except TlsError as exc:
@@ -170,6 +186,18 @@ def _backup(db: Path, target: Path) -> int:
         print(f"astraeus-coordinator: {exc}", file=sys.stderr)
         return 1
     print(summary.line(db, target))
+    return 0
+
+
+def _migrate(db: Path, target: str) -> int:
+    """`migrate --to`: the SQLite file (always the source, whatever `database_url` says)
+    copied into `target`; 1 with the reason when refused or when the check fails."""
+    try:
+        moved = migrate(db, target)
+    except (TransferError, DatabaseInUseError) as exc:
+        print(f"astraeus-coordinator: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(moved.lines()))
     return 0
 
 

@@ -113,10 +113,11 @@ def commit_pass(
     explanation is stored once; `stored` maps explanations already written in this pass (by
     `key`) to their rows, across calls.
 
-    A chunk is first written without the savepoints (two statements of the five a placement
-    takes): a held GPU is never expected, since passes never overlap and only a pass takes GPUs.
-    If one is met all the same, that transaction is rolled back whole and the chunk written
-    again with them."""
+    A chunk is first written whole, without the savepoints, in a handful of statements
+    (`place_runs`: on PostgreSQL each is one round trip, not one per placement): a held GPU is
+    never expected, since passes never overlap and only a pass takes GPUs. If one is met all
+    the same, that transaction is rolled back whole and the chunk written again one placement
+    at a time, each in its savepoint."""
     stored = {} if stored is None else stored
     before = dict(stored)
     try:
@@ -138,10 +139,9 @@ def _write_pass(
 ) -> int:
     committed = 0
     with database.write() as conn:
-        for decision in placed:
-            if not guarded:
-                committed += place_run(conn, decision, now)
-                continue
+        if not guarded:
+            committed = place_runs(conn, placed, now)
+        for decision in placed if guarded else ():
             conn.execute("SAVEPOINT place")
             try:
                 ok = place_run(conn, decision, now)
@@ -154,6 +154,104 @@ def _write_pass(
         for wait in waiting:
             _explain(conn, wait, now, stored)
     return committed
+
+
+PENDING_CHECK = 400
+"""Placements whose tasks are checked Pending in one statement (two parameters each)."""
+
+
+def place_runs(conn: Connection, placements: Sequence[PlacementRow], now: datetime) -> int:
+    """`place_run` for many placements in a handful of statements, not five per placement:
+    which are still pending is read at once, then the tasks, the GPU holds and the runs are
+    each written with one `executemany` (on PostgreSQL one round trip each, not one per row).
+    The same rows as `place_run` one after another; a held GPU raises `IntegrityError` (the
+    caller then writes them one by one, each in its savepoint). Returns how many were placed."""
+    pending = _still_pending(conn, placements)
+    stamp = now.isoformat()
+    tasks: list[tuple[object, ...]] = []
+    holds: list[tuple[object, ...]] = []
+    runs: list[tuple[object, ...]] = []
+    for placement in placements:
+        key = (placement.seq, placement.element)
+        if key not in pending:
+            continue
+        pending.discard(key)  # placed once: a second decision for it finds it taken
+        for offset, worker in enumerate(placement.workers):
+            index = placement.element + offset
+            tasks.append(_task_values(placement, index, worker, stamp))
+            holds += [(worker.machine, gpu, placement.seq, index) for gpu in worker.gpu_ids]
+        runs.append(_run_values(placement, stamp))
+    conn.executemany(PLACE_TASK, tasks)
+    conn.executemany(
+        "INSERT INTO gpu_holds (machine, gpu_id, task_id)"
+        " SELECT ?, ?, id FROM tasks WHERE run_seq = ? AND idx = ?",
+        holds,
+    )
+    conn.executemany(PLACE_RUN, runs)
+    return len(runs)
+
+
+def _still_pending(conn: Connection, placements: Sequence[PlacementRow]) -> set[tuple[int, int]]:
+    """(run, task index) of each placement whose task is still Pending in a live run."""
+    keys = list(dict.fromkeys((p.seq, p.element) for p in placements))
+    found: set[tuple[int, int]] = set()
+    for at in range(0, len(keys), PENDING_CHECK):
+        chunk = keys[at : at + PENDING_CHECK]
+        pairs = ", ".join("(?, ?)" for _ in chunk)
+        rows = conn.execute(
+            "SELECT tasks.run_seq, tasks.idx FROM tasks JOIN runs"  # noqa: S608 - marks only
+            " ON runs.seq = tasks.run_seq"
+            " WHERE tasks.state = 'Pending' AND runs.state IN ('Pending', 'Running')"
+            f" AND (tasks.run_seq, tasks.idx) IN (VALUES {pairs})",
+            [value for key in chunk for value in key],
+        ).fetchall()
+        found.update((int(seq), int(idx)) for seq, idx in rows)
+    return found
+
+
+PLACE_TASK = (
+    "INSERT INTO tasks (run_seq, idx, name, state, machine, gpu_ids, cpu_cores,"
+    " memory_bytes, assigned_at, uid) VALUES (?, ?, ?, 'Assigned', ?, ?, ?, ?, ?, ?)"
+    # A fresh uid per placement: an agent never mistakes this one for an earlier one.
+    " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned', uid = excluded.uid,"
+    " machine = excluded.machine, gpu_ids = excluded.gpu_ids,"
+    " cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,"
+    " assigned_at = excluded.assigned_at, reason = NULL, reason_kind = NULL,"
+    " explanation_id = NULL"
+)
+
+PLACE_RUN = (
+    "UPDATE runs SET state = 'Running', reason = NULL, reason_kind = NULL, shape = ?,"
+    " landing = ?, network = ?, nvlink_domain = ?,"
+    " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?"
+)
+
+
+def _task_values(
+    placement: PlacementRow, index: int, worker: WorkerRow, stamp: str
+) -> tuple[object, ...]:
+    return (
+        placement.seq,
+        index,
+        task_name(placement.run, index),
+        worker.machine,
+        worker.gpu_ids_json,
+        worker.cpu_cores,
+        worker.memory_bytes,
+        stamp,
+        new_task_uid(),
+    )
+
+
+def _run_values(placement: PlacementRow, stamp: str) -> tuple[object, ...]:
+    return (
+        placement.shape,
+        placement.landing,
+        placement.network,
+        placement.nvlink_domain,
+        stamp,
+        placement.seq,
+    )
 
 
 def place_run(conn: Connection, placement: PlacementRow, now: datetime) -> bool:
@@ -172,45 +270,14 @@ def place_run(conn: Connection, placement: PlacementRow, now: datetime) -> bool:
     for offset, worker in enumerate(placement.workers):
         index = element + offset
         cursor = conn.execute(
-            "INSERT INTO tasks (run_seq, idx, name, state, machine, gpu_ids, cpu_cores,"
-            " memory_bytes, assigned_at, uid) VALUES (?, ?, ?, 'Assigned', ?, ?, ?, ?, ?, ?)"
-            # A fresh uid per placement: an agent never mistakes this one for an earlier one.
-            " ON CONFLICT (run_seq, idx) DO UPDATE SET state = 'Assigned', uid = excluded.uid,"
-            " machine = excluded.machine, gpu_ids = excluded.gpu_ids,"
-            " cpu_cores = excluded.cpu_cores, memory_bytes = excluded.memory_bytes,"
-            " assigned_at = excluded.assigned_at, reason = NULL, reason_kind = NULL,"
-            " explanation_id = NULL"
-            " RETURNING id",
-            (
-                seq,
-                index,
-                task_name(placement.run, index),
-                worker.machine,
-                worker.gpu_ids_json,
-                worker.cpu_cores,
-                worker.memory_bytes,
-                stamp,
-                new_task_uid(),
-            ),
+            PLACE_TASK + " RETURNING id", _task_values(placement, index, worker, stamp)
         )
         task_id = int(cursor.fetchone()[0])
         conn.executemany(
             "INSERT INTO gpu_holds (machine, gpu_id, task_id) VALUES (?, ?, ?)",
             [(worker.machine, gpu, task_id) for gpu in worker.gpu_ids],
         )
-    conn.execute(
-        "UPDATE runs SET state = 'Running', reason = NULL, reason_kind = NULL, shape = ?,"
-        " landing = ?, network = ?, nvlink_domain = ?,"
-        " first_evaluated_at = coalesce(first_evaluated_at, ?) WHERE seq = ?",
-        (
-            placement.shape,
-            placement.landing,
-            placement.network,
-            placement.nvlink_domain,
-            stamp,
-            seq,
-        ),
-    )
+    conn.execute(PLACE_RUN, _run_values(placement, stamp))
     return True
 
 

@@ -19,6 +19,8 @@ of `total(x)`, `"offset"` quoted (a reserved word in PostgreSQL), integer flags 
   machines' change feed, whose stamps are `max + 1`, stays in commit order across processes;
   a leader's writes also read the fencing epoch there: `pg_begin`, `leader.py`);
 - JSON picked out of a TEXT column (`json_extract`; `::jsonb #>>`);
+- copying a SQLite file in (`transfer.py`): `COPY ... FROM STDIN`, the tables' own triggers
+  off for it, identity columns moved past the ids copied;
 - which errors are storage faults, in words an operator can act on (`faults.py` for SQLite;
   SQLSTATE classes for PostgreSQL). A PostgreSQL fault is raised as `PgStorageError` and a
   constraint as `PgIntegrityError`, subclasses of the `sqlite3` DB-API classes the store and
@@ -471,6 +473,75 @@ def pg_begin(conn: PgConnection, epoch: int | None = None) -> None:
     if found != epoch:
         conn.execute("ROLLBACK")
         raise Deposed(epoch, found)
+
+
+# -- Copying a SQLite database in (`transfer.py`) -------------------------------------------
+
+_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
+
+
+def quoted(name: str) -> str:
+    """A table's or column's name as PostgreSQL reads it whatever it is (`offset` is reserved);
+    only the schema's own plain names are taken."""
+    if not _NAME.match(name):
+        raise ValueError(f"{name!r} is not a table or column name of the schema")
+    return f'"{name}"'
+
+
+def pg_tables(conn: PgConnection) -> dict[str, list[str]]:
+    """The schema's tables and their columns (the version table left out)."""
+    rows = conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name <> 'schema_version'"
+        " ORDER BY table_name, ordinal_position"
+    ).fetchall()
+    tables: dict[str, list[str]] = {}
+    for table, column in rows:
+        tables.setdefault(str(table), []).append(str(column))
+    return tables
+
+
+def pg_triggers(conn: PgConnection, table: str, *, enabled: bool) -> None:
+    """Turn the table's own triggers off (or on again) in this transaction: rows copied in
+    keep the values they had (a machine's change-feed `stamp`), foreign keys still checked."""
+    state = "ENABLE" if enabled else "DISABLE"
+    conn.execute(f"ALTER TABLE {quoted(table)} {state} TRIGGER USER")
+
+
+def pg_copy(conn: PgConnection, table: str, columns: Sequence[str], rows: Any) -> None:
+    """Rows (tuples in `columns`' order) into `table` by `COPY ... FROM STDIN`: one stream, not
+    a round trip per row."""
+    names = ", ".join(quoted(column) for column in columns)
+    statement = f"COPY {quoted(table)} ({names}) FROM STDIN"
+    try:
+        with conn.raw.cursor() as cursor, cursor.copy(statement.encode()) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except _psycopg().Error as error:
+        found = converted(error)
+        if not isinstance(found, sqlite3.Error):  # a value the column refuses (a NUL in text)
+            found = sqlite3.DataError(str(error).strip())
+        raise found from error
+
+
+def pg_identities(conn: PgConnection) -> list[tuple[str, str]]:
+    """(table, column) of every identity column: the ids PostgreSQL hands out itself."""
+    rows = conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND is_identity = 'YES'"
+        " ORDER BY table_name"
+    ).fetchall()
+    return [(str(table), str(column)) for table, column in rows]
+
+
+def pg_next_id_after(conn: PgConnection, table: str, column: str, floor: int) -> None:
+    """The next id the identity column hands out is past every id in the table and past
+    `floor` (ids SQLite's AUTOINCREMENT gave out already: a deleted row's id is never reused)."""
+    conn.execute(
+        f"SELECT setval(pg_get_serial_sequence(?, ?),"  # noqa: S608 - quoted() names only
+        f" greatest(coalesce(max({quoted(column)}), 0), ?) + 1, false) FROM {quoted(table)}",
+        (table, column, floor),
+    )
 
 
 # -- JSON in TEXT columns ---------------------------------------------------------------------

@@ -202,6 +202,12 @@ def _submit(store: Store, name: str) -> int:
     return int(row["seq"])
 
 
+def _seq(store: Store, name: str) -> int:
+    row = store.database.read_one("SELECT seq FROM runs WHERE name = ?", (name,))
+    assert row is not None
+    return int(row["seq"])
+
+
 def _on(seq: int, run: str, machine: str, gpu: str) -> PlacementRow:
     worker = WorkerRow(machine, (gpu,), json.dumps([gpu]), 0.0, 0)
     return PlacementRow(seq, run, 0, (worker,), "{}", '{"rung": "node"}', "none", None)
@@ -232,6 +238,48 @@ def test_a_gpu_is_never_held_twice(database_location: Path | str) -> None:
             ("a-0", "Assigned", "m"),
             ("b-0", "Pending", None),
             ("c-0", "Assigned", "m"),
+        ]
+    finally:
+        store.close()
+
+
+def test_a_chunk_places_what_one_placement_at_a_time_would(
+    database_location: Path | str,
+) -> None:
+    """A chunk written at once (`place_runs`) skips a run cancelled while the pass was decided
+    and a second decision for a task already placed, writes every worker of a gang with its
+    GPUs held by its own task, and counts only what it placed."""
+    store = Store.open(database_location)
+    try:
+        store.workspaces.put(WorkspaceSpec(name="w"), NOW)
+        a, gone = (_submit(store, name) for name in ("a", "gone"))
+        store.runs.submit(_spec("gang", gpus=2), "w", NOW)
+        gang = _seq(store, "gang")
+        store.runs.cancel("w", "gone", NOW)
+        two = tuple(
+            WorkerRow(m, (g,), json.dumps([g]), 0.0, 0) for m, g in (("m", "g1"), ("n", "g0"))
+        )
+        placed = [
+            _on(a, "a", "m", "g0"),
+            _on(gone, "gone", "m", "g2"),
+            _on(a, "a", "m", "g3"),
+            PlacementRow(gang, "gang", 0, two, "{}", '{"rung": "node"}', "none", None),
+        ]
+        assert commit_pass(store.database, placed, [], NOW) == 2
+        holds = store.database.read(
+            "SELECT gpu_holds.machine, gpu_holds.gpu_id, tasks.name FROM gpu_holds"
+            " JOIN tasks ON tasks.id = gpu_holds.task_id ORDER BY tasks.name"
+        )
+        assert [(h["machine"], h["gpu_id"], h["name"]) for h in holds] == [
+            ("m", "g0", "a-0"),
+            ("m", "g1", "gang-0"),
+            ("n", "g0", "gang-1"),
+        ]
+        runs = store.database.read("SELECT name, state FROM runs ORDER BY seq")
+        assert [(r["name"], r["state"]) for r in runs] == [
+            ("a", "Running"),
+            ("gone", "Cancelled"),
+            ("gang", "Running"),
         ]
     finally:
         store.close()
