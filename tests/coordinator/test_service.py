@@ -195,10 +195,11 @@ def test_access_labels_always_hold_pool(tmp_path: Path) -> None:
     ids=["systemd", "xdg", "home"],
 )
 def test_state_and_database_default_to_the_service_directory(
-    env: dict[str, str], state_dir: str
+    env: dict[str, str], state_dir: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With no db or state_dir given, both live in $STATE_DIRECTORY, else the XDG data
-    directory; never in the working directory."""
+    """With no db or state_dir given, both live in $STATE_DIRECTORY, else (not root) the XDG
+    data directory; never in the working directory. (Root's: tests/test_state_dirs.py.)"""
+    monkeypatch.setattr("astraeus.coordinator.settings.os.geteuid", lambda: 1000)
     settings = load(env=env)
     assert settings.state_dir == Path(state_dir)
     assert settings.db == Path(state_dir) / "astraeus.db"
