@@ -2,10 +2,11 @@
 """Build every release artifact into one folder (default `dist/`):
 
 - the wheel and the sdist (`python -m build`);
-- `astraeus-VERSION-linux-ARCH.tar.gz`: one self-contained executable (PyInstaller, with its own
-  Python inside) in `bin/`, answering as `astra`, `astraeus-coordinator` and `astraeus-agent`
-  through symbolic links of those names, the systemd units in `lib/systemd/system/`, and the
-  documentation in `share/doc/astraeus/`; unpacked into /opt/astraeus it is what the units run;
+- `astraeus-VERSION-linux-ARCH.tar.gz`: one self-contained program (PyInstaller's directory
+  bundle, with its own Python inside) in `lib/astraeus/`, answering as `astra`,
+  `astraeus-coordinator` and `astraeus-agent` through symbolic links of those names in `bin/`,
+  the systemd units in `lib/systemd/system/`, and the documentation in `share/doc/astraeus/`;
+  unpacked into /opt/astraeus it is what the units run;
 - `SHA256SUMS`.
 
 Run it from the development environment (`pip install -e '.[dev]'` brings PyInstaller and build):
@@ -34,13 +35,20 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "astraeus"
 TOOLS = ("astra", "astraeus-coordinator", "astraeus-agent")
 HIDDEN = (
+    "astraeus.coordinator.cli",  # the programs: multicall.py's TOOLS, each imported by name
+    "astraeus.coordinator.service",
+    "astraeus.agent.cli",
     "astraeus.agent.runtime.shim",
     "astraeus.coordinator.demo.worker",
     *command_modules(),
 )
-"""Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (`astra`'s
-commands, listed in its command table, so `astra --help` loads none of them), which PyInstaller
-cannot see by itself."""
+"""Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (the
+three programs, only the one called; `astra`'s commands, listed in its command table, so
+`astra --help` loads none of them), which PyInstaller cannot see by itself."""
+DEV_ONLY = ("mypy", "hypothesis", "pytest", "_pytest")
+"""Tools of the development environment that pydantic's plugins (`pydantic.mypy`, its
+hypothesis plugin) would pull in: never used by the programs, and each start of the bundle would
+index their thousands of modules."""
 DOCS = ("README.md", "docs", "systemd/README.md")
 
 
@@ -65,22 +73,30 @@ def python_packages(out: Path) -> None:
 
 
 def executable(work: Path) -> Path:
-    """One onefile program from scripts/multicall.py, with the packages' data files."""
+    """One program from scripts/multicall.py, with the packages' data files, as a directory
+    bundle (`PROGRAM` and `_internal/`): nothing is unpacked at each start, which a one-file
+    build does (docs/decisions.md). Its folder is returned."""
     hidden = [arg for module in HIDDEN for arg in ("--hidden-import", module)]
     run(
-        sys.executable, "-m", "PyInstaller", "--onefile", "--noconfirm",
+        sys.executable, "-m", "PyInstaller", "--onedir", "--noconfirm",
         "--log-level", "WARN", "--name", PROGRAM, "--collect-data", "astraeus",
+        # dateutil's Windows zones load user32.dll through ctypes: never on Linux, and the
+        # build would warn that the library is missing.
+        "--exclude-module", "dateutil.tz.win",
+        *(arg for module in DEV_ONLY for arg in ("--exclude-module", module)),
         *hidden, "--distpath", work / "dist", "--workpath", work / "build",
         "--specpath", work, ROOT / "scripts" / "multicall.py",
     )  # fmt: skip
     return work / "dist" / PROGRAM
 
 
-def tree(program: Path, top: Path) -> None:
-    """bin/ (the program and its names), lib/systemd/system/, share/doc/astraeus/."""
+def tree(bundle: Path, top: Path) -> None:
+    """lib/astraeus/ (the bundle), bin/ (links to its program under every name),
+    lib/systemd/system/, share/doc/astraeus/."""
+    shutil.copytree(bundle, top / "lib" / PROGRAM, symlinks=True)
     bin_dir = top / "bin"
     bin_dir.mkdir(parents=True)
-    shutil.copy2(program, bin_dir / PROGRAM)
+    (bin_dir / PROGRAM).symlink_to(Path("..") / "lib" / PROGRAM / PROGRAM)
     for tool in TOOLS:
         (bin_dir / tool).symlink_to(PROGRAM)
     units = top / "lib" / "systemd" / "system"
@@ -123,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with step("wheel and sdist"):
         python_packages(out)
-    with step("single-file executable (PyInstaller)"):
-        program = executable(work)
+    with step("the program (PyInstaller, one folder)"):
+        bundle = executable(work)
     with step(f"{name}.tar.gz"):
-        tree(program, work / name)
+        tree(bundle, work / name)
         tarball(work / name, out)
     shutil.rmtree(work)
     checksums(out)
