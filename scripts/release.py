@@ -49,6 +49,10 @@ DEV_ONLY = ("mypy", "hypothesis", "pytest", "_pytest")
 """Tools of the development environment that pydantic's plugins (`pydantic.mypy`, its
 hypothesis plugin) would pull in: never used by the programs, and each start of the bundle would
 index their thousands of modules."""
+UNUSED_RUNTIME_HOOKS = ("pyi_rth_inspect", "pyi_rth_pkgutil")
+"""PyInstaller's runtime hooks that teach `inspect.getsource` and `pkgutil.iter_modules` the
+bundle's modules. The programs call neither, and the hooks import both modules at every start:
+about a fifth of `astra --help`'s time (docs/benchmarks.md)."""
 DOCS = ("README.md", "docs", "systemd/README.md")
 
 
@@ -75,17 +79,28 @@ def python_packages(out: Path) -> None:
 def executable(work: Path) -> Path:
     """One program from scripts/multicall.py, with the packages' data files, as a directory
     bundle (`PROGRAM` and `_internal/`): nothing is unpacked at each start, which a one-file
-    build does (docs/decisions.md). Its folder is returned."""
+    build does (docs/decisions.md). Its folder is returned. The spec is written first and
+    `UNUSED_RUNTIME_HOOKS` taken out of it (PyInstaller has no flag for that)."""
     hidden = [arg for module in HIDDEN for arg in ("--hidden-import", module)]
     run(
-        sys.executable, "-m", "PyInstaller", "--onedir", "--noconfirm",
+        Path(sys.executable).parent / "pyi-makespec", "--onedir",
         "--log-level", "WARN", "--name", PROGRAM, "--collect-data", "astraeus",
         # dateutil's Windows zones load user32.dll through ctypes: never on Linux, and the
         # build would warn that the library is missing.
         "--exclude-module", "dateutil.tz.win",
         *(arg for module in DEV_ONLY for arg in ("--exclude-module", module)),
-        *hidden, "--distpath", work / "dist", "--workpath", work / "build",
-        "--specpath", work, ROOT / "scripts" / "multicall.py",
+        *hidden, "--specpath", work, ROOT / "scripts" / "multicall.py",
+    )  # fmt: skip
+    spec = work / f"{PROGRAM}.spec"
+    text = spec.read_text()
+    marker = "\npyz = PYZ("
+    if marker not in text:
+        raise SystemExit(f"release: {spec} has no {marker.strip()!r}: PyInstaller changed")
+    keep = f"a.scripts = [s for s in a.scripts if s[0] not in {UNUSED_RUNTIME_HOOKS!r}]"
+    spec.write_text(text.replace(marker, f"\n{keep}{marker}", 1))
+    run(
+        sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
+        "--distpath", work / "dist", "--workpath", work / "build", spec,
     )  # fmt: skip
     return work / "dist" / PROGRAM
 
