@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import multiprocessing
 import os
-import runpy
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +44,8 @@ def main() -> int:
     _restore_library_path()
     args = sys.argv[1:]
     if len(args) >= 2 and args[0] == "-m":  # `-m MODULE ARGS`: the worker shim, the demo worker
+        import runpy  # here: a tool's start does not need it
+
         sys.argv = [args[1], *args[2:]]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         return 0
