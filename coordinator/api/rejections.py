@@ -4,7 +4,7 @@ for each kind of refusal and source address, saying how many came since the last
 
 TLS handshakes that fail (an agent that does not trust the certificate, plain http to the TLS
 port) never reach aiohttp: asyncio drops them before any request exists, so only the agents'
-own logs tell of them (docs/agent.md)."""
+own logs tell of them (docs/runtime.md)."""
 
 from __future__ import annotations
 
