@@ -229,7 +229,7 @@ def _der(pem: Path) -> bytes:
 
 
 def test_tls_cluster_from_the_release_runs_a_run(cluster: Cluster) -> None:
-    """Single-file programs in a clean environment, over TLS with a CA made here: a member's
+    """The release's programs in a clean environment, over TLS with a CA made here: a member's
     run on both machines succeeds; after the certificate is renewed and SIGHUP reloads it, the
     same agents (never restarted) run the next run."""
     astra = cluster.astra
