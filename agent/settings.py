@@ -25,6 +25,9 @@ from astraeus.shared.settings import (
     seconds,
     whole,
 )
+from astraeus.shared.settings import (
+    default_state_dir as shared_state_dir,
+)
 
 BACKEND = re.compile(r"^(auto|nvml|amdsmi|intel|none|fake:.+)$")
 DEFAULT_HOST = "127.0.0.1"
@@ -434,14 +437,20 @@ def _unique_drives(pairs: tuple[tuple[str, str], ...]) -> None:
         seen.add(name)
 
 
+STATE_NAME = "astraeus-agent"
+"""The unit's `StateDirectory=`: `/var/lib/astraeus-agent`."""
+LEGACY_ROOT_STATE = Path("/var/lib/astraeus/agent")
+"""The root default before the scheme was one (inside the coordinator's directory): still used
+where it exists and the new one does not."""
+
+
 def default_state_dir(environ: Mapping[str, str], *, root: bool | None = None) -> Path:
-    """systemd's StateDirectory= when set, /var/lib as root, else the user's XDG state dir."""
-    if environ.get("STATE_DIRECTORY"):
-        return Path(environ["STATE_DIRECTORY"].split(":")[0])
-    if os.geteuid() == 0 if root is None else root:
-        return Path("/var/lib/astraeus/agent")
+    """systemd's StateDirectory=; else as root `/var/lib/astraeus-agent`, the unit's; else
+    the user's XDG state directory (`~/.local/state/astraeus-agent`)."""
+    as_root = os.geteuid() == 0 if root is None else root
     base = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "astraeus-agent"
+    legacy = LEGACY_ROOT_STATE if as_root else None
+    return shared_state_dir(STATE_NAME, environ, root=as_root, user_base=Path(base), legacy=legacy)
 
 
 def read_token(path: Path) -> str:

@@ -21,20 +21,32 @@ from astraeus.shared.settings import (
     seconds,
     whole,
 )
+from astraeus.shared.settings import (
+    default_state_dir as shared_state_dir,
+)
 
 DB_FILE = "astraeus.db"
 UNSET = Path()
 """`db` left at this means `<state_dir>/astraeus.db`."""
 
 
-def default_state_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """systemd's `$STATE_DIRECTORY`, else `$XDG_DATA_HOME/astraeus` (`~/.local/share/astraeus`):
-    never the working directory."""
+STATE_NAME = "astraeus"
+"""The unit's `StateDirectory=`: `/var/lib/astraeus`."""
+
+
+def default_state_dir(
+    environ: Mapping[str, str] | None = None, *, root: bool | None = None
+) -> Path:
+    """systemd's `$STATE_DIRECTORY`; else as root `/var/lib/astraeus`, the unit's (so
+    `astraeus-coordinator token create` by hand finds its database); else
+    `$XDG_DATA_HOME/astraeus` (`~/.local/share/astraeus`): never the working directory. A
+    root install made before (`/root/.local/share/astraeus`) is kept where it exists."""
     env = os.environ if environ is None else environ
-    if env.get("STATE_DIRECTORY"):
-        return Path(env["STATE_DIRECTORY"].split(":")[0])
-    base = env.get("XDG_DATA_HOME") or str(Path(env.get("HOME") or Path.home()) / ".local/share")
-    return Path(base) / "astraeus"
+    as_root = os.geteuid() == 0 if root is None else root
+    home = Path(env.get("HOME") or Path.home())
+    user_base = Path(env.get("XDG_DATA_HOME") or home / ".local" / "share")
+    legacy = user_base / STATE_NAME if as_root else None
+    return shared_state_dir(STATE_NAME, env, root=as_root, user_base=user_base, legacy=legacy)
 
 
 def short_hostname() -> str:

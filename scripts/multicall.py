@@ -3,20 +3,26 @@
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
-import runpy
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+TOOLS = {
+    "astra": "astraeus.coordinator.cli",
+    "astraeus-coordinator": "astraeus.coordinator.service",
+    "astraeus-agent": "astraeus.agent.cli",
+}
+"""Each name's module, whose `main(argv)` it runs. Only the one called is imported: the
+coordinator's and the agent's modules take seconds to import on a busy machine, and `astra`
+(typed all day) needs neither."""
 
-def _tools() -> dict[str, Callable[[list[str]], int]]:
-    from astraeus.agent.cli import main as agent
-    from astraeus.coordinator.cli import main as astra
-    from astraeus.coordinator.service import main as coordinator
 
-    return {"astra": astra, "astraeus-coordinator": coordinator, "astraeus-agent": agent}
+def _tool(name: str) -> Callable[[list[str]], int]:
+    main: Callable[[list[str]], int] = importlib.import_module(TOOLS[name]).main
+    return main
 
 
 ALIASES = {"agent": "astraeus-agent", "coordinator": "astraeus-coordinator"}
@@ -38,10 +44,12 @@ def main() -> int:
     _restore_library_path()
     args = sys.argv[1:]
     if len(args) >= 2 and args[0] == "-m":  # `-m MODULE ARGS`: the worker shim, the demo worker
+        import runpy  # here: a tool's start does not need it
+
         sys.argv = [args[1], *args[2:]]
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         return 0
-    tools = _tools()
+    tools = TOOLS
     name = Path(sys.argv[0]).name
     if name not in tools and args and ALIASES.get(args[0], args[0]) in tools:
         name, args = ALIASES.get(args[0], args[0]), args[1:]
@@ -53,7 +61,7 @@ def main() -> int:
         )
         return 2
     sys.argv[0] = name
-    return tools[name](args)
+    return _tool(name)(args)
 
 
 if __name__ == "__main__":

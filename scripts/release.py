@@ -2,10 +2,11 @@
 """Build every release artifact into one folder (default `dist/`):
 
 - the wheel and the sdist (`python -m build`);
-- `astraeus-VERSION-linux-ARCH.tar.gz`: one self-contained executable (PyInstaller, with its own
-  Python inside) in `bin/`, answering as `astra`, `astraeus-coordinator` and `astraeus-agent`
-  through symbolic links of those names, the systemd units in `lib/systemd/system/`, and the
-  documentation in `share/doc/astraeus/`; unpacked into /opt/astraeus it is what the units run;
+- `astraeus-VERSION-linux-ARCH.tar.gz`: one self-contained program (PyInstaller's directory
+  bundle, with its own Python inside) in `lib/astraeus/`, answering as `astra`,
+  `astraeus-coordinator` and `astraeus-agent` through symbolic links of those names in `bin/`,
+  the systemd units in `lib/systemd/system/`, and the documentation in `share/doc/astraeus/`;
+  unpacked into /opt/astraeus it is what the units run;
 - `SHA256SUMS`.
 
 Run it from the development environment (`pip install -e '.[dev]'` brings PyInstaller and build):
@@ -34,13 +35,24 @@ ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = "astraeus"
 TOOLS = ("astra", "astraeus-coordinator", "astraeus-agent")
 HIDDEN = (
+    "astraeus.coordinator.cli",  # the programs: multicall.py's TOOLS, each imported by name
+    "astraeus.coordinator.service",
+    "astraeus.agent.cli",
     "astraeus.agent.runtime.shim",
     "astraeus.coordinator.demo.worker",
     *command_modules(),
 )
-"""Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (`astra`'s
-commands, listed in its command table, so `astra --help` loads none of them), which PyInstaller
-cannot see by itself."""
+"""Modules run by name (`astraeus -m MODULE`) or imported by name when a command runs (the
+three programs, only the one called; `astra`'s commands, listed in its command table, so
+`astra --help` loads none of them), which PyInstaller cannot see by itself."""
+DEV_ONLY = ("mypy", "hypothesis", "pytest", "_pytest")
+"""Tools of the development environment that pydantic's plugins (`pydantic.mypy`, its
+hypothesis plugin) would pull in: never used by the programs, and each start of the bundle would
+index their thousands of modules."""
+UNUSED_RUNTIME_HOOKS = ("pyi_rth_inspect", "pyi_rth_pkgutil")
+"""PyInstaller's runtime hooks that teach `inspect.getsource` and `pkgutil.iter_modules` the
+bundle's modules. The programs call neither, and the hooks import both modules at every start:
+about a fifth of `astra --help`'s time (docs/benchmarks.md)."""
 DOCS = ("README.md", "docs", "systemd/README.md")
 
 
@@ -65,22 +77,41 @@ def python_packages(out: Path) -> None:
 
 
 def executable(work: Path) -> Path:
-    """One onefile program from scripts/multicall.py, with the packages' data files."""
+    """One program from scripts/multicall.py, with the packages' data files, as a directory
+    bundle (`PROGRAM` and `_internal/`): nothing is unpacked at each start, which a one-file
+    build does (docs/decisions.md). Its folder is returned. The spec is written first and
+    `UNUSED_RUNTIME_HOOKS` taken out of it (PyInstaller has no flag for that)."""
     hidden = [arg for module in HIDDEN for arg in ("--hidden-import", module)]
     run(
-        sys.executable, "-m", "PyInstaller", "--onefile", "--noconfirm",
+        Path(sys.executable).parent / "pyi-makespec", "--onedir",
         "--log-level", "WARN", "--name", PROGRAM, "--collect-data", "astraeus",
-        *hidden, "--distpath", work / "dist", "--workpath", work / "build",
-        "--specpath", work, ROOT / "scripts" / "multicall.py",
+        # dateutil's Windows zones load user32.dll through ctypes: never on Linux, and the
+        # build would warn that the library is missing.
+        "--exclude-module", "dateutil.tz.win",
+        *(arg for module in DEV_ONLY for arg in ("--exclude-module", module)),
+        *hidden, "--specpath", work, ROOT / "scripts" / "multicall.py",
+    )  # fmt: skip
+    spec = work / f"{PROGRAM}.spec"
+    text = spec.read_text()
+    marker = "\npyz = PYZ("
+    if marker not in text:
+        raise SystemExit(f"release: {spec} has no {marker.strip()!r}: PyInstaller changed")
+    keep = f"a.scripts = [s for s in a.scripts if s[0] not in {UNUSED_RUNTIME_HOOKS!r}]"
+    spec.write_text(text.replace(marker, f"\n{keep}{marker}", 1))
+    run(
+        sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
+        "--distpath", work / "dist", "--workpath", work / "build", spec,
     )  # fmt: skip
     return work / "dist" / PROGRAM
 
 
-def tree(program: Path, top: Path) -> None:
-    """bin/ (the program and its names), lib/systemd/system/, share/doc/astraeus/."""
+def tree(bundle: Path, top: Path) -> None:
+    """lib/astraeus/ (the bundle), bin/ (links to its program under every name),
+    lib/systemd/system/, share/doc/astraeus/."""
+    shutil.copytree(bundle, top / "lib" / PROGRAM, symlinks=True)
     bin_dir = top / "bin"
     bin_dir.mkdir(parents=True)
-    shutil.copy2(program, bin_dir / PROGRAM)
+    (bin_dir / PROGRAM).symlink_to(Path("..") / "lib" / PROGRAM / PROGRAM)
     for tool in TOOLS:
         (bin_dir / tool).symlink_to(PROGRAM)
     units = top / "lib" / "systemd" / "system"
@@ -123,10 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with step("wheel and sdist"):
         python_packages(out)
-    with step("single-file executable (PyInstaller)"):
-        program = executable(work)
+    with step("the program (PyInstaller, one folder)"):
+        bundle = executable(work)
     with step(f"{name}.tar.gz"):
-        tree(program, work / name)
+        tree(bundle, work / name)
         tarball(work / name, out)
     shutil.rmtree(work)
     checksums(out)

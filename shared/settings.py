@@ -9,6 +9,11 @@ variables, then flags, each later one winning, and names the source of any bad v
 
 from __future__ import annotations
 
+import grp
+import logging
+import os
+import pwd
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -102,6 +107,8 @@ def read_toml(path: Path, known: Mapping[str, Rule]) -> dict[str, Any]:
     """The file's table; an unreadable file, bad TOML or an unknown key is a SettingsError."""
     try:
         data = tomllib.loads(path.read_text())
+    except PermissionError as error:
+        raise SettingsError(f"config {path}: {error.strerror}: {cannot_read(path)}") from None
     except OSError as error:
         raise SettingsError(f"config {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
@@ -147,3 +154,69 @@ def gather(
         except ValueError as error:
             raise SettingsError(f"{source}: {error}") from None
     return values
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def cannot_read(path: Path) -> str:
+    """Who was refused and what to do. A service runs as its own user (the coordinator's unit
+    as a dynamic one), and a file written under an operator's `umask 077` is root's alone: the
+    words name the user that must read it and the command that lets it."""
+    uid = os.geteuid()
+    try:
+        info = path.stat()
+    except OSError:
+        facts = "a folder above it is closed to that user"
+    else:
+        mode = stat.S_IMODE(info.st_mode)
+        facts = f"it is mode {mode:04o}, owned by {_user(info.st_uid)}:{_group(info.st_gid)}"
+    return (
+        f"this program runs as user {_user(uid)} (uid {uid}), which may not read it ({facts}); "
+        f"let that user read it, e.g. chmod 0644 {path} (a config holds no secret; "
+        "docs/operator.md §3)"
+    )
+
+
+SYSTEM_STATE = Path("/var/lib")
+"""Where a program run as root keeps its state: `/var/lib/<the unit's StateDirectory=>`."""
+
+
+def default_state_dir(
+    name: str,
+    environ: Mapping[str, str],
+    *,
+    root: bool,
+    user_base: Path,
+    legacy: Path | None = None,
+) -> Path:
+    """One scheme for both programs (docs/operator.md, *State directories*): systemd's
+    `$STATE_DIRECTORY`; else, as root, `/var/lib/<name>`, the unit's own directory, so a program
+    started by hand finds what its unit keeps; else `<user_base>/<name>`, the user's XDG
+    directory. `legacy`, an older default, is kept where it exists and the new one does not,
+    with a warning saying how to move, so an existing install keeps its state."""
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    chosen = SYSTEM_STATE / name if root else user_base / name
+    if legacy is not None and legacy != chosen and legacy.exists() and not chosen.exists():
+        logging.getLogger(__name__).warning(
+            "state_dir: using %s, the earlier default; the default is now %s: stop the "
+            "program and `mv %s %s`, or set state_dir",
+            legacy,
+            chosen,
+            legacy,
+            chosen,
+        )
+        return legacy
+    return chosen

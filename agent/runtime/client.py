@@ -20,11 +20,42 @@ the next address is tried after this, not after the whole `TIMEOUT_SECONDS`."""
 class CoordinatorError(Exception):
     """The report did not arrive, or the reply was not one; the text says which and why.
     `retry_after`: the seconds the coordinator asked to wait (`Retry-After`: overloaded, or
-    its database takes no writes), None when it did not say."""
+    its database takes no writes), None when it did not say. `misconfigured`: the agent's own
+    settings are wrong (its CA, its URL's scheme, its token), which trying again soon will not
+    mend: the loop backs off further and the text names the setting to fix."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after: float | None = None, *, misconfigured: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.misconfigured = misconfigured
+
+
+def failure(base: str, error: BaseException) -> tuple[str, bool]:
+    """Why `base` took no report, in one sentence that names the fix where the fix is the
+    agent's own setting; and whether it is such a mistake."""
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        cert = error.certificate_error
+        detail = getattr(cert, "verify_message", None) or str(cert)
+        return (
+            f"its certificate is not trusted here ({detail}); name the CA that signed it with "
+            "ca_file in agent.toml, --ca-file or ASTRAEUS_CA_FILE (docs/operator.md §5)",
+            True,
+        )
+    # Connected, then hung up on (or reset) without a word: what a TLS port does to plain http.
+    hung_up = isinstance(error, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+    if (
+        base.startswith("http://")
+        and hung_up
+        and not isinstance(error, aiohttp.ClientConnectorError)
+    ):
+        return (
+            "it answered nothing over plain http; it may serve https: try "
+            f"{'https://' + base.removeprefix('http://')} as coordinator",
+            True,
+        )
+    return f"unreachable: {error or type(error).__name__}", False
 
 
 def retry_after(value: str | None) -> float | None:
@@ -52,8 +83,12 @@ class CoordinatorClient:
         coordinators: str | Coordinators,
         name: str,
         token: str,
+        read_from: str | None = None,
     ) -> None:
         self.session = session
+        self.name = name
+        self.read_from = read_from or "the token file"
+        """Where the token was read from, named when it is refused."""
         self.coordinators = (
             coordinators
             if isinstance(coordinators, Coordinators)
@@ -73,25 +108,28 @@ class CoordinatorClient:
         attempt = self.coordinators.round()
         asked: list[float] = []
         alone = ""
+        misconfigured = True  # until one coordinator fails for another reason
         while (base := attempt.next()) is not None:
             url = base + self.path
             try:
                 status, text, wait, named = await self._put(url, payload)
             except (TimeoutError, aiohttp.ClientError) as error:
-                why = f"unreachable: {error or type(error).__name__}"
+                why, mistake = failure(base, error)
+                misconfigured &= mistake
                 attempt.failed(base, why)
-                alone = f"{url} {why}"
+                alone = f"{url} {why}" if why.startswith("unreachable") else f"{url}: {why}"
                 continue
             standby = standby_answer(status, named, text)
             if standby is not None:
                 alone = f"{url}: {attempt.standby(base, standby)}"
                 asked += [wait] if wait is not None else []
+                misconfigured = False
                 continue
             self._answered(attempt, base)
             return self._reply(url, status, text, wait)
         single = len(self.coordinators.urls) == 1
         message = alone if single else f"no coordinator took the report: {attempt.summary()}"
-        raise CoordinatorError(message, max(asked) if asked else None)
+        raise CoordinatorError(message, max(asked) if asked else None, misconfigured=misconfigured)
 
     async def _put(self, url: str, payload: object) -> tuple[int, str, float | None, str | None]:
         """Status, body, `Retry-After` and the named leader of one PUT. No redirect is followed:
@@ -114,11 +152,27 @@ class CoordinatorClient:
         if attempt.answered(base) and len(self.coordinators.urls) > 1:
             log.info("coordinator: now reporting to %s (leader)", base)
 
-    @staticmethod
-    def _reply(url: str, status: int, text: str, wait: float | None) -> ReportReply:
+    def _reply(self, url: str, status: int, text: str, wait: float | None) -> ReportReply:
+        if status in (401, 403):
+            raise CoordinatorError(self._refused_token(url, status, text), misconfigured=True)
         if status != 200:
             raise CoordinatorError(f"HTTP {status} from {url}: {text[:300]}", wait)
         try:
             return ReportReply.model_validate_json(text)
         except ValidationError as error:
             raise CoordinatorError(f"reply from {url} is not a ReportReply: {error}") from None
+
+    def _refused_token(self, url: str, status: int, text: str) -> str:
+        """A 401 (the token is unknown or revoked) or a 403 (another machine's): which file the
+        token came from and how to make the right one."""
+        why = (
+            "does not know this agent's token (unknown or revoked)"
+            if status == 401
+            else f"refused this agent's token for machine {self.name!r} (another machine's?)"
+        )
+        return (
+            f"HTTP {status} from {url}: the coordinator {why}; the token came from "
+            f"{self.read_from}: put the agent token made for this machine there "
+            f"(astra astraeus token create --role agent --machine {self.name}) and restart "
+            f"the agent. The coordinator said: {text[:300]}"
+        )

@@ -29,6 +29,9 @@ class LoopConfig:
     watch_interval_seconds: float = 1.0
     backoff_base_seconds: float = 1.0
     backoff_max_seconds: float = 5.0
+    misconfigured_backoff_max_seconds: float = 300.0
+    """The cap while the agent's own settings are refused (its CA, its URL's scheme, its
+    token): trying every few seconds cannot mend them, and only fills the log."""
 
 
 def backoff_delay(failures: int, base: float, cap: float, rng: Callable[[], float]) -> float:
@@ -122,7 +125,7 @@ class Agent:
         try:
             await self.report_once()
         except CoordinatorError as error:
-            return self._back_off(str(error), error.retry_after)
+            return self._back_off(str(error), error.retry_after, error.misconfigured)
         except Exception as error:  # a failing scan or a bug must not end the agent
             log.exception("report failed")
             return self._back_off(f"{type(error).__name__}: {error}")
@@ -131,13 +134,21 @@ class Agent:
         self.failures = 0
         return self.interval
 
-    def _back_off(self, why: str, retry_after: float | None = None) -> float:
-        """Seconds until the next try: doubling with jitter (`backoff_delay`), and no sooner
-        than the coordinator's `Retry-After` (`retry_delay`) when it sent one."""
+    def _back_off(
+        self, why: str, retry_after: float | None = None, misconfigured: bool = False
+    ) -> float:
+        """Seconds until the next try: doubling with jitter (`backoff_delay`) up to
+        `backoff_max_seconds`, or `misconfigured_backoff_max_seconds` while the agent's own
+        settings are refused; and no sooner than the coordinator's `Retry-After`
+        (`retry_delay`) when it sent one."""
         self.failures += 1
         config = self.config
+        cap = config.misconfigured_backoff_max_seconds if misconfigured else None
         delay = backoff_delay(
-            self.failures, config.backoff_base_seconds, config.backoff_max_seconds, self.rng
+            self.failures,
+            config.backoff_base_seconds,
+            max(cap or 0.0, config.backoff_max_seconds),
+            self.rng,
         )
         if retry_after is not None:
             delay = max(delay, retry_delay(retry_after, self.rng))

@@ -149,7 +149,9 @@ async def _run(
     )
     connector = aiohttp.TCPConnector(ssl=tls_context(settings))
     async with aiohttp.ClientSession(connector=connector) as session:
-        client = CoordinatorClient(session, settings.coordinator, settings.name, token)
+        client = CoordinatorClient(
+            session, settings.coordinator, settings.name, token, str(settings.token_file)
+        )
         agent = Agent(
             client,
             runner,

@@ -15,7 +15,7 @@ from astraeus.shared import AgentReport, ReportReply
 
 from .auth import principal
 from .errors import ApiError, fail, read_model
-from .keys import CLOCK, OVERLOAD, REPORTING, REPORTS, SCHEDULER, SETTINGS
+from .keys import CLOCK, OVERLOAD, REJECTIONS, REPORTING, REPORTS, SCHEDULER, SETTINGS
 from .overload import retry_after
 from .routes import Route
 
@@ -24,6 +24,10 @@ async def put_report(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     who = principal(request)
     if who.role != Role.AGENT or who.machine != name:
+        owner = f"machine {who.machine!r}" if who.role == Role.AGENT else f"a {who.role}"
+        request.app[REJECTIONS].note(
+            "another machine's token", request.remote, f"for {name!r} with the token of {owner}"
+        )
         fail(403, f"this token may not report for machine {name!r}: use that machine's agent token")
     app = request.app
     interval = app[SETTINGS].report_interval_seconds

@@ -27,6 +27,7 @@ from .keys import (
     METRICS,
     OVERLOAD,
     RECORDS,
+    REJECTIONS,
     REPORTING,
     REPORTS,
     SCHEDULER,
@@ -34,6 +35,7 @@ from .keys import (
     STORE,
 )
 from .overload import Overload
+from .rejections import Rejections
 from .routes import Route
 
 
@@ -77,6 +79,7 @@ def create_app(
         store, app[RECORDS], Ports(settings.port_range), settings.max_report_delay_seconds
     )
     app[OVERLOAD] = Overload(settings, app[METRICS])
+    app[REJECTIONS] = Rejections(clock)
     app[SCHEDULER] = Scheduler(
         settings,
         store,

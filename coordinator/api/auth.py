@@ -7,7 +7,7 @@ from aiohttp import web
 from astraeus.coordinator.store import Principal, Role, StorageError, Store
 
 from .errors import ApiError, Handler, fail
-from .keys import OVERLOAD, PRINCIPAL, STORE
+from .keys import OVERLOAD, PRINCIPAL, REJECTIONS, STORE
 
 OPEN_PATHS = frozenset({"/healthz"})
 
@@ -31,6 +31,9 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
                 raise request.app[OVERLOAD].storage_fault(error) from None
             raise
     if principal is None:
+        if _is_report(request):
+            machine = request.path.split("/")[4]
+            request.app[REJECTIONS].note("unknown token", request.remote, f"for {machine!r}")
         raise ApiError(401, "missing or unknown bearer token: send Authorization: Bearer <token>")
     request[PRINCIPAL] = principal
     return await handler(request)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from astraeus.coordinator.api.overload import Overload
+from astraeus.coordinator.api.rejections import Rejections
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.reports import Reports
@@ -27,3 +28,5 @@ REPORTING: web.AppKey[set[str]] = web.AppKey("reporting")
 """Machines whose report is being received now: one at a time each."""
 OVERLOAD = web.AppKey("overload", Overload)
 """How far behind the event loop runs, and reports shed for it (`overload.py`)."""
+REJECTIONS = web.AppKey("rejections", Rejections)
+"""Agents' reports refused for their token, logged at most once a minute (`rejections.py`)."""

@@ -175,6 +175,13 @@ class Api:
         if isinstance(reason, ssl.SSLCertVerificationError):
             why = f"a certificate this machine does not trust ({reason.verify_message})"
             alone = f"the coordinator at {base} has {why}; name its CA with --ca-file or ASTRA_CA"
+        elif base.startswith("http://") and isinstance(reason, _HUNG_UP):
+            # A TLS port reads plain http as a failed handshake and hangs up without a word.
+            why = "answered nothing over plain http; it may serve https"
+            alone = (
+                f"the coordinator at {base} {why}: try {'https://' + base.removeprefix('http://')}"
+                " in ASTRA_API or --api"
+            )
         else:
             why = _reason(reason, self.timeout)
             alone = (
@@ -230,6 +237,8 @@ class Api:
         return CliError(refusal(error, fields), _STATUS_EXIT.get(exc.code, Exit.FAILED))
 
 
+_HUNG_UP = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError)
+"""A connection taken, then closed or reset before any answer."""
 _ADD_THE_LEADER = "list every coordinator in ASTRA_API or --api, comma-separated (docs/cli.md)"
 
 

@@ -122,3 +122,29 @@ def test_an_admins_link_names_the_cluster_whatever_the_workspace(
         "hello submitted to gpu-east: "
         "https://console.astralyx.cloud/o/acme/w/vision/jobs/gpu-east/hello\n"
     )
+
+
+@pytest.mark.skipif(OPENSSL is None, reason="the openssl command is not installed")
+def test_plain_http_to_a_tls_cluster_says_try_https(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Issue 30: `ASTRA_API=http://…` against a coordinator that serves TLS: the coordinator
+    hangs up on the plain request, and astra says it may serve https and gives the URL to
+    try, not "Remote end closed connection without response. Is it running?"."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    ca = make_ca(certs)
+    cert, key = make_server_cert(certs, "server")
+    server = Coordinator(tmp_path, console_url="", tls=(cert, key, ca))
+    server.start()
+    try:
+        token = server.member("vision")
+        monkeypatch.setenv("ASTRA_API", f"http://localhost:{server.port}")
+        result = _astra(monkeypatch, capsys, tmp_path)("astraeus", "list", token=token)
+    finally:
+        server.stop()
+    assert result.code == 3, result.err
+    assert result.err == (
+        f"astra: the coordinator at http://localhost:{server.port} answered nothing over plain "
+        f"http; it may serve https: try https://localhost:{server.port} in ASTRA_API or --api\n"
+    )

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -195,10 +197,11 @@ def test_access_labels_always_hold_pool(tmp_path: Path) -> None:
     ids=["systemd", "xdg", "home"],
 )
 def test_state_and_database_default_to_the_service_directory(
-    env: dict[str, str], state_dir: str
+    env: dict[str, str], state_dir: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With no db or state_dir given, both live in $STATE_DIRECTORY, else the XDG data
-    directory; never in the working directory."""
+    """With no db or state_dir given, both live in $STATE_DIRECTORY, else (not root) the XDG
+    data directory; never in the working directory. (Root's: tests/test_state_dirs.py.)"""
+    monkeypatch.setattr("astraeus.coordinator.settings.os.geteuid", lambda: 1000)
     settings = load(env=env)
     assert settings.state_dir == Path(state_dir)
     assert settings.db == Path(state_dir) / "astraeus.db"
@@ -264,4 +267,37 @@ def test_unusable_certificate_is_a_usage_error(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert out.stderr.startswith(
         f"astraeus-coordinator: tls_cert {cert}, tls_key {key}: cannot be used together: "
+    )
+
+
+def test_an_unreadable_config_names_the_user_that_must_read_it() -> None:
+    """Issue 30's blocker: a config written under `umask 077` is root's alone, and the
+    coordinator runs as its own user. It exits 2 saying which user may not read the file, its
+    mode and owner, and the command that fixes it. (As root, the coordinator runs as nobody;
+    otherwise the file is made unreadable to the test's own user.)"""
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o755)  # noqa: S103 - nobody must reach the file, not read it
+        config = Path(folder) / "coordinator.toml"
+        config.write_text('cluster_name = "gpu-east"\n')
+        as_other: list[str] = []
+        if os.geteuid() == 0:
+            config.chmod(0o600)
+            as_other = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        else:
+            config.chmod(0o000)
+        out = subprocess.run(
+            [*as_other, BIN, "--config", config, "--db", Path(folder) / "a.db"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(
+        f"astraeus-coordinator: config {config}: Permission denied: this program runs as user "
+    )
+    assert f"which may not read it (it is mode 0{'600' if as_other else '000'}, owned by " in (
+        out.stderr
+    )
+    assert f"let that user read it, e.g. chmod 0644 {config} (a config holds no secret" in (
+        out.stderr
     )

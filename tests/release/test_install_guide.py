@@ -1,15 +1,20 @@
 """The install guide, tested: build the release, unpack it into an empty folder, and run a TLS
-cluster of the single-file coordinator, two single-file agents and the single-file `astra`."""
+cluster of the release's coordinator, two agents and `astra`. The coordinator's config is
+written by the guide's own command (docs/operator.md §3) under the umask its §2 leaves, and the
+coordinator runs as a user of its own (nobody, when the test runs as root), as its unit does."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,15 +46,61 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(release: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def opened() -> Iterator[Path]:
+    """A folder every user may enter (pytest's own are root's alone when run as root), as /opt
+    and /etc are: the coordinator runs as another user and must reach its program and files."""
+    folder = Path(tempfile.mkdtemp(prefix="astraeus-guide-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.fixture(scope="module")
+def installed(release: Path, opened: Path) -> Path:
     """The tarball unpacked into an empty folder, as the guide does into /opt/astraeus."""
     (tarball,) = release.glob("astraeus-*-linux-*.tar.gz")
-    prefix = tmp_path_factory.mktemp("opt-astraeus")
     with tarfile.open(tarball) as archive:
         top = archive.getnames()[0].split("/")[0]
-        archive.extractall(prefix.parent / "unpack", filter="tar")
-    (prefix.parent / "unpack" / top).rename(prefix / "release")
-    return prefix / "release"
+        archive.extractall(opened / "unpack", filter="tar")
+    (opened / "unpack" / top).rename(opened / "opt-astraeus")
+    return opened / "opt-astraeus"
+
+
+SERVICE_UID = 65534
+"""nobody: the coordinator's user when the test runs as root (its unit's is a dynamic one)."""
+
+
+def as_service_user() -> list[str]:
+    """The prefix that runs a command as the coordinator's own user: nobody when this test is
+    root, else the test's own user, which is not root either."""
+    if os.geteuid() != 0:
+        return []
+    ids = [f"--reuid={SERVICE_UID}", f"--regid={SERVICE_UID}", "--clear-groups"]
+    return ["setpriv", *ids]
+
+
+def guide_section(number: int) -> str:
+    """The shell blocks of docs/operator.md's section `number`, as one text."""
+    text = (ROOT / "docs" / "operator.md").read_text()
+    section = re.search(rf"^## {number}\. .*?(?=^## )", text, re.MULTILINE | re.DOTALL)
+    assert section is not None, f"docs/operator.md has no section {number}"
+    return "".join(re.findall(r"^```sh\n(.*?)^```", section.group(0), re.MULTILINE | re.DOTALL))
+
+
+def write_coordinator_config(etc: Path) -> Path:
+    """coordinator.toml as the guide writes it: §3's command, under the umask §2 sets in the
+    same shell, with /etc/astraeus moved to `etc`."""
+    umask = re.search(r"\bumask (0?[0-7]{3})\b", guide_section(2))
+    assert umask is not None, "docs/operator.md §2 no longer sets a umask: update this test"
+    command = re.search(
+        r"^[^\n]*/etc/astraeus/coordinator\.toml <<'END'\n.*?^END$",
+        guide_section(3),
+        re.MULTILINE | re.DOTALL,
+    )
+    assert command is not None, "docs/operator.md §3 no longer writes coordinator.toml"
+    script = f"umask {umask.group(1)}\n" + command.group(0).replace("/etc/astraeus", str(etc))
+    subprocess.run(["sh", "-c", script], check=True)
+    return etc / "coordinator.toml"
 
 
 def test_release_holds_every_artifact(release: Path, installed: Path) -> None:
@@ -69,7 +120,11 @@ def test_release_holds_every_artifact(release: Path, installed: Path) -> None:
         "astraeus-agent",
         "astraeus-coordinator",
     ]
-    assert all(os.readlink(bin_dir / n) == "astraeus" for n in ("astra", "astraeus-agent"))
+    tools = ("astra", "astraeus-agent", "astraeus-coordinator")
+    assert all(os.readlink(bin_dir / n) == "astraeus" for n in tools)
+    # The program is a directory bundle (nothing unpacked at each start): docs/decisions.md.
+    assert os.readlink(bin_dir / "astraeus") == "../lib/astraeus/astraeus"
+    assert (installed / "lib" / "astraeus" / "astraeus").is_file()
     for unit in ("astraeus-agent.service", "astraeus-coordinator.service"):
         text = (installed / "lib" / "systemd" / "system" / unit).read_text()
         assert "Documentation=file:///opt/astraeus/share/doc/astraeus/systemd/README.md" in text
@@ -86,27 +141,47 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(installed: Path, tmp_path: Path) -> Iterator[Cluster]:
-    """A coordinator over TLS with a private CA, and two agents on fake H100 machines."""
+def cluster(installed: Path, opened: Path, tmp_path: Path) -> Iterator[Cluster]:
+    """A coordinator over TLS with a private CA, and two agents on fake H100 machines. The
+    coordinator is started as its unit starts it: the guide's config, the certificate and key
+    named by ASTRAEUS_TLS_CERT/KEY (the drop-in's credentials, which only it may read), state
+    in a folder of its own user's, and the test's loopback address and short intervals as
+    variables and flags on top."""
     bin_dir = installed / "bin"
-    pki = tmp_path / "pki"
-    pki.mkdir()
+    etc = Path(tempfile.mkdtemp(prefix="etc-astraeus-", dir=opened))
+    etc.chmod(0o755)
+    pki = etc / "tls"
+    pki.mkdir(mode=0o755)
     ca = make_ca(pki)
     cert, key = make_server_cert(pki, "coordinator")
-    state = tmp_path / "coordinator-state"
-    config = tmp_path / "coordinator.toml"
-    config.write_text(
-        f'listen = "127.0.0.1:0"\ntls_cert = "{cert}"\ntls_key = "{key}"\n'
-        f'state_dir = "{state}"\nreport_interval_seconds = 1\npass_interval_seconds = 1\n'
-    )
+    state = etc / "state"  # StateDirectory=, mode 0700, the service user's
+    state.mkdir(mode=0o700)
+    if os.geteuid() == 0:
+        for path in (cert, key, state):
+            os.chown(path, SERVICE_UID, SERVICE_UID)
+    config = write_coordinator_config(etc)
+    service_env = {
+        "ASTRAEUS_TLS_CERT": str(cert),
+        "ASTRAEUS_TLS_KEY": str(key),
+        "ASTRAEUS_REPORT_INTERVAL_SECONDS": "1",
+        "ASTRAEUS_PASS_INTERVAL_SECONDS": "1",
+    }
     processes: list[subprocess.Popen[str]] = []
     logs: list[Path] = []
     try:
         coordinator = subprocess.Popen(
-            clean(bin_dir / "astraeus-coordinator", "serve", "--config", config),
+            [
+                *as_service_user(),
+                *clean(
+                    bin_dir / "astraeus-coordinator", "serve", "--config", config,
+                    "--db", state / "astraeus.db", "--state-dir", state,
+                    "--listen", "127.0.0.1:0", **service_env,
+                ),
+            ],
             stderr=subprocess.PIPE,
             text=True,
-        )
+            cwd=etc,
+        )  # fmt: skip
         processes.append(coordinator)
         line = read_until(coordinator, "astraeus-coordinator: listening on https://")
         api = line.rsplit(" ", 1)[1].strip()
@@ -154,7 +229,7 @@ def _der(pem: Path) -> bytes:
 
 
 def test_tls_cluster_from_the_release_runs_a_run(cluster: Cluster) -> None:
-    """Single-file programs in a clean environment, over TLS with a CA made here: a member's
+    """The release's programs in a clean environment, over TLS with a CA made here: a member's
     run on both machines succeeds; after the certificate is renewed and SIGHUP reloads it, the
     same agents (never restarted) run the next run."""
     astra = cluster.astra
@@ -162,7 +237,8 @@ def test_tls_cluster_from_the_release_runs_a_run(cluster: Cluster) -> None:
     member = astra.ok("token", "create", "--role", "member", "--for-workspace", "team").strip()
     command = ["--", "/bin/sh", "-c", "echo hello from rank $RANK of $WORLD_SIZE"]
     submitted = astra.ok("run", "--name", "hello", "--gpus", "16", *command, token=member)
-    assert submitted.startswith(f"hello submitted to {socket.gethostname().split('.')[0]}: ")
+    # The guide's cluster_name, and the console at the https address astra was given.
+    assert submitted == f"hello submitted to gpu-east: {cluster.api}/console/jobs/gpu-east/hello\n"
     run = astra.wait_run("hello", member, "Succeeded")
     assert sorted(task["machine"] for task in run["tasks"]) == ["gpu-1", "gpu-2"]
     logs = astra.ok("logs", "hello", token=member)
