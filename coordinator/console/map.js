@@ -208,24 +208,39 @@ export function tipLines({ machine, gpu }, marks = new Map()) {
     const health = gpu.health === "healthy" ? "" : `${STATUS_WORDS[gpu.health]}; `;
     lines.push(health + (gpu.run ? `held by ${holderText(gpu.run)}` : "free"));
   } else {
-    lines.push(machine.gpus.length ? `${machine.free} of ${count(machine.gpus.length, "GPU")} free` : "No GPUs");
+    const idle = machine.idle > machine.free ? ` (${machine.idle} idle; the machine takes no runs now)` : "";
+    lines.push(machine.gpus.length ? `${machine.free} of ${count(machine.gpus.length, "GPU")} free${idle}` : "No GPUs");
   }
   return lines;
 }
 
 function summaryText(rows, label) {
-  const { gpus, machines } = totals(rows);
-  return `${label}: ${count(machines.machines, "machine")}, ${count(gpus.free, "GPU")} free, ${gpus.in_use} in use, ${gpus.at_risk} at risk, ${gpus.faulted} faulted`;
+  const { gpus, idle, machines } = totals(rows);
+  const apart = idleText(idle);
+  return `${label}: ${count(machines.machines, "machine")}, ${count(gpus.free, "GPU")} free, ${gpus.in_use} in use, ${gpus.at_risk} at risk, ${gpus.faulted} faulted${apart ? `; idle but no run can use them now: ${apart}` : ""}`;
 }
 
-/** The legend, with how many GPUs and machines are in each state (colours in console.css). */
+/** `8 on cordoned machines, 4 on machines under pressure`: idle GPUs no run can use now, by
+ * why; empty when there are none. */
+export function idleText(idle) {
+  const words = { cordoned: "on cordoned machines", pressure: "on machines under pressure", down: "on Down machines" };
+  return Object.keys(words)
+    .filter((why) => idle[why])
+    .map((why) => `${idle[why].toLocaleString("en-US")} ${words[why]}`)
+    .join(", ");
+}
+
+/** The legend, with how many GPUs and machines are in each state (colours in console.css). Free
+ * counts only GPUs a run could use now; idle GPUs on machines that take no runs follow apart. */
 export function legend(rows) {
-  const { gpus, machines } = totals(rows);
+  const { gpus, idle, machines } = totals(rows);
   const swatch = (kind, text) => h("span", { class: "swatch", "data-kind": kind }, h("i", { class: `key-${kind}` }), text);
+  const apart = idleText(idle);
   return h(
     "p",
     { class: "legend", id: "map-legend" },
     Object.keys(COLOURS).map((status) => swatch(status, `${STATUS_WORDS[status]} ${gpus[status].toLocaleString("en-US")}`)),
+    apart ? h("span", { class: "idle-apart muted", "data-kind": "idle" }, `Idle, no run can use them now: ${apart}`) : null,
     swatch("down", `Down ${machines.down}`),
     swatch("cordoned", `Cordoned ${machines.cordoned}`),
     swatch("pressure", `Under pressure ${machines.pressure}`),

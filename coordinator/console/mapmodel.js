@@ -2,7 +2,7 @@
 // those rows laid out as sites, then fabrics and NVLink domains, then racks, then machines, with
 // a cell per GPU. Pure functions, no page (tested with node --test).
 
-import { gpuStatus, healthCounts, modelCounts, nvlinkText } from "./format.js";
+import { BLOCKING_CONDITIONS, gpuStatus, healthCounts, modelCounts, nvlinkText, takesRuns } from "./format.js";
 
 const ORDER = new Intl.Collator("en", { numeric: true });
 
@@ -15,7 +15,8 @@ export function machineRows(map) {
       gpu.status = gpuStatus(gpu);
       return gpu;
     });
-    const models = modelCounts(gpus);
+    const usable = takesRuns(m);
+    const models = modelCounts(gpus, usable);
     return {
       name: m.name,
       state: m.state,
@@ -32,7 +33,9 @@ export function machineRows(map) {
       gpus,
       models,
       health: healthCounts(gpus),
+      usable,
       free: models.reduce((n, c) => n + c.free, 0),
+      idle: models.reduce((n, c) => n + c.idle, 0),
     };
   });
 }
@@ -44,17 +47,31 @@ export function machineLook(row) {
   return row.cordoned ? "cordoned" : "up";
 }
 
-/** How many GPUs are free, in use, at risk, faulted; machines Down, cordoned, under pressure. */
+/** How many GPUs are free, in use, at risk, faulted; machines Down, cordoned, under pressure.
+ * Free means usable by a run now: a GPU that would be free on a machine that takes no runs
+ * (Down, under pressure, cordoned: the first that holds, as the map draws it) is counted apart
+ * in `idle`. */
 export function totals(rows) {
   const gpus = { free: 0, in_use: 0, at_risk: 0, faulted: 0 };
+  const idle = { down: 0, pressure: 0, cordoned: 0 };
   const machines = { machines: rows.length, down: 0, cordoned: 0, pressure: 0 };
   for (const row of rows) {
-    for (const gpu of row.gpus) gpus[gpu.status] += 1;
+    const why = row.usable === false ? unusable(row) : null;
+    for (const gpu of row.gpus) {
+      if (gpu.status === "free" && why) idle[why] += 1;
+      else gpus[gpu.status] += 1;
+    }
     if (row.state !== "Up") machines.down += 1;
     if (row.cordoned) machines.cordoned += 1;
     if (row.conditions.length) machines.pressure += 1;
   }
-  return { gpus, machines };
+  return { gpus, idle, machines };
+}
+
+/** Why a machine takes no runs now: down, pressure (memory or disk) or cordoned. */
+function unusable(row) {
+  if (row.state !== "Up") return "down";
+  return row.conditions.some((c) => BLOCKING_CONDITIONS.includes(c)) ? "pressure" : "cordoned";
 }
 
 // The network group's rank, tightest first, as on the guide's ladder.

@@ -59,6 +59,27 @@ test("rows hold each GPU's model, holder and status", () => {
   assert.deepEqual(totals([row]).gpus, { free: 0, in_use: 2, at_risk: 0, faulted: 1 });
 });
 
+test("free means usable by a run now: idle GPUs on cordoned, pressured and Down machines are counted apart", () => {
+  const rows = rowsOf([
+    machine("up", {}, 4),
+    machine("cordoned", { cordoned: true, cordon_reason: "firmware" }, 4),
+    machine("pressured", { conditions: ["MemoryPressure"] }, 2),
+    machine("pids", { conditions: ["PIDPressure"] }, 2),
+    machine("down", { state: "Down" }, 3),
+  ]);
+  rows[0].gpus[0].status = "faulted";
+  assert.deepEqual(rows.map((r) => [r.name, r.usable, r.free, r.idle]), [
+    ["up", true, 4, 4],
+    ["cordoned", false, 0, 4],
+    ["pressured", false, 0, 2],
+    ["pids", true, 2, 2],
+    ["down", false, 0, 3],
+  ]);
+  const counted = totals(rows);
+  assert.deepEqual(counted.gpus, { free: 5, in_use: 0, at_risk: 0, faulted: 1 });
+  assert.deepEqual(counted.idle, { down: 3, pressure: 2, cordoned: 4 });
+});
+
 test("networks: an NVLink domain, a fabric, RoCE without one, Ethernet", () => {
   const [nvl, ib, roce, eth] = rowsOf([
     machine("a", { nvlink_domain: "5d1c7a3e-0b4f/1" }),
