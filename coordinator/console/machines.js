@@ -106,7 +106,7 @@ function machineCard(machine) {
     ["Ethernet", speedText(machine.ethernet_mbps) || "—"],
     ["NVLink domain", machine.nvlink_domains.map(nvlinkText).join(", ") || "—"],
     ["GPUs", `${machine.gpus_free} free of ${machine.gpus_total} (${machine.gpus_allocated} allocated${machine.gpus_idle > machine.gpus_free ? `; ${machine.gpus_idle} idle, but the machine takes no runs now` : ""})`],
-    ["GPU models", machine.gpu_models.map((m) => `${m.free} of ${m.total} free ${m.model}`).join(", ") || "—"],
+    ["GPU models", machine.gpu_models.map((m) => `${m.free} of ${m.total} free ${m.model}${m.idle > m.free ? ` (${m.idle} idle)` : ""}`).join(", ") || "—"],
     ["Health", healthSummary(machine.gpu_health, machine.gpus_total)],
     ["CPU", `${machine.cpu_cores_allocated} of ${machine.cpu_cores} cores allocated`],
     ["Memory", `${gib(machine.memory_bytes_allocated)} of ${gib(machine.memory_bytes)} allocated`],

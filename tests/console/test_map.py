@@ -58,7 +58,7 @@ async def test_map_draws_the_demo_cluster_with_each_gpus_colour(
     assert drawn == await expected_statuses(cluster)
     assert {status for _, _, status, _ in drawn} == set(COLOURS)
     assert await page.locator("#map-legend .swatch").all_inner_texts() == [
-        "Free 37",
+        "Free 27",
         "In use 12",
         "At risk 2",
         "Faulted 1",
@@ -66,6 +66,11 @@ async def test_map_draws_the_demo_cluster_with_each_gpus_colour(
         "Cordoned 1",
         "Under pressure 1",
     ]
+    # Free means usable by a run now: idle GPUs of cordoned and pressured machines come apart.
+    apart = await page.locator("#map-legend .idle-apart").inner_text()
+    assert apart == (
+        "Idle, no run can use them now: 2 on cordoned machines, 8 on machines under pressure"
+    )
     await page.screenshot(path=screenshot_path("map"), full_page=True)
 
     train = await cluster.ok("GET", "/api/v1/runs/train?workspace=vision")
