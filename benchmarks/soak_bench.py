@@ -202,7 +202,8 @@ async def soak(args: argparse.Namespace) -> bool:
     trace = Path(tempfile.mkdtemp(prefix="astraeus-soak-")) if args.trace else None
     launch = (sys.executable, str(HERE / "soak_trace.py"), str(trace)) if trace else None
     try:
-        kwargs: dict[str, Any] = {"launch": launch} if launch else {}
+        # Under tracemalloc the service's imports alone take 25 s to minutes on a loaded machine.
+        kwargs: dict[str, Any] = {"launch": launch, "start_seconds": 600.0} if launch else {}
         async with Coordinator(
             cluster, ASTRAEUS_REPORT_INTERVAL_SECONDS=str(args.interval), **kwargs
         ) as c:

@@ -95,7 +95,7 @@ def main() -> None:
 
         started = pg_server.start()
         if isinstance(started, str):
-            raise SystemExit(f"store_engines: {started}")
+            raise SystemExit(f"store_engines: no PostgreSQL server: {started}")
         server = started
         urls = [server.create_database() for _ in range(3)]
     folder = Path(tempfile.mkdtemp(prefix="astraeus-store-bench-"))

@@ -246,3 +246,32 @@ export function hitTest(model, x, y) {
   }
   return null;
 }
+
+/** What the rack labels share at their start, up to and with its last separator ("rack-" of
+ * rack-1 … rack-624): at 5,000 machines a rack is ~30 px wide and every label read "rack…";
+ * without it each shows what tells it apart. Empty when the labels share no such start. */
+export function sharedStart(labels) {
+  if (labels.length < 2) return "";
+  let shared = labels[0];
+  for (const label of labels) {
+    let n = 0;
+    while (n < shared.length && n < label.length && shared[n] === label[n]) n += 1;
+    shared = shared.slice(0, n);
+    if (!shared) return "";
+  }
+  const cut = Math.max(...["-", "_", ".", "/", " ", ":"].map((sep) => shared.lastIndexOf(sep)));
+  return cut < 0 ? "" : shared.slice(0, cut + 1);
+}
+
+/** A label as it fits (`fits(text)` says whether a text does): whole; else without the start
+ * all labels share; else the end of that, which tells racks apart, after "…". */
+export function fitLabel(label, fits, shared = "") {
+  if (fits(label)) return label;
+  const own = shared && label.startsWith(shared) ? label.slice(shared.length) : label;
+  if (fits(own)) return own;
+  for (let keep = own.length - 1; keep > 0; keep -= 1) {
+    const text = `…${own.slice(own.length - keep)}`;
+    if (fits(text)) return text;
+  }
+  return "";
+}

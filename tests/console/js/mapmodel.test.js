@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { cellSize, groupOf, hierarchy, hitTest, layoutMap, machineRows, totals } from "../../../coordinator/console/mapmodel.js";
+import { cellSize, fitLabel, groupOf, hierarchy, hitTest, layoutMap, machineRows, sharedStart, totals } from "../../../coordinator/console/mapmodel.js";
 
 const H100 = "NVIDIA H100 80GB HBM3";
 
@@ -172,4 +172,17 @@ test("5,000 machines of 8 GPUs lay out whole", () => {
   assert.equal(model.cells.length, 40000);
   assert.equal(model.cell, 6);
   assert.ok(model.height < 30000);
+});
+
+test("a rack too narrow for its label shows what tells it apart", () => {
+  const labels = Array.from({ length: 625 }, (_, i) => `rack-${i}`);
+  assert.equal(sharedStart(labels), "rack-");
+  assert.equal(sharedStart(["r1", "r2"]), "");
+  assert.equal(sharedStart(["ams-rack-1", "fra-rack-2"]), "");
+  assert.equal(sharedStart(["only-one"]), "");
+  const upTo = (n) => (text) => text.length <= n; // a width that holds n characters
+  assert.equal(fitLabel("rack-312", upTo(8), "rack-"), "rack-312");
+  assert.equal(fitLabel("rack-312", upTo(4), "rack-"), "312");
+  assert.equal(fitLabel("rack-31204", upTo(4), "rack-"), "…204");
+  assert.equal(fitLabel("rack-312", upTo(0), "rack-"), "");
 });
