@@ -14,7 +14,8 @@ headless and driven by Playwright, opens the pages as an admin.
 For each size it prints, as medians of `--repeat` fresh page loads:
 - `GET /api/v1/cluster/map`: its size and the server's time to answer;
 - the map: from navigation to the map drawn (canvas filled) and painted (that frame on screen);
-- the machines table: from navigation to its first rows painted;
+- the machines table: from navigation to its first rows painted, and the time to fit its
+  columns to every row's texts (done at each refresh);
 - a filter keystroke: from the `input` event to the filtered rows painted, for each character
   typed into the name search and a column filter (median and slowest);
 - hover: the map's hit test for a pointer position;
@@ -257,6 +258,15 @@ TYPE = """async ([selector, text]) => {
   return [each, work];
 }"""
 
+FIT = """() => import("/console/vtable.js").then(({ fitColumns }) => {
+  const table = document.querySelector("#machines-table");
+  const rows = document.querySelector(".machines-view").view.all;
+  const start = performance.now();
+  for (let i = 0; i < 5; i += 1) fitColumns(table, rows);
+  return (performance.now() - start) / 5;
+})"""
+"""ms to measure the machines table's column widths from every row's texts (each refresh)."""
+
 HIT = """() => {
   const map = document.querySelector("#cluster-map");
   return import("/console/mapmodel.js").then(({ hitTest }) => {
@@ -290,6 +300,7 @@ async def measure(machines: int, repeat: int) -> None:
             maps = [await painted(page, base + "#/map", "map") for _ in range(repeat)]
             hit = await page.evaluate(HIT)
             tables = [await painted(page, base + "#/machines", "table") for _ in range(repeat)]
+            fit = await page.evaluate(FIT)
             keys: list[float] = []
             applied: list[float] = []
             for _ in range(repeat):
@@ -304,6 +315,7 @@ async def measure(machines: int, repeat: int) -> None:
     print(f"  GET /api/v1/cluster/map: {size / 1024:.0f} KiB, answered in {seconds * 1000:.0f} ms")
     print(f"  map: drawn {med(maps, 0)}, painted {med(maps, 1)} after navigation")
     print(f"  machines table: first rows painted {med(tables, 1)} after navigation")
+    print(f"  machines table: columns fitted to {machines} rows' texts in {fit:.1f} ms")
     print(
         f"  filter keystroke: rows painted after median {statistics.median(keys):.0f} ms, "
         f"slowest {max(keys):.0f} ms; of that, filtering and drawing the rows median "
