@@ -73,7 +73,12 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scans", type=int, default=200)
     parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.scans, args.idle_seconds = 5, 1.0
     times = sorted(scan_cpu_ms(args.scans))
     p95 = times[int(len(times) * 0.95) - 1]
     print(f"full scan, 8 GPUs + 8 ports (fake h100-sxm), {args.scans} scans: "

@@ -10,6 +10,7 @@ status case asks a closed loopback port, so it imports all it would use and then
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import statistics
@@ -53,9 +54,16 @@ def measure(argv: list[str]) -> tuple[float, list[str]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
+    args = parser.parse_args()
+    repeat = 1 if args.smoke else args.repeat
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     for name, argv in CASES.items():
-        runs = [measure(argv) for _ in range(3)]
+        runs = [measure(argv) for _ in range(repeat)]
         times = sorted(ms for ms, _ in runs)
         server = runs[0][1]
         print(

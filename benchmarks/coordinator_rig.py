@@ -136,12 +136,19 @@ class Coordinator:
     """The service started on a copy of a `Cluster`'s file; `async with` starts and stops it."""
 
     def __init__(
-        self, cluster: Cluster, *, launch: Sequence[str] = (str(BIN),), **env: str
+        self,
+        cluster: Cluster,
+        *,
+        launch: Sequence[str] = (str(BIN),),
+        start_seconds: float = 60.0,
+        **env: str,
     ) -> None:
         """`launch`: the command that starts the service (the `astraeus-coordinator` entry point
-        by default; `soak_bench.py --trace` starts it under tracemalloc)."""
+        by default; `soak_bench.py --trace` starts it under tracemalloc, whose imports alone
+        took 25 s to over a minute on a loaded 2-core machine: give it `start_seconds`)."""
         self.cluster = cluster
         self.launch = tuple(launch)
+        self.start_seconds = start_seconds
         self.dir = Path(tempfile.mkdtemp(prefix="run-", dir=cluster.dir))
         self.db = self.dir / "astraeus.db"
         self.url = ""
@@ -190,13 +197,13 @@ class Coordinator:
             stderr=asyncio.subprocess.DEVNULL,
         )
         self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=200))
-        for _ in range(1200):
+        for _ in range(int(self.start_seconds / 0.05)):
             with contextlib.suppress(aiohttp.ClientConnectionError):
                 async with self.http.get(f"{self.base}/healthz") as response:
                     if response.status == 200:
                         return self
             await asyncio.sleep(0.05)
-        raise RuntimeError("the coordinator did not start")
+        raise RuntimeError(f"the coordinator did not start in {self.start_seconds:g} s")
 
     async def __aexit__(self, *exc: object) -> None:
         await self.http.close()

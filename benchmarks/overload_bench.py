@@ -218,7 +218,13 @@ def main() -> None:
     parser.add_argument("--start", type=float, default=100.0)
     parser.add_argument("--step", type=float, default=50.0)
     parser.add_argument("--highest", type=float, default=2000.0)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.machines, args.rates, args.delay, args.repeat = 20, "20", "0", 1
+        args.seconds, args.warmup, args.find = 2.0, 0.5, False
     print(machine(), flush=True)
     asyncio.run(main_async(args))
     print(f"done ({load()})")

@@ -143,7 +143,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--queued", type=int, default=2000, help="1-GPU runs for the rate")
     parser.add_argument("--window", type=float, default=60.0, help="longest rate run, seconds")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.repeat, args.queued, args.window = 20, 1, 10, 20.0
     print(machine(), flush=True)
     peer = SlurmPeer.find()
     if peer is None:

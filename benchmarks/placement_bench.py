@@ -272,7 +272,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--samples", type=int, default=30, help="samples per run of a measure")
     parser.add_argument("--queued", type=int, default=10_000, help="1-GPU runs for the rate")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.samples, args.queued = [20], 2, 20
     print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} cores")
     print(f"load average at start: {_load()}")
     for size in args.sizes:

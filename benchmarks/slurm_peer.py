@@ -272,7 +272,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--count", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.count = 10, 1
     peer = SlurmPeer.find()
     if peer is None:
         print(f"Slurm: skipped, {SlurmPeer.missing()}")

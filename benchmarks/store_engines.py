@@ -80,7 +80,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--database-url", help="an empty PostgreSQL database (default: private)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.runs = 20
     server = None
     if args.database_url:
         urls = [args.database_url] * 3
@@ -90,7 +95,7 @@ def main() -> None:
 
         started = pg_server.start()
         if isinstance(started, str):
-            raise SystemExit(f"store_engines: {started}")
+            raise SystemExit(f"store_engines: no PostgreSQL server: {started}")
         server = started
         urls = [server.create_database() for _ in range(3)]
     folder = Path(tempfile.mkdtemp(prefix="astraeus-store-bench-"))

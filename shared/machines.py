@@ -53,11 +53,13 @@ class GpuView(WireModel):
 
 
 class GpuModelCount(WireModel):
-    """A machine's GPUs of one model: how many, and how many are free (as `gpus_free`)."""
+    """A machine's GPUs of one model: how many, how many are free (as `gpus_free`) and how many
+    idle (as `gpus_idle`)."""
 
     model: str
     total: int
     free: int
+    idle: int = 0
 
 
 class GpuHealthCounts(WireModel):
@@ -78,7 +80,16 @@ class MachineView(WireModel):
     cordoned: bool = False
     cordon_reason: str | None = None
     gpus_total: int = 0
-    gpus_free: int = 0
+    gpus_free: int = Field(
+        default=0,
+        description="GPUs a run could be given now: neither held nor faulted, on a machine that"
+        " is Up, not cordoned and under no memory or disk pressure (else 0)",
+    )
+    gpus_idle: int = Field(
+        default=0,
+        description="GPUs neither held nor faulted, whatever the machine's state: `gpus_free`"
+        " plus those on a Down, cordoned or pressured machine",
+    )
     gpus_allocated: int = 0
     cpu_cores: float = 0
     cpu_cores_allocated: float = 0

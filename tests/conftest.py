@@ -1,5 +1,6 @@
-"""The order of the suite under pytest-xdist (modules holding a slow test go first), and the
-PostgreSQL server the store's tests run on besides SQLite."""
+"""The order of the suite under pytest-xdist (modules holding a slow test go first), the
+PostgreSQL server the store's tests run on besides SQLite, and the last line of a run: what it
+skipped and what to install for it."""
 
 import os
 from collections.abc import Iterator
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pg_server
 import pytest
+from skipped import reason_of, skipped_line
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -20,6 +22,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: item.path not in slow)  # stable: the rest keep their order
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> Iterator[None]:
+    """One line, after pytest's short summary and just before its count, naming what was
+    skipped and why, each reason with the command that installs what it needs: the console's
+    browser tests and eslint skip without Chromium, Playwright and Node.js
+    (`.ci/console-deps`), which `[dev]` does not install (docs/development.md)."""
+    yield  # pytest's own summary first (a wrapper tried first ends last)
+    skipped = terminalreporter.stats.get("skipped", [])
+    line = skipped_line(reason_of(report.longrepr) for report in skipped)
+    if line:
+        terminalreporter.write_line(line, yellow=True, bold=True)
 
 
 REQUIRE_POSTGRESQL = "ASTRAEUS_REQUIRE_POSTGRESQL"

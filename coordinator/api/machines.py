@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from astraeus.coordinator.machine_records import MachineRecord
 from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.queue import Usage, read_usage
-from astraeus.shared import GpuHealthState, MachineReport, MachineState
+from astraeus.shared import GpuHealthState, MachineReport, MachineState, PressureCondition
 from astraeus.shared.labels import FABRIC, POOL, RACK
 from astraeus.shared.machines import (
     CordonBody,
@@ -75,15 +75,32 @@ def _runs(viewer: str | None, held: Usage) -> list[str]:
     )
 
 
+BLOCKING: tuple[PressureCondition, ...] = (PressureCondition.MEMORY, PressureCondition.DISK)
+"""The conditions under which the scheduler places nothing on a machine (its first filter)."""
+
+
+def takes_runs(state: MachineState, record: MachineRecord) -> bool:
+    """Whether a run could be placed on the machine now: Up, not cordoned, under no memory or
+    disk pressure. Its idle GPUs count as free only then: free means usable by a run now."""
+    report = record.report
+    if state is not MachineState.UP or report is None or record.cordon_reason is not None:
+        return False
+    return not any(condition in report.conditions for condition in BLOCKING)
+
+
 def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> dict[str, object]:
     held = held or Usage()
     now = request.app[CLOCK].now()
     report = record.report
     gpus = report.gpus if report else []
-    usable = [g for g in gpus if g.health.state != GpuHealthState.FAULTED]
+    idle = [
+        g for g in gpus if g.health.state != GpuHealthState.FAULTED and g.uuid not in held.gpu_ids
+    ]
+    state = _state(request, record, now)
+    usable_now = takes_runs(state, record)
     return {
         "name": record.name,
-        "state": _state(request, record, now).value,
+        "state": state.value,
         "last_seen": record.last_seen,
         "address": record.address,
         "site": record.site,
@@ -92,7 +109,8 @@ def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> di
         "cordon_reason": record.cordon_reason,
         "gpus_total": len(gpus),
         "gpus_allocated": sum(1 for g in gpus if g.uuid in held.gpu_ids),
-        "gpus_free": sum(1 for g in usable if g.uuid not in held.gpu_ids),
+        "gpus_free": len(idle) if usable_now else 0,
+        "gpus_idle": len(idle),
         "cpu_cores": report.cpu_cores if report else 0,
         "cpu_cores_allocated": held.cpu_cores,
         "memory_bytes": report.memory_bytes if report else 0,
@@ -100,7 +118,7 @@ def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> di
         "runs": _runs(_viewer(request), held),
         "rack": record.labels.get(RACK),
         "fabric": record.labels.get(FABRIC),
-        **_summary(report, held),
+        **_summary(report, held, usable_now),
     }
 
 
@@ -109,13 +127,13 @@ def _state(request: web.Request, record: MachineRecord, now: datetime) -> Machin
     return record.state(now, scheduler.down_after, scheduler.heard_since)
 
 
-def _summary(report: MachineReport | None, held: Usage) -> dict[str, object]:
+def _summary(report: MachineReport | None, held: Usage, usable_now: bool) -> dict[str, object]:
     """GPUs by model and health, conditions, ports and NVLink domains: what lists of machines
     show without each machine's detail."""
     if report is None:
         return {}
     total = Counter(g.model for g in report.gpus)  # keeps the report's order
-    free = Counter(
+    idle = Counter(
         g.model
         for g in report.gpus
         if g.health.state != GpuHealthState.FAULTED and g.uuid not in held.gpu_ids
@@ -123,7 +141,10 @@ def _summary(report: MachineReport | None, held: Usage) -> dict[str, object]:
     health = Counter(g.health.state.value for g in report.gpus)
     ports = report.rdma_ports
     return {
-        "gpu_models": [{"model": m, "total": n, "free": free[m]} for m, n in total.items()],
+        "gpu_models": [
+            {"model": m, "total": n, "free": idle[m] if usable_now else 0, "idle": idle[m]}
+            for m, n in total.items()
+        ],
         "gpu_health": dict(health),
         "conditions": [c.value for c in report.conditions],
         "rdma_fabrics": sorted({p.fabric for p in ports if p.fabric}),

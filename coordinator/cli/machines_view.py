@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from astraeus.shared import GpuHealthState, LinkLayer
 from astraeus.shared.labels import SITE
-from astraeus.shared.machines import MachineDetail, MachineView
+from astraeus.shared.machines import GpuModelCount, MachineDetail, MachineView
 
 from .render import table
 
@@ -26,8 +26,16 @@ def state_text(machine: MachineView) -> str:
 
 
 def gpus_text(machine: MachineView) -> str:
-    """Free/total by model: `6/8 NVIDIA H100 80GB HBM3`; free excludes faulted and held GPUs."""
-    return ", ".join(f"{c.free}/{c.total} {c.model}" for c in machine.gpu_models) or "-"
+    """Free/total by model: `6/8 NVIDIA H100 80GB HBM3`; free is what a run could be given now
+    (neither faulted nor held, on a machine that takes runs). Idle GPUs that no run can use now
+    (the machine is Down, cordoned or under pressure; the state says which) are shown apart:
+    `0/8 NVIDIA H100 80GB HBM3 (8 idle)`."""
+    return ", ".join(_model_text(c) for c in machine.gpu_models) or "-"
+
+
+def _model_text(count: GpuModelCount) -> str:
+    idle = f" ({count.idle} idle)" if count.idle > count.free else ""
+    return f"{count.free}/{count.total} {count.model}{idle}"
 
 
 def health_text(machine: MachineView) -> str:

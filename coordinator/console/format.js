@@ -54,22 +54,34 @@ export function silentText(task, time = (iso) => iso) {
   return `Machine silent since ${time(task.machine_silent_since)}: still running unless it stays silent long enough to be Lost`;
 }
 
-/** Per model, in the order first seen: how many GPUs, and how many are free (neither faulted nor
- * held: at risk counts as free, as in the API's `gpus_free`). */
-export function modelCounts(gpus) {
+/** Per model, in the order first seen: how many GPUs, how many are idle (neither faulted nor
+ * held: at risk counts, as in the API's `gpus_idle`) and how many free: idle on a machine that
+ * takes runs now (`usable`), as the API's `gpus_free`. */
+export function modelCounts(gpus, usable = true) {
   const found = new Map();
   for (const gpu of gpus) {
-    const seen = found.get(gpu.model) || { model: gpu.model, total: 0, free: 0 };
+    const seen = found.get(gpu.model) || { model: gpu.model, total: 0, free: 0, idle: 0 };
     seen.total += 1;
-    if (gpu.health !== "faulted" && !gpu.run) seen.free += 1;
+    if (gpu.health !== "faulted" && !gpu.run) seen.idle += 1;
     found.set(gpu.model, seen);
   }
+  for (const seen of found.values()) seen.free = usable ? seen.idle : 0;
   return [...found.values()];
 }
 
-/** `6/8 NVIDIA H100 80GB HBM3, 2/2 NVIDIA A10`; empty without GPUs. */
+/** `6/8 NVIDIA H100 80GB HBM3, 2/2 NVIDIA A10`; idle GPUs no run can use now shown apart:
+ * `0/8 NVIDIA H100 80GB HBM3 (8 idle)`; empty without GPUs. */
 export function freeText(models) {
-  return models.map((m) => `${m.free}/${m.total} ${m.model}`).join(", ");
+  return models.map((m) => `${m.free}/${m.total} ${m.model}${(m.idle ?? m.free) > m.free ? ` (${m.idle} idle)` : ""}`).join(", ");
+}
+
+/** The conditions under which the scheduler places nothing on a machine. */
+export const BLOCKING_CONDITIONS = ["MemoryPressure", "DiskPressure"];
+
+/** Whether a run could be placed on the machine now: Up, not cordoned, under no memory or disk
+ * pressure (as the API's `gpus_free` counts). */
+export function takesRuns(machine) {
+  return machine.state === "Up" && !machine.cordoned && !(machine.conditions || []).some((c) => BLOCKING_CONDITIONS.includes(c));
 }
 
 export function healthCounts(gpus) {

@@ -2,9 +2,10 @@
 // opens its machine. On a waiting run's page, marks say which machine is closest and which
 // machines can never take the run.
 
+import { enc, get } from "./api.js";
 import { h, markDrawn } from "./dom.js";
 import { STATUS_WORDS, count, holderText, stateText } from "./format.js";
-import { hitTest, layoutMap, machineLook, totals } from "./mapmodel.js";
+import { fitLabel, hitTest, layoutMap, machineLook, sharedStart, totals } from "./mapmodel.js";
 
 export const COLOURS = { free: "#bfe3c8", in_use: "#1f5fae", at_risk: "#f0a500", faulted: "#c0262d" };
 const LOOK = {
@@ -79,12 +80,16 @@ function paintBoxes(ctx, model) {
   ctx.fillStyle = "#e9edf2";
   ctx.fill(racks);
   ctx.textBaseline = "top";
+  const shared = sharedStart(model.boxes.filter((box) => box.kind === "rack").map((box) => box.label));
   for (const kind of ["rack", "group", "site"]) {
     ctx.fillStyle = INK[kind];
     ctx.font = { rack: "10px system-ui, sans-serif", group: "12px system-ui, sans-serif", site: "600 14px system-ui, sans-serif" }[kind];
     for (const box of model.boxes) {
       if (box.kind !== kind) continue;
-      if (kind === "rack") ctx.fillText(clip(ctx, box.label, box.w - 4), box.x + 2, box.y + 2);
+      // A rack too narrow for its name shows what tells it apart ("rack-312" → "312"); hover
+      // names it whole.
+      const fits = (text) => ctx.measureText(text).width <= box.w - 4;
+      if (kind === "rack") ctx.fillText(fitLabel(box.label, fits, shared), box.x + 2, box.y + 2);
       else ctx.fillText(box.label, box.x + 2, box.y + 3);
     }
   }
@@ -160,6 +165,10 @@ function paintMarks(ctx, model, marks) {
 
 function hover(element, canvas, tip, state) {
   let pending = null;
+  let hovered = null;
+  const signals = new Map(); // machine, GPU index and health → the signals' messages
+  const keyOf = (found) => `${found.machine.name}\u0000${found.gpu.index}\u0000${found.gpu.health}`;
+  const signalsOf = (found) => (found && found.gpu ? signals.get(keyOf(found)) || [] : []);
   const at = (event) => {
     const box = canvas.getBoundingClientRect();
     return state.model ? hitTest(state.model, event.clientX - box.left, event.clientY - box.top) : null;
@@ -169,9 +178,25 @@ function hover(element, canvas, tip, state) {
     requestAnimationFrame(() => {
       if (!pending) return;
       const found = at(pending);
-      showTip(element, tip, found, pending, state.marks);
+      const moved = pending;
+      showTip(element, tip, found, moved, state.marks, signalsOf(found));
       canvas.style.cursor = found ? "pointer" : "default";
       pending = null;
+      hovered = found;
+      // An at-risk or faulted GPU: its machine's signals say why (the map's answer has only
+      // the health), read once per machine and GPU health while the page is shown.
+      if (found && found.gpu && found.gpu.health !== "healthy" && !signals.has(keyOf(found))) {
+        signals.set(keyOf(found), null);
+        get(`/machines/${enc(found.machine.name)}`)
+          .then((machine) => {
+            for (const gpu of machine.report?.gpus || []) {
+              const key = `${machine.name}\u0000${gpu.index}\u0000${gpu.health?.state}`;
+              signals.set(key, (gpu.health?.signals || []).map((s) => s.message));
+            }
+            if (hovered && keyOf(hovered) === keyOf(found) && !tip.hidden) showTip(element, tip, found, moved, state.marks, signalsOf(found));
+          })
+          .catch(() => signals.delete(keyOf(found)));
+      }
     });
   });
   canvas.addEventListener("mouseleave", () => {
@@ -184,12 +209,12 @@ function hover(element, canvas, tip, state) {
   });
 }
 
-function showTip(element, tip, found, event, marks) {
+function showTip(element, tip, found, event, marks, signals) {
   if (!found) {
     tip.hidden = true;
     return;
   }
-  tip.replaceChildren(...tipLines(found, marks).map((line, i) => h(i ? "div" : "strong", {}, line)));
+  tip.replaceChildren(...tipLines(found, marks, signals).map((line, i) => h(i ? "div" : "strong", {}, line)));
   tip.hidden = false;
   const box = element.getBoundingClientRect();
   const x = event.clientX - box.left + 14;
@@ -198,34 +223,52 @@ function showTip(element, tip, found, event, marks) {
   tip.style.top = `${event.clientY - box.top + 16}px`;
 }
 
-/** What hovering says: the machine and its state, then the GPU, its model and who holds it. */
-export function tipLines({ machine, gpu }, marks = new Map()) {
-  const lines = [machine.name, stateText(machine) + (machine.cordonReason ? `: ${machine.cordonReason}` : "")];
+/** What hovering says: the machine (and its rack, which the map may show shortened), its state,
+ * then the GPU, its model, why it is at risk or faulted (`signals`: the messages, once read)
+ * and who holds it. */
+export function tipLines({ machine, gpu }, marks = new Map(), signals = []) {
+  const lines = [machine.rack ? `${machine.name} · ${machine.rack}` : machine.name, stateText(machine) + (machine.cordonReason ? `: ${machine.cordonReason}` : "")];
   if (marks.get(machine.name) === "closest") lines.push("Closest: falls short only on room");
   if (marks.get(machine.name) === "never") lines.push("Can never take this run as asked");
   if (gpu) {
     lines.push(`GPU ${gpu.index}: ${gpu.model}`);
-    const health = gpu.health === "healthy" ? "" : `${STATUS_WORDS[gpu.health]}; `;
+    const why = signals.length ? `: ${signals.join("; ")}` : "";
+    const health = gpu.health === "healthy" ? "" : `${STATUS_WORDS[gpu.health]}${why}; `;
     lines.push(health + (gpu.run ? `held by ${holderText(gpu.run)}` : "free"));
   } else {
-    lines.push(machine.gpus.length ? `${machine.free} of ${count(machine.gpus.length, "GPU")} free` : "No GPUs");
+    const idle = machine.idle > machine.free ? ` (${machine.idle} idle; the machine takes no runs now)` : "";
+    lines.push(machine.gpus.length ? `${machine.free} of ${count(machine.gpus.length, "GPU")} free${idle}` : "No GPUs");
   }
   return lines;
 }
 
 function summaryText(rows, label) {
-  const { gpus, machines } = totals(rows);
-  return `${label}: ${count(machines.machines, "machine")}, ${count(gpus.free, "GPU")} free, ${gpus.in_use} in use, ${gpus.at_risk} at risk, ${gpus.faulted} faulted`;
+  const { gpus, idle, machines } = totals(rows);
+  const apart = idleText(idle);
+  return `${label}: ${count(machines.machines, "machine")}, ${count(gpus.free, "GPU")} free, ${gpus.in_use} in use, ${gpus.at_risk} at risk, ${gpus.faulted} faulted${apart ? `; idle but no run can use them now: ${apart}` : ""}`;
 }
 
-/** The legend, with how many GPUs and machines are in each state (colours in console.css). */
+/** `8 on cordoned machines, 4 on machines under pressure`: idle GPUs no run can use now, by
+ * why; empty when there are none. */
+export function idleText(idle) {
+  const words = { cordoned: "on cordoned machines", pressure: "on machines under pressure", down: "on Down machines" };
+  return Object.keys(words)
+    .filter((why) => idle[why])
+    .map((why) => `${idle[why].toLocaleString("en-US")} ${words[why]}`)
+    .join(", ");
+}
+
+/** The legend, with how many GPUs and machines are in each state (colours in console.css). Free
+ * counts only GPUs a run could use now; idle GPUs on machines that take no runs follow apart. */
 export function legend(rows) {
-  const { gpus, machines } = totals(rows);
+  const { gpus, idle, machines } = totals(rows);
   const swatch = (kind, text) => h("span", { class: "swatch", "data-kind": kind }, h("i", { class: `key-${kind}` }), text);
+  const apart = idleText(idle);
   return h(
     "p",
     { class: "legend", id: "map-legend" },
     Object.keys(COLOURS).map((status) => swatch(status, `${STATUS_WORDS[status]} ${gpus[status].toLocaleString("en-US")}`)),
+    apart ? h("span", { class: "idle-apart muted", "data-kind": "idle" }, `Idle, no run can use them now: ${apart}`) : null,
     swatch("down", `Down ${machines.down}`),
     swatch("cordoned", `Cordoned ${machines.cordoned}`),
     swatch("pressure", `Under pressure ${machines.pressure}`),

@@ -2,7 +2,7 @@
 // those rows laid out as sites, then fabrics and NVLink domains, then racks, then machines, with
 // a cell per GPU. Pure functions, no page (tested with node --test).
 
-import { gpuStatus, healthCounts, modelCounts, nvlinkText } from "./format.js";
+import { BLOCKING_CONDITIONS, gpuStatus, healthCounts, modelCounts, nvlinkText, takesRuns } from "./format.js";
 
 const ORDER = new Intl.Collator("en", { numeric: true });
 
@@ -15,7 +15,8 @@ export function machineRows(map) {
       gpu.status = gpuStatus(gpu);
       return gpu;
     });
-    const models = modelCounts(gpus);
+    const usable = takesRuns(m);
+    const models = modelCounts(gpus, usable);
     return {
       name: m.name,
       state: m.state,
@@ -32,7 +33,9 @@ export function machineRows(map) {
       gpus,
       models,
       health: healthCounts(gpus),
+      usable,
       free: models.reduce((n, c) => n + c.free, 0),
+      idle: models.reduce((n, c) => n + c.idle, 0),
     };
   });
 }
@@ -44,17 +47,31 @@ export function machineLook(row) {
   return row.cordoned ? "cordoned" : "up";
 }
 
-/** How many GPUs are free, in use, at risk, faulted; machines Down, cordoned, under pressure. */
+/** How many GPUs are free, in use, at risk, faulted; machines Down, cordoned, under pressure.
+ * Free means usable by a run now: a GPU that would be free on a machine that takes no runs
+ * (Down, under pressure, cordoned: the first that holds, as the map draws it) is counted apart
+ * in `idle`. */
 export function totals(rows) {
   const gpus = { free: 0, in_use: 0, at_risk: 0, faulted: 0 };
+  const idle = { down: 0, pressure: 0, cordoned: 0 };
   const machines = { machines: rows.length, down: 0, cordoned: 0, pressure: 0 };
   for (const row of rows) {
-    for (const gpu of row.gpus) gpus[gpu.status] += 1;
+    const why = row.usable === false ? unusable(row) : null;
+    for (const gpu of row.gpus) {
+      if (gpu.status === "free" && why) idle[why] += 1;
+      else gpus[gpu.status] += 1;
+    }
     if (row.state !== "Up") machines.down += 1;
     if (row.cordoned) machines.cordoned += 1;
     if (row.conditions.length) machines.pressure += 1;
   }
-  return { gpus, machines };
+  return { gpus, idle, machines };
+}
+
+/** Why a machine takes no runs now: down, pressure (memory or disk) or cordoned. */
+function unusable(row) {
+  if (row.state !== "Up") return "down";
+  return row.conditions.some((c) => BLOCKING_CONDITIONS.includes(c)) ? "pressure" : "cordoned";
 }
 
 // The network group's rank, tightest first, as on the guide's ladder.
@@ -228,4 +245,33 @@ export function hitTest(model, x, y) {
     return { machine: placed.row, gpu };
   }
   return null;
+}
+
+/** What the rack labels share at their start, up to and with its last separator ("rack-" of
+ * rack-1 … rack-624): at 5,000 machines a rack is ~30 px wide and every label read "rack…";
+ * without it each shows what tells it apart. Empty when the labels share no such start. */
+export function sharedStart(labels) {
+  if (labels.length < 2) return "";
+  let shared = labels[0];
+  for (const label of labels) {
+    let n = 0;
+    while (n < shared.length && n < label.length && shared[n] === label[n]) n += 1;
+    shared = shared.slice(0, n);
+    if (!shared) return "";
+  }
+  const cut = Math.max(...["-", "_", ".", "/", " ", ":"].map((sep) => shared.lastIndexOf(sep)));
+  return cut < 0 ? "" : shared.slice(0, cut + 1);
+}
+
+/** A label as it fits (`fits(text)` says whether a text does): whole; else without the start
+ * all labels share; else the end of that, which tells racks apart, after "…". */
+export function fitLabel(label, fits, shared = "") {
+  if (fits(label)) return label;
+  const own = shared && label.startsWith(shared) ? label.slice(shared.length) : label;
+  if (fits(own)) return own;
+  for (let keep = own.length - 1; keep > 0; keep -= 1) {
+    const text = `…${own.slice(own.length - keep)}`;
+    if (fits(text)) return text;
+  }
+  return "";
 }

@@ -5,7 +5,7 @@ import { gpuModels, machineChooser, siteSelection, sites } from "./choose.js";
 import { errorBox, h, mount } from "./dom.js";
 import { clearErrors, fieldBox, showErrors } from "./forms.js";
 import { reasonGroups } from "./runpage.js";
-import { closestText } from "./why.js";
+import { closestText, wouldStartText } from "./why.js";
 
 const GIB = 1024 ** 3;
 const RR = "requested_resources";
@@ -166,8 +166,8 @@ function networkOptions() {
  * explanation grouped by reason, with the closest machine. */
 function dryRunView(dry) {
   if (dry.would_start) {
-    const machines = [...new Set(dry.workers.map((w) => w.machine))].join(", ");
-    return h("p", { class: "advice" }, `It would start now: ${dry.shape.why}, on ${dry.landing.where} (${machines}).`);
+    const machines = [...new Set(dry.workers.map((w) => w.machine))];
+    return h("p", { class: "advice" }, wouldStartText(dry.shape, dry.landing, machines));
   }
   const grouped = dry.placement_grouped;
   return h(

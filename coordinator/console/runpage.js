@@ -228,12 +228,12 @@ function reasonsTable(placement, id) {
     h(
       "tr",
       { "data-machine": node.name, class: node.name === placement.closest ? "closest" : "" },
-      h("td", {}, node.name, node.name === placement.closest ? h("span", { class: "tag" }, "closest") : null),
+      h("td", { class: "name" }, node.name, node.name === placement.closest ? h("span", { class: "tag" }, "closest") : null),
       h("td", {}, badge(node.state)),
       h("td", { class: "reason" }, node.reasons.join("; ")),
     ),
   );
-  return table(["Machine", "State", "What keeps it out"], rows, { class: "why", id });
+  return h("div", { class: "wide" }, table(["Machine", "State", "What keeps it out"], rows, { class: "why", id }));
 }
 
 function askedAndGot(run) {
@@ -269,10 +269,10 @@ function tasksPanel(run) {
     h(
       "tr",
       { "data-task": task.name },
-      h("td", {}, task.name),
+      h("td", { class: "name" }, task.name),
       h("td", {}, badge(task.state)),
-      h("td", {}, task.machine ? h("a", { href: `#/machines` }, task.machine) : "—"),
-      h("td", { class: "gpus" }, task.assigned_gpu_ids.join(", ") || "—"),
+      h("td", { class: "name" }, task.machine ? h("a", { href: `#/machines/${enc(task.machine)}` }, task.machine) : "—"),
+      h("td", { class: "gpus" }, gpuList(task)),
       h("td", {}, task.cpu_cores ? `${task.cpu_cores} cores, ${gib(task.memory_bytes)}` : "—"),
       h("td", { class: "reason" }, taskNote(task)),
     ),
@@ -281,7 +281,21 @@ function tasksPanel(run) {
     "section",
     { class: "card", id: "tasks" },
     h("h2", {}, "Tasks"),
-    table(["Task", "State", "Machine", "GPUs", "CPU and memory", "Note"], rows),
+    h("div", { class: "wide" }, table(["Task", "State", "Machine", "GPUs", "CPU and memory", "Note"], rows, { class: "tasks" })),
+  );
+}
+
+/** A task's GPUs as a count ("8 GPUs"), their UUIDs on demand: 8 UUIDs in a cell broke every
+ * word of the table. Kept open across the page's refreshes if the user opened it. */
+function gpuList(task) {
+  const ids = task.assigned_gpu_ids;
+  if (!ids.length) return "—";
+  const shown = document.querySelector(`#tasks details[data-task="${CSS.escape(task.name)}"]`);
+  return h(
+    "details",
+    { class: "gpu-ids", "data-task": task.name, open: Boolean(shown && shown.open) },
+    h("summary", { title: ids.join("\n") }, count(ids.length, "GPU")),
+    h("ul", {}, ids.map((id) => h("li", {}, h("code", {}, id)))),
   );
 }
 
@@ -314,7 +328,7 @@ function attemptsPanel(run) {
       `Placed again from the start, up to ${count(run.retries, "time")}, when a GPU faults or a machine is lost${onFailure}. ` +
         "Workers read ASTRAEUS_RESTART_COUNT to resume from their checkpoint.",
     ),
-    table(["Attempt", "Started", "Ended", "Why it ended"], rows),
+    h("div", { class: "wide" }, table(["Attempt", "Started", "Ended", "Why it ended"], rows)),
   );
 }
 

@@ -55,6 +55,7 @@ export function machinesTable(rows) {
   });
   element.update = (newRows) => {
     view.all = cellTexts(newRows);
+    fitColumns(table, view.all);
     resort();
   };
   element.view = view;
@@ -72,16 +73,69 @@ function heading(column, view, resort) {
 }
 
 function colgroup() {
-  const widths = { name: 8.5, state: 5, site: 6, fabric: 6, ethernet: 5.5, rack: 5.5, nvlink: 6.5, gpus: 13, health: 10, conditions: 7.5, cordon: 10 };
   return h(
     "colgroup",
     {},
     COLUMNS.map((column) => {
       const col = h("col", { class: `col-${column.key}` });
-      col.style.width = `${widths[column.key]}rem`;
+      col.style.width = `${START_WIDTHS[column.key]}rem`;
       return col;
     }),
   );
+}
+
+/** Widths (rem) before the texts are measured (the table is not yet in the page). */
+const START_WIDTHS = { name: 8.5, state: 5, site: 6, fabric: 6, ethernet: 5.5, rack: 5.5, nvlink: 6.5, gpus: 17, health: 10, conditions: 7.5, cordon: 12 };
+/** The most a column takes (px): a longer cordon reason or list of conditions is cut with "…",
+ * whole on hover (the cell's title) and in the machine's page. */
+const MOST = { cordon: 420, conditions: 320 };
+const PAD = 22; // a cell's padding (.6rem each side) and a pixel or two to spare
+const LONGEST = 40; // of each column's texts, this many of the longest are measured
+
+/** Each column as wide as its widest text (and its heading with the sort arrow), measured with
+ * the fonts the page uses: the table is fixed-layout (every row the same widths, however many
+ * are drawn), so it must be told what its texts need. Texts are measured only for the longest
+ * few per column: 5,000 rows cost a few milliseconds. Needs the table in the page. */
+export function fitColumns(table, rows) {
+  if (!table.isConnected) return;
+  const style = getComputedStyle(table);
+  const px = parseFloat(style.fontSize);
+  const font = (weight, scale = 1) => measurer(`${weight} ${px * scale}px ${style.fontFamily}`);
+  // Cells in the table's font (a cordon reason in bold); headings (.85rem) and state badges
+  // (.8rem) in theirs.
+  const cell = font(400);
+  const bold = font(600);
+  const head = font(600, 0.85);
+  const badge = font(600, 0.8);
+  const cols = table.querySelectorAll("col");
+  let total = 0;
+  COLUMNS.forEach((column, i) => {
+    const measure = column.key === "state" ? (text) => badge(text) + 14 : column.key === "cordon" ? bold : cell;
+    let width = head(`${column.heading} ▼`);
+    for (const text of longest(rows, i)) width = Math.max(width, measure(text));
+    width = Math.ceil(Math.min(width + PAD, MOST[column.key] || Infinity));
+    cols[i].style.width = `${width}px`;
+    total += width;
+  });
+  table.style.minWidth = `${total}px`;
+}
+
+/** A function measuring a text's width (px) in `font` (a canvas font: weight, px, family). */
+function measurer(font) {
+  const context = document.createElement("canvas").getContext("2d");
+  context.font = font;
+  const seen = new Map();
+  return (text) => {
+    if (!seen.has(text)) seen.set(text, context.measureText(text).width);
+    return seen.get(text);
+  };
+}
+
+/** Column `at`'s distinct texts, the LONGEST longest by characters. */
+function longest(rows, at) {
+  const texts = new Set();
+  for (const row of rows) texts.add(row.cells[at]);
+  return [...texts].sort((a, b) => b.length - a.length).slice(0, LONGEST);
 }
 
 /** Draw the rows in view (and a few around), with spacers standing in for the rest. */

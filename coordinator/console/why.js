@@ -101,3 +101,28 @@ export function runMarks(placement, rejections, names) {
   }
   return marks;
 }
+
+/** Where a dry run would start, each fact once: `shape.why` ("1 machine × 8 GPUs on nvl-1"),
+ * then the landing's group unless the shape already names it ("one machine, nvl-1" does not
+ * add), then the machines the text does not name yet. Once it read "… on nvl-1, on one
+ * machine, nvl-1 (nvl-1)". */
+export function wouldStartText(shape, landing, machines) {
+  let text = shape.why;
+  const group = landing.where.split(", ").pop();
+  if (!holdsName(text, group)) text += `, on ${landing.where}`;
+  const unnamed = machines.filter((machine) => !holdsName(text, machine));
+  if (unnamed.length) text += ` (${unnamed.join(", ")})`;
+  return `It would start now: ${text}.`;
+}
+
+/** Whether `text` holds `name` as a whole name: nvl-1 is not in "nvl-10". */
+function holdsName(text, name) {
+  let at = text.indexOf(name);
+  while (at >= 0) {
+    const before = at === 0 ? "" : text[at - 1];
+    const after = text[at + name.length] || "";
+    if (!/[\w-]/.test(before) && !/[\w-]/.test(after)) return true;
+    at = text.indexOf(name, at + 1);
+  }
+  return false;
+}

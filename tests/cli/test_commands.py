@@ -94,7 +94,7 @@ def test_machines_json_is_the_list_with_its_summary(astra: Astra, running: str) 
     """`machines -o json` prints the API's list: GPUs by model (held ones not free) and health."""
     data = json.loads(astra("astraeus", "machines", "-o", "json", token=running).out)
     machine = data["machines"][0]
-    assert machine["gpu_models"] == [{"model": H100, "total": 8, "free": 4}]
+    assert machine["gpu_models"] == [{"model": H100, "total": 8, "free": 4, "idle": 4}]
     assert machine["gpu_health"] == {"healthy": 8, "at_risk": 0, "faulted": 0}
     assert (machine["rack"], machine["fabric"]) == ("r1", "ib-a")
     assert "gpus" not in machine
@@ -103,8 +103,9 @@ def test_machines_json_is_the_list_with_its_summary(astra: Astra, running: str) 
 def test_machine_list_summarises_models_health_ports_and_domains(
     coordinator: Coordinator, astra: Astra
 ) -> None:
-    """The list item counts GPUs by model and health (faulted not free), and names the pressure
-    conditions, the ports' fabrics and active link layers, and the NVLink domains."""
+    """The list item counts GPUs by model and health (faulted neither free nor idle; under
+    memory pressure, idle but not free), and names the pressure conditions, the ports' fabrics
+    and active link layers, and the NVLink domains."""
     report = gpu_report("gpu-09", 3, H100, 80)
     report["gpus"].append({**report["gpus"][0], "index": 3, "uuid": "GPU-x", "model": "B200"})
     report["gpus"][1]["health"] = {"state": "at_risk", "signals": []}
@@ -121,8 +122,8 @@ def test_machine_list_summarises_models_health_ports_and_domains(
     summary = {key: machine[key] for key in SUMMARY}
     assert summary == {
         "gpu_models": [
-            {"model": H100, "total": 3, "free": 2},
-            {"model": "B200", "total": 1, "free": 1},
+            {"model": H100, "total": 3, "free": 0, "idle": 2},
+            {"model": "B200", "total": 1, "free": 0, "idle": 1},
         ],
         "gpu_health": {"healthy": 2, "at_risk": 1, "faulted": 1},
         "conditions": ["MemoryPressure"],
@@ -135,7 +136,7 @@ def test_machine_list_summarises_models_health_ports_and_domains(
     assert astra("astraeus", "machines").out.splitlines()[1].split("  ")[:4] == [
         "gpu-09",
         "Up, MemoryPressure",
-        f"2/3 {H100}, 1/1 B200",
+        f"0/3 {H100} (2 idle), 0/1 B200 (1 idle)",
         "2 healthy, 1 at risk, 1 faulted",
     ]
 
@@ -148,7 +149,14 @@ def test_cordon_shows_on_the_machine_page_until_uncordon(astra: Astra, running: 
     page = astra("astraeus", "machine", "gpu-01", token=running).out.splitlines()
     assert page[0] == "gpu-01: Up, cordoned — firmware update"
     assert "  runs        train" in page
+    # Free means usable by a run now: a cordoned machine's idle GPUs are shown apart.
+    listed = astra("astraeus", "machines", token=running).out.splitlines()[1]
+    assert f"0/8 {H100} (4 idle)" in listed
+    machine = json.loads(astra("astraeus", "machines", "-o", "json").out)["machines"][0]
+    assert (machine["gpus_free"], machine["gpus_idle"]) == (0, 4)
     assert astra("astraeus", "uncordon", "gpu-01").out == "gpu-01: accepting runs\n"
+    machine = json.loads(astra("astraeus", "machines", "-o", "json").out)["machines"][0]
+    assert (machine["gpus_free"], machine["gpus_idle"]) == (4, 4)
 
 
 def test_label_sets_admin_labels(astra: Astra, running: str) -> None:

@@ -149,7 +149,8 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await sign_in(page, cluster, cluster.member)
     await open_new_run(page)
     options = await page.locator("#model option").all_inner_texts()
-    assert options == ["Any model", f"{A100} (4 of 4 free)", f"{H100} (24 of 24 free)"]
+    # Free means usable by a run now: the cordoned gpu-02's and gpu-04's H100s are not.
+    assert options == ["Any model", f"{A100} (4 of 4 free)", f"{H100} (8 of 24 free)"]
     assert await page.locator("#site option").all_inner_texts() == ["Automatic", "ams-1", "fra-1"]
     await page.click("#choose-machines summary")
     legends = await page.locator("#choose-machines legend").all_inner_texts()
@@ -157,7 +158,7 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     fra = page.locator('#choose-machines fieldset[data-site="fra-1"] label')
     assert await fra.all_inner_texts() == [
         f"gpu-01 8 of 8 GPUs free ({H100})",
-        f"gpu-02 8 of 8 GPUs free ({H100}) — cordoned",
+        f"gpu-02 0 of 8 GPUs free ({H100}) — cordoned",
         f"gpu-03 4 of 4 GPUs free ({A100})",
     ]
 
@@ -193,7 +194,7 @@ async def test_new_run_offers_the_machines_models_and_sites_and_shows_errors_by_
     await page.fill("#priority", "")
     await page.click("#dry-run")
     await expect(page.locator("#dry-run-result")).to_have_text(
-        "It would start now: 1 machine × 8 GPUs on gpu-01, on one machine, gpu-01 (gpu-01)."
+        "It would start now: 1 machine × 8 GPUs on gpu-01."
     )
     await page.check('#choose-machines input[value="gpu-02"]')
     await page.click("#dry-run")

@@ -59,7 +59,7 @@ async def test_the_table_sorts_filters_and_searches(cluster: Cluster, page: Any)
         "—",
     ]  # fmt: skip
     assert await cells(page, "eth-2") == [
-        "eth-2", "Up", "lab", "Ethernet", "100 Gb/s", "rack-e1", "—", "2/2 NVIDIA A10",
+        "eth-2", "Up", "lab", "Ethernet", "100 Gb/s", "rack-e1", "—", "0/2 NVIDIA A10 (2 idle)",
         "2 healthy", "—", "Cordoned: firmware update",
     ]  # fmt: skip
     assert (await cells(page, "ib-b1"))[8] == "6 healthy, 2 at risk"
@@ -70,15 +70,16 @@ async def test_the_table_sorts_filters_and_searches(cluster: Cluster, page: Any)
     await page.screenshot(path=screenshot_path("machines-table"), full_page=True)
 
     await page.click('button[data-sort="gpus"]')
-    # Fewest free first, then fewest in all; names break ties.
+    # Fewest free first (a cordoned or pressured machine has none: free means usable by a run
+    # now), then fewest in all; names break ties.
     assert await shown(page) == [
-        "spare-1", "nvl-1", "ib-a1", "eth-1", "eth-2", "roce-2", "nvl-2", "roce-1", "ib-a2",
-        "ib-b1", "ib-b2",
+        "spare-1", "eth-2", "nvl-1", "ib-a1", "ib-b2", "eth-1", "roce-2", "nvl-2", "roce-1",
+        "ib-a2", "ib-b1",
     ]  # fmt: skip
     await page.click('button[data-sort="gpus"]')
     assert await shown(page) == [
-        "ib-a2", "ib-b1", "ib-b2", "nvl-2", "roce-1", "roce-2", "eth-1", "eth-2", "ib-a1",
-        "nvl-1", "spare-1",
+        "ib-a2", "ib-b1", "nvl-2", "roce-1", "roce-2", "eth-1", "ib-a1", "ib-b2", "nvl-1",
+        "eth-2", "spare-1",
     ]  # fmt: skip
     await expect(page.locator('th:has(button[data-sort="gpus"])')).to_have_attribute(
         "aria-sort", "descending"
@@ -125,7 +126,9 @@ async def test_a_machines_page_holds_what_its_card_showed(cluster: Cluster, page
     assert (eth["Fabric"], eth["Site"], eth["Rack"], eth["NVLink domain"]) == (
         "Ethernet", "lab", "rack-e1", "—"
     )  # fmt: skip
-    assert eth["GPU models"] == "2 of 2 free NVIDIA A10"
+    # Cordoned: its idle GPUs are no run's now, so none is free (free means usable by a run).
+    assert eth["GPU models"] == "0 of 2 free NVIDIA A10 (2 idle)"
+    assert eth["GPUs"] == "0 free of 2 (0 allocated; 2 idle, but the machine takes no runs now)"
     nvl = await facts("nvl-1")
     assert (nvl["NVLink domain"], nvl["Fabric"], nvl["Health"]) == (
         "5d1c7a3e/1",

@@ -7,7 +7,7 @@ from typing import Any
 
 from .cluster import Cluster
 from .conftest import screenshot_path
-from .demo import busy_demo, submit
+from .demo import AT_RISK_B1, XID, busy_demo, submit
 from .pages import click_gpu, hover_gpu, map_marks, sign_in
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -58,7 +58,7 @@ async def test_map_draws_the_demo_cluster_with_each_gpus_colour(
     assert drawn == await expected_statuses(cluster)
     assert {status for _, _, status, _ in drawn} == set(COLOURS)
     assert await page.locator("#map-legend .swatch").all_inner_texts() == [
-        "Free 37",
+        "Free 27",
         "In use 12",
         "At risk 2",
         "Faulted 1",
@@ -66,15 +66,27 @@ async def test_map_draws_the_demo_cluster_with_each_gpus_colour(
         "Cordoned 1",
         "Under pressure 1",
     ]
+    # Free means usable by a run now: idle GPUs of cordoned and pressured machines come apart.
+    apart = await page.locator("#map-legend .idle-apart").inner_text()
+    assert apart == (
+        "Idle, no run can use them now: 2 on cordoned machines, 8 on machines under pressure"
+    )
     await page.screenshot(path=screenshot_path("map"), full_page=True)
 
     train = await cluster.ok("GET", "/api/v1/runs/train?workspace=vision")
     machine = train["tasks"][0]["machine"]
     await hover_gpu(page, machine, 0)
+    assert machine == "ib-a1"
     await expect(page.locator(".map-tip")).to_have_text(
-        f"{machine}UpGPU 0: {H100}held by run train (workspace vision)"
+        f"{machine} · rack-a1UpGPU 0: {H100}held by run train (workspace vision)"
     )
     await page.screenshot(path=screenshot_path("map-hover"))
+    # At risk or faulted says why: the GPU's signals, read from its machine once hovered.
+    await hover_gpu(page, "ib-b1", 1)
+    await expect(page.locator(".map-tip")).to_contain_text(f"At risk: {AT_RISK_B1}; free")
+    await hover_gpu(page, "roce-2", 1)
+    await expect(page.locator(".map-tip")).to_contain_text(f"Faulted: {XID['message']}; free")
+    await hover_gpu(page, machine, 0)
     await click_gpu(page, machine, 0)
     await page.wait_for_url(f"**#/machines/{machine}")
     await expect(page.locator("#machine-card h1")).to_have_text(machine)
@@ -97,7 +109,7 @@ async def test_a_member_sees_a_run_of_another_workspace_unnamed(
     assert [gpu["task"] is not None for gpu in sweep["gpus"]] == [True] * 4
     await hover_gpu(page, "nvl-1", 2)
     await expect(page.locator(".map-tip")).to_have_text(
-        "nvl-1UpGPU 2: NVIDIA GB200held by a run of another workspace"
+        "nvl-1 · nvl72-1UpGPU 2: NVIDIA GB200held by a run of another workspace"
     )
 
 

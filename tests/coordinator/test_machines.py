@@ -142,3 +142,29 @@ async def test_ethernet_speed_is_the_fastest_ethernet_interface_up(fake_cluster:
         "gpu-01": 25000,
         "gpu-02": None,
     }
+
+
+async def test_free_means_usable_by_a_run_now(fake_cluster: Cluster) -> None:
+    """`gpus_free` counts what a run could be given now: a faulted GPU is neither free nor idle,
+    but its machine's other GPUs are free (the engine never gives the faulted one only:
+    tests/placement). Cordoned or under memory or disk pressure, the machine has no free GPU,
+    its idle ones counted in `gpus_idle` (and per model in `idle`); PIDPressure does not stop
+    placement, so it changes nothing here."""
+    c = fake_cluster
+    await c.workspace("vision")
+    await c.report("gpu-01", faulted=(3,))
+    status, machine = await c.call("GET", "/api/v1/machines/gpu-01")
+    assert status == 200
+    assert (machine["state"], machine["gpus_free"], machine["gpus_idle"]) == ("Up", 7, 7)
+    await c.report("gpu-02")
+    await c.call("POST", "/api/v1/machines/gpu-02/cordon", body={"reason": "firmware update"})
+    _, machine = await c.call("GET", "/api/v1/machines/gpu-02")
+    assert (machine["gpus_free"], machine["gpus_idle"]) == (0, 8)
+    assert [(m["free"], m["idle"]) for m in machine["gpu_models"]] == [(0, 8)]
+    await c.call("POST", "/api/v1/machines/gpu-02/uncordon")
+    await c.report("gpu-02", conditions=["MemoryPressure"])
+    _, machine = await c.call("GET", "/api/v1/machines/gpu-02")
+    assert (machine["gpus_free"], machine["gpus_idle"]) == (0, 8)
+    await c.report("gpu-02", conditions=["PIDPressure"])  # the scheduler still places here
+    _, machine = await c.call("GET", "/api/v1/machines/gpu-02")
+    assert (machine["gpus_free"], machine["gpus_idle"]) == (8, 8)

@@ -66,10 +66,14 @@ test("GPUs free by model: neither faulted nor held; at risk counts as free", () 
   ];
   const models = modelCounts(gpus);
   assert.deepEqual(models, [
-    { model: H100, total: 4, free: 2 },
-    { model: "NVIDIA A10", total: 1, free: 1 },
+    { model: H100, total: 4, free: 2, idle: 2 },
+    { model: "NVIDIA A10", total: 1, free: 1, idle: 1 },
   ]);
   assert.equal(freeText(models), `2/4 ${H100}, 1/1 NVIDIA A10`);
+  // On a machine that takes no runs now, nothing is free: the idle GPUs are shown apart.
+  const unusable = modelCounts(gpus, false);
+  assert.deepEqual(unusable[0], { model: H100, total: 4, free: 0, idle: 2 });
+  assert.equal(freeText(unusable), `0/4 ${H100} (2 idle), 0/1 NVIDIA A10 (1 idle)`);
   assert.equal(freeText([]), "");
   assert.deepEqual(healthCounts(gpus), { healthy: 3, at_risk: 1, faulted: 1 });
   assert.equal(healthText(healthCounts(gpus)), "3 healthy, 1 at risk, 1 faulted");

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { cellSize, groupOf, hierarchy, hitTest, layoutMap, machineRows, totals } from "../../../coordinator/console/mapmodel.js";
+import { cellSize, fitLabel, groupOf, hierarchy, hitTest, layoutMap, machineRows, sharedStart, totals } from "../../../coordinator/console/mapmodel.js";
 
 const H100 = "NVIDIA H100 80GB HBM3";
 
@@ -57,6 +57,27 @@ test("rows hold each GPU's model, holder and status", () => {
   ]);
   assert.equal(row.free, 0);
   assert.deepEqual(totals([row]).gpus, { free: 0, in_use: 2, at_risk: 0, faulted: 1 });
+});
+
+test("free means usable by a run now: idle GPUs on cordoned, pressured and Down machines are counted apart", () => {
+  const rows = rowsOf([
+    machine("up", {}, 4),
+    machine("cordoned", { cordoned: true, cordon_reason: "firmware" }, 4),
+    machine("pressured", { conditions: ["MemoryPressure"] }, 2),
+    machine("pids", { conditions: ["PIDPressure"] }, 2),
+    machine("down", { state: "Down" }, 3),
+  ]);
+  rows[0].gpus[0].status = "faulted";
+  assert.deepEqual(rows.map((r) => [r.name, r.usable, r.free, r.idle]), [
+    ["up", true, 4, 4],
+    ["cordoned", false, 0, 4],
+    ["pressured", false, 0, 2],
+    ["pids", true, 2, 2],
+    ["down", false, 0, 3],
+  ]);
+  const counted = totals(rows);
+  assert.deepEqual(counted.gpus, { free: 5, in_use: 0, at_risk: 0, faulted: 1 });
+  assert.deepEqual(counted.idle, { down: 3, pressure: 2, cordoned: 4 });
 });
 
 test("networks: an NVLink domain, a fabric, RoCE without one, Ethernet", () => {
@@ -151,4 +172,17 @@ test("5,000 machines of 8 GPUs lay out whole", () => {
   assert.equal(model.cells.length, 40000);
   assert.equal(model.cell, 6);
   assert.ok(model.height < 30000);
+});
+
+test("a rack too narrow for its label shows what tells it apart", () => {
+  const labels = Array.from({ length: 625 }, (_, i) => `rack-${i}`);
+  assert.equal(sharedStart(labels), "rack-");
+  assert.equal(sharedStart(["r1", "r2"]), "");
+  assert.equal(sharedStart(["ams-rack-1", "fra-rack-2"]), "");
+  assert.equal(sharedStart(["only-one"]), "");
+  const upTo = (n) => (text) => text.length <= n; // a width that holds n characters
+  assert.equal(fitLabel("rack-312", upTo(8), "rack-"), "rack-312");
+  assert.equal(fitLabel("rack-312", upTo(4), "rack-"), "312");
+  assert.equal(fitLabel("rack-31204", upTo(4), "rack-"), "…204");
+  assert.equal(fitLabel("rack-312", upTo(0), "rack-"), "");
 });

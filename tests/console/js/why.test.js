@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { closestText, fixFor, headlineFix, machinesText, reading, runMarks } from "../../../coordinator/console/why.js";
+import { closestText, fixFor, headlineFix, machinesText, reading, runMarks, wouldStartText } from "../../../coordinator/console/why.js";
 
 const node = (name, ...reasons) => ({ name, state: "Up", reasons });
 const group = (filter, code, room, ...machines) => ({ filter, code, room, machines });
@@ -106,4 +106,14 @@ test("an NVLink domain without IMEX names the IMEX service as the fix", () => {
   const rejections = [group("topology", "NoIMEXChannel", false, "a", "b")];
   assert.match(reading({ reason, kind: "SameReason", placement, rejections }), /start the IMEX service/);
   assert.match(fixFor("NoIMEXChannel"), /^The NVLink domain's machines have no IMEX channel/);
+});
+
+test("a dry run's text says each fact once", () => {
+  const one = wouldStartText({ why: "1 machine × 8 GPUs on nvl-1" }, { where: "one machine, nvl-1" }, ["nvl-1"]);
+  assert.equal(one, "It would start now: 1 machine × 8 GPUs on nvl-1.");
+  const fabric = wouldStartText({ why: "2 machines × 8 GPUs" }, { where: "one InfiniBand fabric, ib-0" }, ["ib-a1", "ib-a2"]);
+  assert.equal(fabric, "It would start now: 2 machines × 8 GPUs, on one InfiniBand fabric, ib-0 (ib-a1, ib-a2).");
+  // nvl-1 named in the text does not name nvl-10.
+  const near = wouldStartText({ why: "1 machine × 4 GPUs on nvl-1" }, { where: "one machine, nvl-1" }, ["nvl-10"]);
+  assert.equal(near, "It would start now: 1 machine × 4 GPUs on nvl-1 (nvl-10).");
 });
