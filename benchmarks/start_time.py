@@ -57,11 +57,20 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--release", type=Path, action="append", required=True, help="an unpacked tarball"
+        "--release", type=Path, action="append", default=[], help="an unpacked tarball"
     )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--venv-astra", type=Path, default=VENV_ASTRA)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the venv's astra once, no release (the suite's check that this script runs)",
+    )
     options = parser.parse_args(argv)
+    if options.smoke:
+        options.runs = 1
+    elif not options.release:
+        parser.error("give --release FOLDER (an unpacked tarball: see this script's text)")
     programs = {"venv": options.venv_astra}
     for folder in options.release:
         programs[f"release {folder}"] = folder / "bin" / "astra"

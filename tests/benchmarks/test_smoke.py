@@ -86,6 +86,7 @@ SMOKES = {
     "soak_bench": Smoke(
         "soak_bench.py", ("--smoke",), (r"minute 3: service RSS [\d.]+ MB", r"service RSS after")
     ),
+    "start_time": Smoke("start_time.py", ("--smoke",), (r"venv: median \d+ ms",)),
     "store_engines": Smoke(
         "store_engines.py",
         ("--smoke",),
@@ -102,7 +103,7 @@ NOT_SCRIPTS = {
 NEVER = (" WARNING ", "ignored: access labels are set by admins")
 """Never in a smoke's output: a warning logged (console_bench once logged 5,000 of the second)."""
 
-QUICK = {"cli_imports", "placement_bench", "slurm_peer", "policy_sim"}
+QUICK = {"cli_imports", "placement_bench", "slurm_peer", "policy_sim", "start_time"}
 """Under 10 s even at a tiny size (the others start coordinators, agents or a browser)."""
 
 

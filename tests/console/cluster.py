@@ -133,6 +133,9 @@ async def start(tmp_path: Path) -> tuple[Cluster, Store]:
         scheduler=False,
         down_after_seconds=3600,
         lost_after_seconds=7200,
+        # No load shedding: the test's own reports share the coordinator's event loop, and a
+        # busy machine would have them refused (shedding is tested in tests/coordinator).
+        max_report_delay_seconds=0,
     )
     store = Store.open(settings.db, log_cap_bytes=settings.log_cap_bytes)
     app: web.Application = create_app(settings, store=store, clock=SystemClock())

@@ -256,3 +256,22 @@ def test_tls_cluster_from_the_release_runs_a_run(cluster: Cluster) -> None:
     assert _served_certificate(api, pki / "ca.pem") == _der(renewed) != old
     astra.ok("run", "--name", "again", "--gpus", "16", *command, token=member)
     astra.wait_run("again", member, "Succeeded")
+
+
+def test_the_release_moves_a_cluster_to_postgresql(
+    installed: Path, tmp_path: Path, postgresql_url: str
+) -> None:
+    """The release carries the PostgreSQL driver (psycopg and its libpq): its coordinator moves
+    a SQLite file into a PostgreSQL database (§12, "Moving to PostgreSQL") with nothing but the
+    bundle, as the guide's two coordinators on PostgreSQL need (§13)."""
+    from astraeus.coordinator.store import Store
+
+    db = tmp_path / "astraeus.db"
+    Store.open(db).close()
+    done = subprocess.run(
+        clean(installed / "bin" / "astraeus-coordinator", "migrate", "--db", db, "--to",
+              postgresql_url, HOME=tmp_path),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.startswith(f"copied {db} (schema ")
