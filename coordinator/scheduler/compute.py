@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.preemption import read_live_runs, recent_preemptions
 from astraeus.coordinator.store.queue import Usage, live_by_run, read_queue, use_by_workspace
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
 from astraeus.coordinator.store.usage import fair_share_order
@@ -29,6 +30,7 @@ from .fair_share import Factors, ahead_of, fair_order
 from .gc_policy import GcPolicy
 from .items import Candidate, Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
+from .preemption import Preemption
 from .queue_walk import (
     EngineSession,
     PassContext,
@@ -59,6 +61,9 @@ class PassInputs:
     last_committed: bool = False
     """The last pass's decisions were all committed: a pass with no change since may decide
     nothing (`memo.py`)."""
+    preemption: bool = False
+    """`preemption = "priority"`: a waiting run may stop lower-priority runs."""
+    preemption_max_per_minute: int = 0
 
 
 @dataclass
@@ -161,7 +166,17 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
     factors = fair_share_order(store.database)
     queue = fair_order(queue_items(read_queue(store.database), state.asks), factors)
     context = pass_context(store, inputs.max_pending_evaluations, state.views.usage)
+    if inputs.preemption:
+        context = replace(context, preemption=preemption(state, inputs, snapshot))
     return Reading(snapshot, queue, context, factors)
+
+
+def preemption(state: PassState, inputs: PassInputs, snapshot: ClusterSnapshot) -> Preemption:
+    """What the pass plans preemptions with: the live runs, the rate limit's budget left."""
+    database = state.store.database
+    budget = inputs.preemption_max_per_minute - recent_preemptions(database, inputs.now)
+    factory = None if state.live is not None else state.factory
+    return Preemption(snapshot, read_live_runs(database), budget, factory=factory)
 
 
 def pass_context(
@@ -206,6 +221,8 @@ def plan(
     session = session or factory(snapshot)
     if reshaped is not None:
         session.take(reshaped.placement)
+        if context.preemption is not None:
+            context.preemption.taken.append(reshaped.placement)
     decisions, cut = decide_within(items, session, now, context, seconds, stopping)
     if reshaped is not None:
         decisions.reshaped.append(reshaped)

@@ -251,6 +251,27 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (run_seq, number)
     );
     """,
+    # 15: preemption (issue 28.3). A run told to stop for a higher-priority one (`preempting`,
+    # until its workers are gone and it is back in the queue), when it last was and for what
+    # priority, and how many times (preemptions use up no retry); a task's own grace period
+    # between SIGTERM and SIGKILL when the coordinator chose one (`stop_grace`); and one row
+    # per preemption, which the cluster-wide rate limit counts.
+    """
+    ALTER TABLE runs ADD COLUMN preempting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN preempted_at TEXT;
+    ALTER TABLE runs ADD COLUMN preempted_for_priority INTEGER;
+    ALTER TABLE runs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN stop_grace REAL;
+    CREATE TABLE preemptions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        victims INTEGER NOT NULL,
+        gpus INTEGER NOT NULL
+    );
+    CREATE INDEX preemptions_at ON preemptions (at);
+    CREATE INDEX runs_preempting ON runs (preempting) WHERE preempting = 1;
+    """,
 )
 
 POSTGRESQL_STEPS: Final[dict[int, str]] = {
