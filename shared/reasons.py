@@ -122,6 +122,11 @@ PREEMPTED: Final = "Preempted by a higher-priority run"
 submission time kept. It never names the other run, which may be another workspace's."""
 
 
+RECLAIMED: Final = "Reclaimed by a workspace within its guarantee"
+"""A run of a workspace over its `guaranteed_gpus`, stopped so that a workspace below its own
+guarantee gets its GPUs back; back in the queue like a preempted run, naming no one."""
+
+
 def preempting(runs: int, gpus: int) -> str:
     """The reason of a run whose lower-priority victims are stopping for it (the head's hold
     keeps their machines for it meanwhile)."""
@@ -170,6 +175,9 @@ class ReasonKind(StrEnum):
     Lost (or it failed, with `retry_on_failure`), and the run waits to be placed again."""
     PREEMPTED = "Preempted"
     """`Preempted by a higher-priority run`: stopped to make room, and back in the queue."""
+    RECLAIMED = "Reclaimed"
+    """`Reclaimed by a workspace within its guarantee`: stopped so that a workspace below its
+    `guaranteed_gpus` gets them back, and back in the queue."""
     PREEMPTING = "Preempting"
     """`Next to run: preempting 2 runs, 16 GPUs`: lower-priority runs stop for this one, whose
     machines are held for it meanwhile."""

@@ -229,6 +229,11 @@ class Run(WireModel):
     preempted_for_priority: int | None = Field(
         default=None, description="the priority of the run it was last preempted for"
     )
+    preempted_reason: str | None = Field(
+        default=None,
+        description="why it was last preempted: `Preempted by a higher-priority run`, or"
+        " `Reclaimed by a workspace within its guarantee`",
+    )
     preemptions: int = Field(
         default=0, ge=0, description="times the run was preempted (they use up no retry)"
     )

@@ -26,11 +26,11 @@ from astraeus.coordinator.store.queue import Usage, live_by_run, read_queue, use
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
 from astraeus.coordinator.store.usage import fair_share_order
 
-from .fair_share import Factors, ahead_of, fair_order
+from .fair_share import Factors, ahead_of, fair_order, guaranteed_first
 from .gc_policy import GcPolicy
 from .items import Candidate, Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
-from .preemption import Preemption
+from .preemption import Preemption, within_guarantees
 from .queue_walk import (
     EngineSession,
     PassContext,
@@ -166,17 +166,33 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
     factors = fair_share_order(store.database)
     queue = fair_order(queue_items(read_queue(store.database), state.asks), factors)
     context = pass_context(store, inputs.max_pending_evaluations, state.views.usage)
-    if inputs.preemption:
-        context = replace(context, preemption=preemption(state, inputs, snapshot))
+    guarantees = {w.name: w.guaranteed_gpus for w in context.workspaces.values()}
+    held = {name: use.gpus for name, use in context.use_by_workspace.items()}
+    queue = guaranteed_first(queue, guarantees, held)
+    if inputs.preemption or any(guarantees.values()):
+        found = preemption(state, inputs, snapshot, guarantees)
+        context = replace(context, preemption=found)
     return Reading(snapshot, queue, context, factors)
 
 
-def preemption(state: PassState, inputs: PassInputs, snapshot: ClusterSnapshot) -> Preemption:
-    """What the pass plans preemptions with: the live runs, the rate limit's budget left."""
+def preemption(
+    state: PassState, inputs: PassInputs, snapshot: ClusterSnapshot, guarantees: dict[str, int]
+) -> Preemption:
+    """What the pass plans preemptions (by priority, when on) and reclaims (whenever a
+    workspace has a guarantee) with: the live runs, those within guarantees, the rate limit's
+    budget left."""
     database = state.store.database
     budget = inputs.preemption_max_per_minute - recent_preemptions(database, inputs.now)
     factory = None if state.live is not None else state.factory
-    return Preemption(snapshot, read_live_runs(database), budget, factory=factory)
+    runs = read_live_runs(database)
+    return Preemption(
+        snapshot,
+        runs,
+        budget,
+        by_priority=inputs.preemption,
+        protected=within_guarantees(runs, guarantees),
+        factory=factory,
+    )
 
 
 def pass_context(

@@ -174,6 +174,8 @@ class Preempting(Generic[Item]):
     item: Item
     victims: tuple[int, ...]
     gpus: int
+    reclaimed: frozenset[int] = frozenset()
+    """The victims stopped because `item` reclaims its workspace's guarantee."""
 
 
 @dataclass(frozen=True)

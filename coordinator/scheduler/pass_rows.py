@@ -40,7 +40,8 @@ def as_rows(outcome: PassOutcome[QueueItem]) -> PassRows:
     explanations: dict[int, ExplanationRow] = {}
     decided = PassRows(reshaped=list(outcome.reshaped))
     for preempting in outcome.preempting:
-        stop = PreemptionRow(preempting.victims, preempting.item.priority, preempting.gpus)
+        item, reclaimed = preempting.item, tuple(sorted(preempting.reclaimed))
+        stop = PreemptionRow(preempting.victims, item.priority, preempting.gpus, reclaimed)
         decided.preempting.append(stop)
     for placed in outcome.placed:
         item = placed.item

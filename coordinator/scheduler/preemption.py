@@ -9,14 +9,20 @@ costliest first. Runs already stopping for an earlier preemption (`leaving`) cou
 a run that fits once they are gone preempts nothing more and holds their machines meanwhile.
 
 Never victims: runs marked `preemptible: false`, runs of equal or higher priority, arrays
-(their elements are not requeued whole), and runs already stopping. The rate limit
-(`preemption_max_per_minute`) counts preemptions, each stopping as many runs as it needs.
+(their elements are not requeued whole), runs already stopping, and runs within their
+workspace's guarantee (`guaranteed_gpus`, its oldest runs first) for another workspace's run.
+The rate limit (`preemption_max_per_minute`) counts preemptions, each stopping as many runs as
+it needs.
+
+Reclaim (issue 28.2) is the same search with other victims: a run of a workspace below its
+guarantee, which would stay within it, may stop runs of other workspaces beyond their own
+guarantees whatever their priority.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -32,18 +38,25 @@ from astraeus.coordinator.store.preemption import LiveRun
 
 from .queue_walk import EngineSession
 
-MAX_DROP_TRIALS = 32
+MAX_DROP_TRIALS = 16
 """How many victims at most are each tried without (the costliest first): past that, the
 bisection's prefix is kept as it is."""
+
+MAX_SEARCHES_PER_PASS = 4
+"""Runs per pass whose victims are searched for (the first in queue order: the highest
+priority): each search asks the engine a dozen times or more, and a queue of thousands that
+could each preempt must not make every pass that long. The next pass goes on."""
 
 
 @dataclass(frozen=True)
 class Plan:
     """A run's start by preemption: the runs to stop (none when the ones already stopping
-    make room), where it would then go, and so the machines held for it meanwhile."""
+    make room), where it would then go, and so the machines held for it meanwhile;
+    `reclaimed`, the victims stopped only because the run reclaims its guarantee."""
 
     victims: tuple[LiveRun, ...]
     placement: Placement
+    reclaimed: frozenset[int] = frozenset()
 
     @property
     def machines(self) -> frozenset[str]:
@@ -70,10 +83,16 @@ class Preemption:
     snapshot: ClusterSnapshot
     runs: Sequence[LiveRun]
     budget: int
+    by_priority: bool = True
+    """`preemption = "priority"`; false: only reclaim (some workspace has a guarantee)."""
+    protected: frozenset[int] = frozenset()
+    """Runs within their workspace's guarantee (`within_guarantees`)."""
     taken: list[Placement] = field(default_factory=list)
     factory: Callable[[ClusterSnapshot], EngineSession] | None = None
     """How a trial's session is built from its snapshot (tests' fake engines); None: the real
     engine over a live state kept for the pass's trials."""
+    searches: int = MAX_SEARCHES_PER_PASS
+    """Victim searches left this pass."""
     claimed: set[int] = field(default_factory=set)
     """Victims of this pass's earlier preemptions: stopping, as far as later runs can tell."""
     _live: LiveState | None = None
@@ -87,28 +106,52 @@ class Preemption:
     def _leaving(self, run: LiveRun) -> bool:
         return run.leaving or run.seq in self.claimed
 
-    def victims_for(self, priority: int) -> list[LiveRun]:
-        """The runs a run of `priority` may stop, cheapest first."""
+    def victims_for(self, priority: int, workspace: str, reclaim: bool) -> list[LiveRun]:
+        """The runs a run of `priority` in `workspace` may stop, cheapest first; `reclaim`: it
+        reclaims its workspace's guarantee."""
         found = [
             run
             for run in self.runs
-            if not self._leaving(run) and run.preemptible and run.priority < priority
+            if not self._leaving(run)
+            and run.preemptible
+            and (
+                self._by_priority(run, priority, workspace)
+                or self._by_reclaim(run, workspace, reclaim)
+            )
         ]
         return sorted(found, key=cost)
 
+    def _by_priority(self, run: LiveRun, priority: int, workspace: str) -> bool:
+        """Lower priority, and not within its guarantee unless the two are one workspace's."""
+        if not self.by_priority or run.priority >= priority:
+            return False
+        return run.workspace == workspace or run.seq not in self.protected
+
+    def _by_reclaim(self, run: LiveRun, workspace: str, reclaim: bool) -> bool:
+        """Another workspace's run beyond that workspace's guarantee."""
+        return reclaim and run.workspace != workspace and run.seq not in self.protected
+
     def plan(
-        self, request: RunRequest, priority: int, exclude: frozenset[str], now: datetime
+        self,
+        request: RunRequest,
+        priority: int,
+        exclude: frozenset[str],
+        now: datetime,
+        *,
+        reclaim: bool = False,
     ) -> Plan | None:
         """How `request` (of `priority`) starts by preemption, keeping off `exclude` (machines
-        held for runs ahead); None when it cannot, or the rate limit forbids stopping more."""
+        held for runs ahead); None when it cannot, or the rate limit forbids stopping more.
+        `reclaim`: its workspace is below its guarantee and would stay within it."""
         leaving = [run for run in self.runs if self._leaving(run)]
         if leaving:
             placed = self._fits(request, leaving, exclude, now)
             if placed is not None:
                 return Plan((), placed)
-        candidates = self.victims_for(priority)
-        if self.budget <= 0 or not candidates:
+        candidates = self.victims_for(priority, request.workspace, reclaim)
+        if self.budget <= 0 or not candidates or self.searches <= 0:
             return None
+        self.searches -= 1
         if self._fits(request, [*leaving, *candidates], exclude, now) is None:
             return None
         low, high = 1, len(candidates)  # the fewest cheapest that make room: high fits
@@ -128,7 +171,10 @@ class Preemption:
         placed = self._fits(request, [*leaving, *victims], exclude, now)
         if placed is None:  # bisection assumes more room never hurts; a trial says otherwise
             return None
-        return Plan(tuple(victims), placed)
+        reclaimed = frozenset(
+            run.seq for run in victims if not self._by_priority(run, priority, request.workspace)
+        )
+        return Plan(tuple(victims), placed, reclaimed)
 
     def spend(self, plan: Plan) -> None:
         """`plan`'s preemption decided: one fewer left this minute, and its victims are no
@@ -152,6 +198,29 @@ class Preemption:
             self._live = LiveState()
         self._live.update(snapshot)
         return PlacementSession(live=self._live)
+
+
+def within_guarantees(runs: Iterable[LiveRun], guarantees: Mapping[str, int]) -> frozenset[int]:
+    """The runs within their workspace's guarantee: its oldest live runs (by first start; runs
+    not started yet last) whose GPUs together stay within `guaranteed_gpus`."""
+    by_workspace: dict[str, list[LiveRun]] = defaultdict(list)
+    for run in runs:
+        if guarantees.get(run.workspace, 0) > 0 and not run.leaving:
+            by_workspace[run.workspace].append(run)
+    found: set[int] = set()
+    for workspace, mine in by_workspace.items():
+        held, guarantee = 0, guarantees[workspace]
+        for run in sorted(mine, key=_start_order):
+            held += run.gpus
+            if held > guarantee:
+                break
+            found.add(run.seq)
+    return frozenset(found)
+
+
+def _start_order(run: LiveRun) -> tuple[float, int]:
+    started = run.started_at.timestamp() if run.started_at is not None else float("inf")
+    return (started, run.seq)
 
 
 def without(snapshot: ClusterSnapshot, gone: Iterable[LiveRun]) -> ClusterSnapshot:

@@ -228,7 +228,11 @@ class _Walk(Generic[Item]):
                 self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
         self.evaluated += 1  # placements are never limited, explanations are
-        plan = self._preemption(request, item, result)
+        plan = self._preemption(request, item, workspace, result)
+        if plan is not None and _over_quota(
+            workspace, self.held.get(item.workspace, WorkspaceUse()), _placed_use(plan.placement)
+        ):
+            plan = None  # it could not start there anyway: no run is stopped for it
         if plan is not None:
             self._preempting(position, item, result, plan)
             return None
@@ -247,14 +251,20 @@ class _Walk(Generic[Item]):
             return None
         return Waiting(item, result.headline, result.explained, result.kind)
 
-    def _preemption(self, request: RunRequest, item: Item, result: Pending) -> Plan | None:
-        """How the run would start by stopping lower-priority runs, when preemption is on and
-        the run waits only for room (it fits the idle cluster); never on machines a head ahead
-        holds."""
+    def _preemption(
+        self, request: RunRequest, item: Item, workspace: Workspace | None, result: Pending
+    ) -> Plan | None:
+        """How the run would start by stopping lower-priority runs (preemption on), or runs
+        of workspaces over their guarantee (its own workspace below its guarantee, and within
+        it with this run: reclaim), when it waits only for room (it fits the idle cluster);
+        never on machines a head ahead holds."""
         preemption = self.context.preemption
         if preemption is None or not result.wanted_machines:
             return None
-        return preemption.plan(request, item.priority, self.reserved, self.now)
+        guarantee = workspace.guaranteed_gpus if workspace is not None else 0
+        held = self.held.get(item.workspace, WorkspaceUse()).gpus
+        reclaim = item.ask.gpu_count > 0 and held + item.ask.gpu_count <= guarantee
+        return preemption.plan(request, item.priority, self.reserved, self.now, reclaim=reclaim)
 
     def _preempting(self, position: int, item: Item, result: Pending, plan: Plan) -> None:
         """The run holds the machines it would use once its victims are gone, as a head does
@@ -263,7 +273,7 @@ class _Walk(Generic[Item]):
             assert self.context.preemption is not None  # noqa: S101 - a plan came from it
             self.context.preemption.spend(plan)
             seqs = tuple(run.seq for run in plan.victims)
-            self.out.preempting.append(Preempting(item, seqs, plan.gpus))
+            self.out.preempting.append(Preempting(item, seqs, plan.gpus, plan.reclaimed))
             text = reasons.preempting(len(seqs), plan.gpus)
         else:
             text = reasons.preempting_leaving()

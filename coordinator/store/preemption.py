@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from astraeus.shared.reasons import PREEMPTED, RECLAIMED
+
 from .db import Database
 from .dialect import Connection
 from .rows import when
@@ -118,11 +120,13 @@ def preemption_totals(database: Database) -> tuple[int, int]:
 
 class PreemptionRow(NamedTuple):
     """A pass's decision to stop `victims` (run rows) for a run of `priority`, holding `gpus`
-    GPUs between them."""
+    GPUs between them; those in `reclaimed` are stopped because their workspace is over its
+    guarantee and the run's is below its own (the others: their priority is lower)."""
 
     victims: tuple[int, ...]
     priority: int
     gpus: int
+    reclaimed: tuple[int, ...] = ()
 
 
 def commit_preemptions(
@@ -145,10 +149,16 @@ def commit_preemptions(
 def _preempt(conn: Connection, preemption: PreemptionRow, grace: float, now: datetime) -> int:
     stopped = 0
     for seq in preemption.victims:
+        reclaimed = seq in preemption.reclaimed
         cursor = conn.execute(
-            "UPDATE runs SET preempting = 1, preempted_at = ?, preempted_for_priority = ?"
-            " WHERE seq = ? AND state = 'Running' AND preempting = 0",
-            (now.isoformat(), preemption.priority, seq),
+            "UPDATE runs SET preempting = 1, preempted_at = ?, preempted_for_priority = ?,"
+            " preempted_reason = ? WHERE seq = ? AND state = 'Running' AND preempting = 0",
+            (
+                now.isoformat(),
+                None if reclaimed else preemption.priority,
+                RECLAIMED if reclaimed else PREEMPTED,
+                seq,
+            ),
         )
         if cursor.rowcount:
             stopped += 1

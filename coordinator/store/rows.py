@@ -108,6 +108,7 @@ def run_from_row(row: Row, tasks: list[Task], earlier: list[Attempt] | None = No
         preemptible=spec.get("preemptible", True),
         preempted_at=when(row["preempted_at"]),
         preempted_for_priority=row["preempted_for_priority"],
+        preempted_reason=row["preempted_reason"],
         preemptions=row["preemptions"],
         attempt=row["attempt"],
         attempts=[*(earlier or []), _current_attempt(row, tasks)],

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from astraeus.shared import Attempt, Run, RunSpec, RunState, Task, TaskState, task_name
-from astraeus.shared.reasons import PREEMPTED, ReasonKind, requeued_after_fault
+from astraeus.shared.reasons import PREEMPTED, RECLAIMED, ReasonKind, requeued_after_fault
 
 from .db import Database, Row
 from .dialect import Connection
@@ -307,10 +307,13 @@ def requeue(
     ).fetchone()
     name, attempt, preemptions = str(run[0]), int(run[2]), int(run[3]) + int(preempted)
     retries = int(json.loads(run[1]).get("retries", 0))
-    if preempted:  # the attempt says for what priority (never which run: another's, maybe)
-        (priority,) = conn.execute(
-            "SELECT preempted_for_priority FROM runs WHERE seq = ?", (seq,)
+    reclaimed = False
+    if preempted:  # the attempt says why, and for what priority (never which run)
+        priority, why = conn.execute(
+            "SELECT preempted_for_priority, preempted_reason FROM runs WHERE seq = ?", (seq,)
         ).fetchone()
+        reclaimed = why == RECLAIMED
+        ended = why or ended
         ended = f"{ended} (priority {priority})" if priority is not None else ended
     started, workers = conn.execute(
         f"SELECT min(started_at), count(*) FROM tasks WHERE run_seq = ? AND {CURRENT}",  # noqa: S608
@@ -325,7 +328,9 @@ def requeue(
         "UPDATE tasks SET idx = -(? * ? + idx) - 1 WHERE run_seq = ? AND idx >= 0",
         (attempt, RETIRED_STRIDE, seq),
     )
-    if preempted:
+    if reclaimed:
+        reason, kind = RECLAIMED, ReasonKind.RECLAIMED.value
+    elif preempted:
         reason, kind = PREEMPTED, ReasonKind.PREEMPTED.value
     else:  # the attempt among those its retries allow
         reason = requeued_after_fault(attempt + 1 - preemptions, retries + 1)

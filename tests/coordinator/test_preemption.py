@@ -289,3 +289,73 @@ async def test_preemption_settings_are_checked() -> None:
     settings = load(env={"ASTRAEUS_PREEMPTION": "priority"})
     assert (settings.preemption, settings.preemption_grace_seconds) == ("priority", 30.0)
     assert load(env={}).preemption == "off"
+
+
+async def test_a_guarantee_is_reclaimed_and_a_run_within_its_guarantee_is_never_a_victim(
+    cluster: Cluster,
+) -> None:
+    """Preemption off; audio is guaranteed 2 GPUs, vision 8, batch none. While vision is idle
+    its GPUs are lent: audio runs a1 (2 GPUs, within its guarantee) and a2 (6, beyond it) on
+    h-01, batch runs b1 (8, priority 10) on h-02. A 2-GPU run of vision (priority 0), below
+    its guarantee, reclaims whatever the others' priority: of the runs beyond their
+    workspaces' guarantees it stops the cheapest, a2 (a1, cheaper still, is within audio's
+    guarantee: never a victim); a2 goes back to the queue `Reclaimed by a workspace within its
+    guarantee`, and vision's run starts."""
+    c = cluster
+    await c.workspace("vision", guaranteed_gpus=8, gpu_quota=16)
+    await c.workspace("audio", guaranteed_gpus=2)
+    await c.workspace("batch", max_priority=10)
+    await c.report("h-01")
+    await c.submit("audio", "a1", gpus=2)
+    await c.submit("audio", "a2", gpus=6)
+    assert (await c.run_pass()).placed == 2
+    await _running(c, "h-01", "a1", "a2")
+    await c.report("h-02")
+    await c.submit("batch", "b1", gpus=8, priority=10)
+    assert (await c.run_pass()).placed == 1
+    await _running(c, "h-02", "b1")
+    await c.submit("vision", "v", gpus=2)
+    assert (await c.run_pass()).placed == 0
+    assert (await _get(c, "v", "vision"))["reason"] == "Next to run: preempting 1 run, 6 GPUs"
+    assert _cancelled(await c.report("h-01")) == {"a2-0": 30.0}
+    assert _cancelled(await c.report("h-02")) == {}
+    await _ended(c, "h-01", "a2")
+    a2 = await _get(c, "a2", "audio")
+    assert (a2["state"], a2["reason_kind"], a2["reason"]) == (
+        "Pending",
+        "Reclaimed",
+        "Reclaimed by a workspace within its guarantee",
+    )
+    assert (a2["preempted_reason"], a2["preempted_for_priority"]) == (a2["reason"], None)
+    assert a2["attempts"][0]["reason"] == "Reclaimed by a workspace within its guarantee"
+    assert (await c.run_pass()).placed == 1
+    v = await _get(c, "v", "vision")
+
+    assert (v["state"], v["tasks"][0]["machine"]) == ("Running", "h-01")
+    assert (await _get(c, "a1", "audio"))["state"] == "Running"
+
+
+async def test_a_run_within_its_guarantee_is_never_preempted_by_priority(
+    preempting: Cluster,
+) -> None:
+    """Preemption on: audio's one run, within its 8-GPU guarantee, is no victim even of a
+    priority-1000 run of another workspace."""
+    c = preempting
+    await c.workspace("vision", max_priority=URGENT)
+    await c.workspace("audio", guaranteed_gpus=8)
+    await c.report("h-01")
+    await c.submit("audio", "a", gpus=8)
+    assert (await c.run_pass()).placed == 1
+    await _running(c, "h-01", "a")
+    await c.submit("vision", "urgent", gpus=8, priority=URGENT)
+    await c.run_pass()
+    assert (await _get(c, "urgent", "vision"))["reason_kind"] != "Preempting"
+    assert _cancelled(await c.report("h-01")) == {}
+
+
+async def test_a_guarantee_above_the_gpu_quota_is_refused(cluster: Cluster) -> None:
+    """`guaranteed_gpus` more than `gpu_quota`: 400, naming the field and the problem."""
+    body = {"gpu_quota": 4, "guaranteed_gpus": 8}
+    status, error = await cluster.call("PUT", "/api/v1/workspaces/vision", body=body)
+    assert status == 400
+    assert "guaranteed_gpus: 8 is more than gpu_quota 4" in str(error)
