@@ -41,7 +41,9 @@ def as_rows(outcome: PassOutcome[QueueItem]) -> PassRows:
     decided = PassRows(reshaped=list(outcome.reshaped))
     for preempting in outcome.preempting:
         item, reclaimed = preempting.item, tuple(sorted(preempting.reclaimed))
-        stop = PreemptionRow(preempting.victims, item.priority, preempting.gpus, reclaimed)
+        stop = PreemptionRow(
+            preempting.victims, item.priority, preempting.gpus, reclaimed, item.seq
+        )
         decided.preempting.append(stop)
     for placed in outcome.placed:
         item = placed.item

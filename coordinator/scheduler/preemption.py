@@ -96,6 +96,12 @@ class Preemption:
     claimed: set[int] = field(default_factory=set)
     """Victims of this pass's earlier preemptions: stopping, as far as later runs can tell."""
     _live: LiveState | None = None
+    _lowest: float = field(init=False)
+    """The lowest priority of a run that may be stopped at all."""
+
+    def __post_init__(self) -> None:
+        stoppable = [r.priority for r in self.runs if r.preemptible and not r.leaving]
+        self._lowest = min(stoppable, default=float("inf"))
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -139,17 +145,23 @@ class Preemption:
         now: datetime,
         *,
         reclaim: bool = False,
+        seq: int | None = None,
     ) -> Plan | None:
-        """How `request` (of `priority`) starts by preemption, keeping off `exclude` (machines
-        held for runs ahead); None when it cannot, or the rate limit forbids stopping more.
-        `reclaim`: its workspace is below its guarantee and would stay within it."""
+        """How `request` (of `priority`; `seq`, its row) starts by preemption, keeping off
+        `exclude` (machines held for runs ahead); None when it cannot, or the rate limit
+        forbids stopping more. `reclaim`: its workspace is below its guarantee and would stay
+        within it. A run whose victims are still stopping holds the machines they free up."""
         leaving = [run for run in self.runs if self._leaving(run)]
-        if leaving:
+        if seq is not None and any(run.preempted_for == seq for run in leaving):
             placed = self._fits(request, leaving, exclude, now)
             if placed is not None:
                 return Plan((), placed)
+        if self.budget <= 0 or self.searches <= 0:
+            return None
+        if not reclaim and (not self.by_priority or priority <= self._lowest):
+            return None  # no run of lower priority may be stopped: no search at all
         candidates = self.victims_for(priority, request.workspace, reclaim)
-        if self.budget <= 0 or not candidates or self.searches <= 0:
+        if not candidates:
             return None
         self.searches -= 1
         if self._fits(request, [*leaving, *candidates], exclude, now) is None:

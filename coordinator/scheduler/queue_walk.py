@@ -264,7 +264,10 @@ class _Walk(Generic[Item]):
         guarantee = workspace.guaranteed_gpus if workspace is not None else 0
         held = self.held.get(item.workspace, WorkspaceUse()).gpus
         reclaim = item.ask.gpu_count > 0 and held + item.ask.gpu_count <= guarantee
-        return preemption.plan(request, item.priority, self.reserved, self.now, reclaim=reclaim)
+        seq = item.seq if isinstance(item, QueueItem) else None
+        return preemption.plan(
+            request, item.priority, self.reserved, self.now, reclaim=reclaim, seq=seq
+        )
 
     def _preempting(self, position: int, item: Item, result: Pending, plan: Plan) -> None:
         """The run holds the machines it would use once its victims are gone, as a head does

@@ -253,17 +253,19 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """,
     # 15: preemption and guarantees (issue 28.3, 28.2). A run told to stop for a higher-priority
     # one or reclaimed by a workspace within its guarantee (`preempting`, until its workers are
-    # gone and it is back in the queue), when it last was, why (`preempted_reason`, its text)
-    # and for what priority, and how many times (preemptions use up no retry); a workspace's
-    # `guaranteed_gpus`; a task's own grace period
-    # between SIGTERM and SIGKILL when the coordinator chose one (`stop_grace`); and one row
-    # per preemption, which the cluster-wide rate limit counts.
+    # gone and it is back in the queue), when it last was, why (`preempted_reason`, its text),
+    # for what priority and for which run (`preempted_for`: its row, never shown; that run holds
+    # the machines meanwhile), and how many times (preemptions use up no retry); a workspace's
+    # `guaranteed_gpus`; a task's own grace period between SIGTERM and SIGKILL when the
+    # coordinator chose one (`stop_grace`); and one row per preemption, which the cluster-wide
+    # rate limit counts.
     """
     ALTER TABLE runs ADD COLUMN preempting INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN preempted_at TEXT;
     ALTER TABLE runs ADD COLUMN preempted_for_priority INTEGER;
     ALTER TABLE runs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE runs ADD COLUMN preempted_reason TEXT;
+    ALTER TABLE runs ADD COLUMN preempted_for INTEGER;
     ALTER TABLE workspaces ADD COLUMN guaranteed_gpus INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE tasks ADD COLUMN stop_grace REAL;
     CREATE TABLE preemptions (

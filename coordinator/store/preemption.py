@@ -41,6 +41,8 @@ class LiveRun:
     priority: int
     preemptible: bool
     leaving: bool
+    preempted_for: int | None
+    """While `leaving`: the row of the run it stops for."""
     started_at: datetime | None
     """When its first worker started; None while none has."""
     tasks: tuple[LiveTask, ...]
@@ -54,6 +56,7 @@ def read_live_runs(database: Database) -> list[LiveRun]:
     """Every running run that is not an array, with its live tasks, in run order."""
     rows = database.tuples(
         "SELECT runs.seq, runs.workspace, runs.name, runs.priority, runs.spec, runs.preempting,"
+        " runs.preempted_for,"
         " tasks.machine, tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, tasks.started_at"
         " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
         " WHERE runs.state = 'Running' AND tasks.idx >= 0"
@@ -68,7 +71,7 @@ def read_live_runs(database: Database) -> list[LiveRun]:
     def close() -> None:
         if current is None:
             return
-        seq, workspace, name, priority, spec, preempting = current
+        seq, workspace, name, priority, spec, preempting, preempted_for = current
         parsed = json.loads(str(spec))
         if parsed["requested_resources"].get("array") is not None:
             return
@@ -80,15 +83,17 @@ def read_live_runs(database: Database) -> list[LiveRun]:
                 priority=int(str(priority)),
                 preemptible=bool(parsed.get("preemptible", True)),
                 leaving=bool(preempting),
+                preempted_for=int(str(preempted_for)) if preempting and preempted_for else None,
                 started_at=min(starts) if starts else None,
                 tasks=tuple(tasks),
             )
         )
 
-    for seq, workspace, name, priority, spec, preempting, *task in rows:
+    for seq, workspace, name, priority, spec, preempting, preempted_for, *task in rows:
         if current is None or current[0] != seq:
             close()
-            current, tasks, starts = [seq, workspace, name, priority, spec, preempting], [], []
+            current = [seq, workspace, name, priority, spec, preempting, preempted_for]
+            tasks, starts = [], []
         machine, gpu_ids, cores, memory, started = task
         tasks.append(LiveTask(machine, tuple(json.loads(gpu_ids)), float(cores), int(memory)))
         start = when(started)
@@ -127,6 +132,8 @@ class PreemptionRow(NamedTuple):
     priority: int
     gpus: int
     reclaimed: tuple[int, ...] = ()
+    preemptor: int | None = None
+    """The row of the run they stop for."""
 
 
 def commit_preemptions(
@@ -152,11 +159,13 @@ def _preempt(conn: Connection, preemption: PreemptionRow, grace: float, now: dat
         reclaimed = seq in preemption.reclaimed
         cursor = conn.execute(
             "UPDATE runs SET preempting = 1, preempted_at = ?, preempted_for_priority = ?,"
-            " preempted_reason = ? WHERE seq = ? AND state = 'Running' AND preempting = 0",
+            " preempted_reason = ?, preempted_for = ?"
+            " WHERE seq = ? AND state = 'Running' AND preempting = 0",
             (
                 now.isoformat(),
                 None if reclaimed else preemption.priority,
                 RECLAIMED if reclaimed else PREEMPTED,
+                preemption.preemptor,
                 seq,
             ),
         )
