@@ -77,6 +77,9 @@ class PassState:
     """The machines as this process keeps them (`machine_records.py`)."""
     factory: SessionFactory = PlacementSession
     live: LiveState | None = field(default_factory=LiveState)
+    trials: LiveState = field(default_factory=LiveState)
+    """The live state of a pass's preemption trials (`preemption.py`), kept between passes;
+    a dry run's trials use one of their own."""
     asks: dict[int, Parsed] = field(default_factory=dict)
     views: Views = field(default_factory=Views)
     memo: PassMemo = field(default_factory=PassMemo)
@@ -139,7 +142,7 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
     or higher), queue rules included. Nothing is remembered and nothing is reshaped; the
     explanations are left to be made by whoever reads them."""
     with state.lock:
-        read = read_store(state, inputs)
+        read = read_store(state, inputs, dry=True)
         session = session_over(state, read.snapshot)
     ahead: list[Candidate] = list(ahead_of(item, read.queue, read.factors))
     decisions, _ = plan(
@@ -156,9 +159,10 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
     return decisions
 
 
-def read_store(state: PassState, inputs: PassInputs) -> Reading:
+def read_store(state: PassState, inputs: PassInputs, *, dry: bool = False) -> Reading:
     """The snapshot (views kept in `state`), the queue (asks parsed once, kept in `state`;
-    in fair-share order) and the context. The caller holds `state.lock`."""
+    in fair-share order) and the context. The caller holds `state.lock`. `dry`: for a dry
+    run, which plans outside the lock (its preemption trials keep no state of the pass's)."""
     store = state.store
     snapshot = build_snapshot(
         store, state.records, inputs.now, inputs.down_after, inputs.heard_since, state.views
@@ -170,13 +174,18 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
     held = {name: use.gpus for name, use in context.use_by_workspace.items()}
     queue = guaranteed_first(queue, guarantees, held)
     if inputs.preemption or any(guarantees.values()):
-        found = preemption(state, inputs, snapshot, guarantees)
+        found = preemption(state, inputs, snapshot, guarantees, dry=dry)
         context = replace(context, preemption=found)
     return Reading(snapshot, queue, context, factors)
 
 
 def preemption(
-    state: PassState, inputs: PassInputs, snapshot: ClusterSnapshot, guarantees: dict[str, int]
+    state: PassState,
+    inputs: PassInputs,
+    snapshot: ClusterSnapshot,
+    guarantees: dict[str, int],
+    *,
+    dry: bool = False,
 ) -> Preemption:
     """What the pass plans preemptions (by priority, when on) and reclaims (whenever a
     workspace has a guarantee) with: the live runs, those within guarantees, the rate limit's
@@ -192,6 +201,7 @@ def preemption(
         by_priority=inputs.preemption,
         protected=within_guarantees(runs, guarantees),
         factory=factory,
+        live=None if dry or factory is not None else state.trials,
     )
 
 

@@ -3,10 +3,11 @@
 The engine is asked "would it fit if these runs were gone" over the pass's snapshot with the
 candidate victims' holdings removed (machine by machine, so the trial state is updated only
 where they ran), with what the pass placed so far taken again. Victims are added in cost order
-(lowest priority first, then fewest GPUs, then most recently started) until the run fits, the
-fewest such found by bisection, and then each one the run fits without is dropped, the
-costliest first. Runs already stopping for an earlier preemption (`leaving`) count as gone:
-a run that fits once they are gone preempts nothing more and holds their machines meanwhile.
+(lowest priority first, then fewest GPUs, then most recently started) until the run fits (the
+fewest such: prefixes doubling, then bisection), and then each one the run fits without is
+dropped, the costliest first. Runs already stopping for an earlier preemption (`leaving`)
+count as gone for the run they stop for: it preempts nothing more while it fits once they are
+gone, and holds their machines meanwhile.
 
 Never victims: runs marked `preemptible: false`, runs of equal or higher priority, arrays
 (their elements are not requeued whole), runs already stopping, and runs within their
@@ -90,12 +91,15 @@ class Preemption:
     taken: list[Placement] = field(default_factory=list)
     factory: Callable[[ClusterSnapshot], EngineSession] | None = None
     """How a trial's session is built from its snapshot (tests' fake engines); None: the real
-    engine over a live state kept for the pass's trials."""
+    engine over `live`."""
+    live: LiveState | None = None
+    """The trials' live state: kept between passes by the scheduler (`PassState.trials`), so
+    each trial, and the next pass's first, is brought up to date only where machines changed;
+    None: one of its own."""
     searches: int = MAX_SEARCHES_PER_PASS
     """Victim searches left this pass."""
     claimed: set[int] = field(default_factory=set)
     """Victims of this pass's earlier preemptions: stopping, as far as later runs can tell."""
-    _live: LiveState | None = None
     _lowest: float = field(init=False)
     """The lowest priority of a run that may be stopped at all."""
 
@@ -164,13 +168,21 @@ class Preemption:
         if not candidates:
             return None
         self.searches -= 1
-        if self._fits(request, [*leaving, *candidates], exclude, now) is None:
-            return None
-        low, high = 1, len(candidates)  # the fewest cheapest that make room: high fits
+        # The fewest cheapest that make room: prefixes of 1, 2, 4, ... candidates until one
+        # fits (a small run is served by its first victims in a trial or two), then bisection.
+        found, low, size = None, 1, 1
+        while found is None:
+            found = self._fits(request, [*leaving, *candidates[:size]], exclude, now)
+            if found is None:
+                if size == len(candidates):
+                    return None  # not even with every candidate gone
+                low, size = size + 1, min(2 * size, len(candidates))
+        high, placed = size, found
         while low < high:
             middle = (low + high) // 2
-            if self._fits(request, [*leaving, *candidates[:middle]], exclude, now) is not None:
-                high = middle
+            found = self._fits(request, [*leaving, *candidates[:middle]], exclude, now)
+            if found is not None:
+                high, placed = middle, found
             else:
                 low = middle + 1
         victims = candidates[:high]
@@ -178,11 +190,9 @@ class Preemption:
             if len(victims) == 1:
                 break
             fewer = [one for one in victims if one is not run]
-            if self._fits(request, [*leaving, *fewer], exclude, now) is not None:
-                victims = fewer
-        placed = self._fits(request, [*leaving, *victims], exclude, now)
-        if placed is None:  # bisection assumes more room never hurts; a trial says otherwise
-            return None
+            found = self._fits(request, [*leaving, *fewer], exclude, now)
+            if found is not None:
+                victims, placed = fewer, found
         reclaimed = frozenset(
             run.seq for run in victims if not self._by_priority(run, priority, request.workspace)
         )
@@ -206,10 +216,10 @@ class Preemption:
     def _session(self, snapshot: ClusterSnapshot) -> EngineSession:
         if self.factory is not None:
             return self.factory(snapshot)
-        if self._live is None:
-            self._live = LiveState()
-        self._live.update(snapshot)
-        return PlacementSession(live=self._live)
+        if self.live is None:
+            self.live = LiveState()
+        self.live.update(snapshot)
+        return PlacementSession(live=self.live)
 
 
 def within_guarantees(runs: Iterable[LiveRun], guarantees: Mapping[str, int]) -> frozenset[int]:
