@@ -283,6 +283,11 @@ class _Walk(Generic[Item]):
         reason = (text, ReasonKind.PREEMPTING)
         self.heads.append(_Head(item, result, position, plan.machines, None, reason))
         self.reserved |= plan.machines
+        # What it will hold counts for its workspace from now: a later run of the workspace
+        # neither passes a quota nor reclaims a guarantee with GPUs this one is to take.
+        use = _placed_use(plan.placement)
+        held = self.held.get(item.workspace, WorkspaceUse())
+        self.held[item.workspace] = held.plus(use.gpus, use.cpu_cores, use.memory_bytes)
 
     def _frees_at(self, machines: frozenset[str]) -> datetime | None:
         """When every task on `machines` has reached its time limit; None when one has none."""

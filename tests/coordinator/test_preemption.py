@@ -359,3 +359,24 @@ async def test_a_guarantee_above_the_gpu_quota_is_refused(cluster: Cluster) -> N
     status, error = await cluster.call("PUT", "/api/v1/workspaces/vision", body=body)
     assert status == 400
     assert "guaranteed_gpus: 8 is more than gpu_quota 4" in str(error)
+
+
+async def test_a_guarantee_is_reclaimed_only_up_to_the_guarantee(cluster: Cluster) -> None:
+    """Vision, guaranteed 8 GPUs, submits two 8-GPU runs on a cluster batch fills: the first
+    reclaims 8 GPUs; the second would take vision past its guarantee, so it reclaims nothing
+    and waits behind."""
+    c = cluster
+    await c.workspace("vision", guaranteed_gpus=8)
+    await c.workspace("batch")
+    for machine, run in (("h-01", "b1"), ("h-02", "b2")):
+        await c.report(machine)
+        await c.submit("batch", run, gpus=8)
+        assert (await c.run_pass()).placed == 1
+        await _running(c, machine, run)
+    await c.submit("vision", "v1", gpus=8)
+    await c.submit("vision", "v2", gpus=8)
+    await c.run_pass()
+    assert (await _get(c, "v1", "vision"))["reason"] == "Next to run: preempting 1 run, 8 GPUs"
+    assert (await _get(c, "v2", "vision"))["reason_kind"] != "Preempting"
+    stopped = set(_cancelled(await c.report("h-01"))) | set(_cancelled(await c.report("h-02")))
+    assert len(stopped) == 1
