@@ -71,7 +71,8 @@ class PassContext:
     usage: Mapping[str, Usage] = field(default_factory=dict)
     """What live tasks hold on each machine, with their time limits (backfill)."""
     preemption: Preemption | None = None
-    """Preemption by priority (`preemption.py`); None: off."""
+    """Preemption by priority and reclaim of guarantees (`preemption.py`); None: preemption
+    is off and no workspace has a guarantee."""
 
 
 @dataclass
