@@ -102,3 +102,16 @@ def test_logs_of_an_earlier_attempt(coordinator: Coordinator, astra: Astra) -> N
     wrong = astra("astraeus", "logs", "train", "--attempt", "3", token=token)
     assert wrong.code == 2
     assert wrong.err == "astra: --attempt: run train has attempts 1, 2, not 3\n"
+
+
+def test_a_dry_run_that_would_preempt_says_its_cost() -> None:
+    """`run --dry-run` of a run that would start only by preempting prints what it would stop."""
+    from astraeus.coordinator.cli.submit import dry_run_lines
+    from astraeus.shared import RunSpec
+    from astraeus.shared.reasons import ReasonKind
+    from astraeus.shared.views import DryRun
+
+    spec = RunSpec(name="urgent", command=["python", "train.py"], priority=1000)
+    reason = "would start after preempting 2 runs, 16 GPUs"
+    dry = DryRun(would_start=False, reason=reason, reason_kind=ReasonKind.PREEMPTING)
+    assert dry_run_lines(spec, dry) == [f"urgent {reason}"]
