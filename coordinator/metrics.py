@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from astraeus.coordinator.store.preemption import preemption_totals
 from astraeus.coordinator.store.usage import gpu_seconds_totals
 from astraeus.shared import GpuHealthState, MachineState
 
@@ -101,6 +102,7 @@ class Metrics:
             lines.append(f'{name}{{queue="{queue}"}} {count}')
         lines += _storage(store)
         lines += _leadership(store)
+        lines += _preemptions(store)
         lines += _workspace_gpu_seconds(store)
         return "\n".join(lines) + "\n"
 
@@ -135,6 +137,18 @@ class Metrics:
             [({"model": m, "state": s}, n) for (m, s), n in sorted(gpus.items())],
         )
         return lines
+
+
+def _preemptions(store: Store) -> list[str]:
+    """Preemptions (a run stopping lower-priority runs to start), and the runs they stopped."""
+    count, victims = preemption_totals(store.database)
+    lines = []
+    for name, text, value in (
+        ("astraeus_preemptions_total", "Runs that stopped lower-priority runs to start.", count),
+        ("astraeus_preempted_runs_total", "Runs stopped for a higher-priority run.", victims),
+    ):
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} counter", f"{name} {value}"]
+    return lines
 
 
 def _workspace_gpu_seconds(store: Store) -> list[str]:

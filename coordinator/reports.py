@@ -37,6 +37,7 @@ from astraeus.coordinator.domain.lifecycle import (
     late_end_note,
     move,
     requeues,
+    requeues_preempted,
     run_state,
     stops_the_rest,
 )
@@ -83,6 +84,7 @@ from astraeus.shared import (
     TaskUpdate,
 )
 from astraeus.shared.machines import ForgottenMachine
+from astraeus.shared.reasons import PREEMPTED
 
 if TYPE_CHECKING:  # the scheduler package imports this module
     from astraeus.coordinator.scheduler.port_grants import Ports
@@ -389,6 +391,9 @@ def settle_run(conn: Connection, seq: int, now: datetime) -> None:
         return
     failures = [task for task in found.tasks if failed(TaskState(task[1]))]
     failure = failures[0] if new == RunState.FAILED and failures else None
+    if requeues_preempted(new, preempting=found.preempting):
+        requeue(conn, seq, PREEMPTED, now, preempted=True)
+        return
     if failure is not None and _requeues(found):
         requeue(conn, seq, failure_text(failure), now)
         return
@@ -407,7 +412,7 @@ def _requeues(found: RunTasks) -> bool:
     ]
     return requeues(
         ends,
-        attempt=found.attempt,
+        attempt=found.attempt - found.preemptions,  # a preemption uses up no retry
         retries=found.retries,
         retry_on_failure=found.retry_on_failure,
     )
@@ -485,4 +490,5 @@ def _assignment(row: Row, spec: dict[str, Any], meet: Rendezvous) -> Assignment:
         time_limit_seconds=spec.get("time_limit_seconds"),
         restart_count=row["attempt"] - 1,
         cancel=bool(row["cancel"]),
+        stop_grace_seconds=row["stop_grace"] if row["cancel"] else None,
     )

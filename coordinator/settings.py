@@ -142,6 +142,17 @@ class Settings:
     fair_share_half_life_seconds: float = 604800.0
     """Fair share: a workspace's GPU usage counts half as much this long later (7 days, as
     Slurm's `PriorityDecayHalfLife`)."""
+    preemption: str = "off"
+    """`off`: no run is ever stopped for another. `priority`: a waiting run that would start if
+    lower-priority runs were stopped preempts the cheapest set of them (`preemptible: false`
+    runs never), which goes back to the queue."""
+    preemption_max_per_minute: int = 6
+    """At most this many runs preempt others in any minute, cluster-wide (each stopping as many
+    runs as it needs): a storm of preemptions, each undoing the last, is held to a few a minute
+    while one urgent run still starts at once. 0: none."""
+    preemption_grace_seconds: float = 30.0
+    """Between SIGTERM and SIGKILL for a preempted run's workers: time to write a checkpoint
+    (Slurm's `GraceTime`; Kubernetes' 30 s termination grace)."""
     access_labels: tuple[str, ...] = ("pool",)
     """Labels that grant access: only admins set them (API, or with the agent's token); what an
     agent reports for them is ignored. `pool` is always one; a comma list adds others."""
@@ -319,6 +330,17 @@ def _lease(raw: object) -> float:
     return value
 
 
+PREEMPTION_MODES = ("off", "priority")
+
+
+def _preemption(raw: object) -> str:
+    """`off` or `priority`."""
+    text = str(raw).strip().lower() if isinstance(raw, str) else raw
+    if text not in PREEMPTION_MODES:
+        raise ValueError(f"{raw!r} is not one of: {', '.join(PREEMPTION_MODES)}")
+    return str(text)
+
+
 def _label_list(raw: object) -> tuple[str, ...]:
     """`pool` and the labels listed (a comma list, or a TOML array), each once, in order."""
     items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
@@ -356,6 +378,9 @@ SCHEMA: dict[str, Rule] = {
     "rendezvous_ports": TEXT,
     "access_labels": Rule(_label_list),
     "fair_share_half_life_seconds": seconds(),
+    "preemption": Rule(_preemption),
+    "preemption_max_per_minute": whole(),
+    "preemption_grace_seconds": seconds(zero=True),
 }
 """Every setting and its rule (`shared/settings.py`, the same rules as the agent's). Where 0
 is allowed it means none: only SIGHUP reloads the certificate, Lost as soon as silent, no

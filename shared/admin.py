@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from typing import Annotated, Final, Self
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from .base import INT64_MAX, DnsLabel, UserModel, WireModel
 from .report import MAX_LABELS, LabelKey, LabelValue
@@ -24,7 +24,7 @@ MAX_FAIR_SHARE_WEIGHT: Final = 1_000_000
 
 class Workspace(WireModel):
     """A workspace: the pools it is granted, its GPU, CPU and memory quotas, the highest
-    priority allowed, its fair-share weight."""
+    priority allowed, its fair-share weight, its guaranteed GPUs."""
 
     name: str
     pools: list[str] = Field(default_factory=list)
@@ -33,6 +33,7 @@ class Workspace(WireModel):
     memory_quota: int | None = None
     max_priority: int = 0
     fair_share_weight: float = 1.0
+    guaranteed_gpus: int = 0
     created_at: str
 
 
@@ -61,6 +62,24 @@ class WorkspaceBody(UserModel):
         description="among runs of equal priority, the queue puts first the workspace with the"
         " lowest decayed GPU usage divided by this weight",
     )
+    guaranteed_gpus: int = Field(
+        default=0,
+        ge=0,
+        le=MAX_GPU_QUOTA,
+        description="GPUs the workspace is guaranteed: its runs within them are never stopped"
+        " for another workspace's, and while it holds fewer, a run of its own that waits for"
+        " room reclaims GPUs lent to workspaces over their guarantee; at most `gpu_quota`",
+    )
+
+    @model_validator(mode="after")
+    def _guarantee_within_quota(self) -> Self:
+        quota = self.gpu_quota
+        if quota is not None and self.guaranteed_gpus > quota:
+            raise ValueError(
+                f"guaranteed_gpus: {self.guaranteed_gpus} is more than gpu_quota {quota}; a"
+                " workspace cannot be guaranteed more GPUs than it may hold"
+            )
+        return self
 
 
 class WorkspaceSpec(WorkspaceBody):

@@ -114,6 +114,14 @@ class Assignment(WireModel):
         description="times the run was placed again after a fault: `ASTRAEUS_RESTART_COUNT`",
     )
     cancel: bool = Field(default=False, description="stop it: SIGTERM, a grace period, SIGKILL")
+    stop_grace_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=86_400,
+        description="with `cancel`: the grace period between SIGTERM and SIGKILL the coordinator"
+        " chose (`preemption_grace_seconds` for a preempted run); None: the agent's own"
+        " `stop_grace_seconds`",
+    )
 
 
 class TaskUpdate(WireModel):

@@ -117,6 +117,36 @@ def requeued_after_fault(attempt: int, attempts: int) -> str:
     return f"Requeued after a fault (attempt {attempt} of {attempts})"
 
 
+PREEMPTED: Final = "Preempted by a higher-priority run"
+"""A run stopped to make room for a run of higher priority, back in the queue with its
+submission time kept. It never names the other run, which may be another workspace's."""
+
+
+RECLAIMED: Final = "Reclaimed by a workspace within its guarantee"
+"""A run of a workspace over its `guaranteed_gpus`, stopped so that a workspace below its own
+guarantee gets its GPUs back; back in the queue like a preempted run, naming no one."""
+
+
+def preempting(runs: int, gpus: int) -> str:
+    """The reason of a run whose lower-priority victims are stopping for it (the head's hold
+    keeps their machines for it meanwhile)."""
+    return f"Next to run: preempting {_count(runs, 'run')}, {_count(gpus, 'GPU')}"
+
+
+def preempting_leaving() -> str:
+    """A preempting run whose victims were told to stop in an earlier pass."""
+    return "Next to run: waits for the runs it preempted to stop"
+
+
+def would_preempt(runs: int, gpus: int) -> str:
+    """A dry run's answer when the run would start by preempting others."""
+    return f"would start after preempting {_count(runs, 'run')}, {_count(gpus, 'GPU')}"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 class ReasonKind(StrEnum):
     """What a waiting run's (or task's) `reason` is, as data: the API carries it next to the
     text as `reason_kind`, so no reader classifies the text again. Named as Kubernetes names a
@@ -143,6 +173,14 @@ class ReasonKind(StrEnum):
     REQUEUED = "Requeued"
     """`Requeued after a fault (attempt 2 of 4)`: a worker's GPU faulted or its machine was
     Lost (or it failed, with `retry_on_failure`), and the run waits to be placed again."""
+    PREEMPTED = "Preempted"
+    """`Preempted by a higher-priority run`: stopped to make room, and back in the queue."""
+    RECLAIMED = "Reclaimed"
+    """`Reclaimed by a workspace within its guarantee`: stopped so that a workspace below its
+    `guaranteed_gpus` gets them back, and back in the queue."""
+    PREEMPTING = "Preempting"
+    """`Next to run: preempting 2 runs, 16 GPUs`: lower-priority runs stop for this one, whose
+    machines are held for it meanwhile."""
 
     @property
     def is_queue(self) -> bool:

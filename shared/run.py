@@ -89,6 +89,10 @@ class RunSpec(UserModel):
         description="retry also when a worker exits non-zero by itself; a cancelled run or a"
         " worker ending 0 is never retried",
     )
+    preemptible: bool = Field(
+        default=True,
+        description="false: never stopped to make room for a higher-priority run (preemption)",
+    )
 
     @field_validator("retries")
     @classmethod
@@ -220,6 +224,23 @@ class Run(WireModel):
     requested_resources: RequestedResources
     retries: int = 0
     retry_on_failure: bool = False
+    preemptible: bool = True
+    preempted_at: datetime | None = Field(
+        default=None,
+        description="when the run was last preempted: told to stop for a higher-priority run,"
+        " to go back to the queue",
+    )
+    preempted_for_priority: int | None = Field(
+        default=None, description="the priority of the run it was last preempted for"
+    )
+    preempted_reason: str | None = Field(
+        default=None,
+        description="why it was last preempted: `Preempted by a higher-priority run`, or"
+        " `Reclaimed by a workspace within its guarantee`",
+    )
+    preemptions: int = Field(
+        default=0, ge=0, description="times the run was preempted (they use up no retry)"
+    )
     attempt: int = Field(
         default=1, ge=1, description="the attempt now (1, then one more per requeue)"
     )
@@ -242,7 +263,7 @@ class Run(WireModel):
         " such task's `machine_silent_since`; the run keeps running meanwhile",
     )
 
-    @field_serializer("submitted_at", "first_evaluated_at", "machine_silent_since")
+    @field_serializer("submitted_at", "first_evaluated_at", "machine_silent_since", "preempted_at")
     def _iso(self, value: datetime | None) -> str | None:
         return value.isoformat() if value else None
 

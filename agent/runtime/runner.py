@@ -92,7 +92,7 @@ class Runner:
             if uid not in wanted:
                 self.stop(record, UNASSIGNED)
             elif wanted[uid].cancel:
-                self.stop(record, CANCELLED)
+                self.stop(record, CANCELLED, grace=wanted[uid].stop_grace_seconds)
         for assignment in new:
             if assignment.cancel:
                 self._start(assignment, report)  # ends it Cancelled, unstarted
@@ -137,12 +137,17 @@ class Runner:
         self.launcher.reap()
         return changed
 
-    def stop(self, record: TaskRecord, reason: str, *, fails: bool = False) -> None:
-        """SIGTERM now; `watch` sends SIGKILL once the grace period is over. `fails`: the task
-        ends Failed (its time limit ran out) rather than Cancelled."""
+    def stop(
+        self, record: TaskRecord, reason: str, *, fails: bool = False, grace: float | None = None
+    ) -> None:
+        """SIGTERM now; `watch` sends SIGKILL once the grace period is over: `grace` seconds
+        when the coordinator chose it (a preempted run's `preemption_grace_seconds`), else
+        `stop_grace_seconds`. `fails`: the task ends Failed (its time limit ran out) rather
+        than Cancelled."""
         if record.state.ended or record.stop_reason is not None:
             return
         record.stop_reason, record.stop_fails = reason, fails
+        record.stop_grace_seconds = grace
         if record.pid is None:
             self._end(record, TaskState.CANCELLED, message=f"{reason} before it started")
             return
@@ -304,15 +309,16 @@ class Runner:
         if limit is not None and started is not None and now - started >= limit:
             self.stop(record, f"time limit of {limit} s reached", fails=True)
         term = record.term_sent_at
-        if (
-            term is not None
-            and not record.kill_sent
-            and now - term >= self.config.stop_grace_seconds
-        ):
+        if term is not None and not record.kill_sent and now - term >= self._grace(record):
             self.launcher.signal(record, signal.SIGKILL)
             record.kill_sent = True
             self.state.save(record)
             log.info("task %s: grace period over; SIGKILL sent", record.task)
+
+    def _grace(self, record: TaskRecord) -> float:
+        """Seconds between SIGTERM and SIGKILL for this task's stop."""
+        chosen = record.stop_grace_seconds
+        return self.config.stop_grace_seconds if chosen is None else chosen
 
     def _ended_with(self, record: TaskRecord, status: dict[str, Any]) -> None:
         code, sig = status.get("exit_code"), status.get("signal")

@@ -58,6 +58,10 @@ class TaskRecord(BaseModel):
         description="the stop ends the task Failed (its time limit ran out), not Cancelled",
     )
     term_sent_at: float | None = None
+    stop_grace_seconds: float | None = Field(
+        default=None,
+        description="the grace period the coordinator chose for this stop; None: the agent's",
+    )
     kill_sent: bool = False
     log_shipped: int = 0
     ended_at: float | None = None

@@ -20,7 +20,16 @@ from .errors import Exit
 from .flags import parse_pairs, parse_size
 from .render import table
 
-HEADER = ["NAME", "POOLS", "GPU QUOTA", "CPU QUOTA", "MEMORY QUOTA", "MAX PRIORITY", "WEIGHT"]
+HEADER = [
+    "NAME",
+    "POOLS",
+    "GPU QUOTA",
+    "CPU QUOTA",
+    "MEMORY QUOTA",
+    "MAX PRIORITY",
+    "WEIGHT",
+    "GUARANTEED",
+]
 
 
 def _workspace_line(w: Workspace) -> list[str]:
@@ -35,6 +44,7 @@ def _workspace_line(w: Workspace) -> list[str]:
         memory,
         str(w.max_priority),
         f"{w.fair_share_weight:g}",
+        str(w.guaranteed_gpus),
     ]
 
 
@@ -51,8 +61,8 @@ def workspace_show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
-    """Create or replace a workspace: its pools, GPU, CPU and memory quotas, highest priority
-    and fair-share weight."""
+    """Create or replace a workspace: its pools, GPU, CPU and memory quotas, highest priority,
+    fair-share weight and guaranteed GPUs."""
     memory = (
         parse_size(args.memory_quota, "--memory-quota") if args.memory_quota is not None else None
     )
@@ -64,6 +74,7 @@ def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
         memory_quota=memory,
         max_priority=args.max_priority,
         fair_share_weight=args.fair_share_weight,
+        guaranteed_gpus=args.guaranteed_gpus,
     )
     saved = Workspace.model_validate(
         ctx.api.put(f"/workspaces/{args.name}", sent.model_dump(mode="json"))

@@ -107,6 +107,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="with --retries: retry also when a worker exits non-zero by itself",
     )
+    add(
+        "--not-preemptible",
+        dest="preemptible",
+        action="store_false",
+        default=None,
+        help="never stop this run for a higher-priority one (preemption)",
+    )
     add("--env", action="append", default=[], metavar="KEY=VALUE", help="worker environment")
     add(
         "--drive",

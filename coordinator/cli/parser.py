@@ -216,6 +216,13 @@ def _workspace_set(parser: argparse.ArgumentParser) -> None:
         metavar="WEIGHT",
         help="its share among runs of equal priority: weight 2 gets about twice weight 1's",
     )
+    parser.add_argument(
+        "--guaranteed-gpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="GPUs it is guaranteed: lent out while idle, reclaimed when it needs them",
+    )
 
 
 def _token_create(parser: argparse.ArgumentParser) -> None:

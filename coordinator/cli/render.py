@@ -68,9 +68,10 @@ def status_lines(run: Run) -> list[str]:
 
 
 def attempt_lines(run: Run) -> list[str]:
-    """A run that may be retried, or was: its attempts, when each started and ended, and why
-    an attempt that ended did. Nothing for a run without `retries` placed once."""
-    if run.retries == 0 and run.attempt == 1:
+    """A run that may be retried, or was (after a fault or a preemption): its attempts, when
+    each started and ended, and why an attempt that ended did. Nothing for a run without
+    `retries` placed once."""
+    if run.retries == 0 and run.attempt == 1 and run.preemptions == 0:
         return []
     retries = f"retries {run.retries}" + (", on failure too" if run.retry_on_failure else "")
     rows = [
@@ -83,6 +84,12 @@ def attempt_lines(run: Run) -> list[str]:
         for attempt in run.attempts
     ]
     head = f"Attempt {run.attempt} of {run.retries + 1} ({retries}):"
+    if run.preemptions:  # preemptions use up no retry: attempts are no longer bounded by them
+        times = "once" if run.preemptions == 1 else f"{run.preemptions} times"
+        head = (
+            f"Attempt {run.attempt} ({retries}; preempted {times}, last at"
+            f" {_when(run.preempted_at)} for a run of priority {run.preempted_for_priority}):"
+        )
     return [head, *table([["#", "started", "ended", "why it ended"], *rows], indent="  ")]
 
 

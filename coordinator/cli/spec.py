@@ -50,6 +50,7 @@ def build_spec(args: argparse.Namespace, workspace: str | None) -> RunSpec:
         ("priority", args.priority),
         ("retries", args.retries),
         ("retry_on_failure", args.retry_on_failure),
+        ("preemptible", args.preemptible),
         ("workspace", workspace),
     ):
         if value is not None:

@@ -7,7 +7,7 @@ import sys
 import urllib.parse
 
 from astraeus.shared import Run, RunSpec
-from astraeus.shared.reasons import never_fits
+from astraeus.shared.reasons import ReasonKind, never_fits
 from astraeus.shared.views import ClusterView, DryRun
 
 from .client import Api
@@ -81,6 +81,8 @@ def run_link(console_url: str, cluster: str, run: str) -> str:
 
 def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
     if not dry.would_start:
+        if dry.reason_kind is ReasonKind.PREEMPTING:  # its cost, before anything is stopped
+            return [f"{spec.name} {dry.reason}"]
         lines = [f"{spec.name} would wait — {dry.reason}"]
         if dry.placement_grouped is not None:
             return lines + grouped_why_lines(dry.placement_grouped, dry.reason_kind)

@@ -103,7 +103,8 @@ function readout(run) {
     ["Command", h("code", {}, run.command.map(quoted).join(" "))],
     ["Priority", run.priority],
     ["Submitted", when(run.submitted_at)],
-    ...(retried(run) ? [["Attempt", `${run.attempt} of ${run.retries + 1}`]] : []),
+    ...(retried(run) ? [["Attempt", attemptText(run)]] : []),
+    ...(run.preempted_at ? [["Preempted", preemptedText(run)]] : []),
   ];
   return h(
     "section",
@@ -297,6 +298,21 @@ function gpuList(task) {
     h("summary", { title: ids.join("\n") }, count(ids.length, "GPU")),
     h("ul", {}, ids.map((id) => h("li", {}, h("code", {}, id)))),
   );
+}
+
+/** `2 of 4`; a preempted run's attempts are not bounded by its retries (a preemption uses none). */
+function attemptText(run) {
+  return run.preemptions ? `${run.attempt}` : `${run.attempt} of ${run.retries + 1}`;
+}
+
+/** When the run was last preempted, and why: for what priority, or a reclaimed guarantee. Never
+ * which run: it may be another workspace's. */
+function preemptedText(run) {
+  const why =
+    run.preempted_for_priority != null
+      ? `for a run of priority ${run.preempted_for_priority}`
+      : "by a workspace within its guarantee";
+  return `${when(run.preempted_at)}, ${why} (${count(run.preemptions, "time")} in all)`;
 }
 
 /** Whether the run may be placed again after a fault, or was: its attempts are worth a panel. */

@@ -138,9 +138,17 @@ def requeues(
     return any(_retried(end, retry_on_failure) for end in ends)
 
 
+def requeues_preempted(state: RunState, *, preempting: bool) -> bool:
+    """Whether a run told to stop for a higher-priority run goes back to the queue: once every
+    worker of its attempt ended (`state`, from its tasks'), however they ended, unless every one
+    succeeded first. Its attempt uses up no retry: a preemption is the cluster's doing, not
+    the run's, so `requeues` is never asked and `retries` never limits it."""
+    return preempting and state is RunState.FAILED
+
+
 def _retried(end: WorkerEnd, retry_on_failure: bool) -> bool:
-    # Preemption (issue 28.3) is not built yet: a preempted worker's end is the third cause the
-    # issue names, to be told here like a Lost one (a `WorkerEnd` field set from its stop).
+    # A preempted worker's end (the third cause the issue names) never gets here: its run goes
+    # back to the queue by `requeues_preempted`, before any retry is counted.
     if end.state is TaskState.LOST or (end.gpu_fault and failed(end.state)):
         return True
     return retry_on_failure and end.state is TaskState.FAILED and not end.timed_out

@@ -14,21 +14,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.preemption import read_live_runs, recent_preemptions
 from astraeus.coordinator.store.queue import Usage, live_by_run, read_queue, use_by_workspace
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
 from astraeus.coordinator.store.usage import fair_share_order
 
-from .fair_share import Factors, ahead_of, fair_order
+from .fair_share import Factors, ahead_of, fair_order, guaranteed_first
 from .gc_policy import GcPolicy
 from .items import Candidate, Item, Parsed, QueueItem, queue_items
 from .memo import PassMemo
+from .preemption import Preemption, within_guarantees
 from .queue_walk import (
     EngineSession,
     PassContext,
@@ -59,6 +61,9 @@ class PassInputs:
     last_committed: bool = False
     """The last pass's decisions were all committed: a pass with no change since may decide
     nothing (`memo.py`)."""
+    preemption: bool = False
+    """`preemption = "priority"`: a waiting run may stop lower-priority runs."""
+    preemption_max_per_minute: int = 0
 
 
 @dataclass
@@ -72,6 +77,9 @@ class PassState:
     """The machines as this process keeps them (`machine_records.py`)."""
     factory: SessionFactory = PlacementSession
     live: LiveState | None = field(default_factory=LiveState)
+    trials: LiveState = field(default_factory=LiveState)
+    """The live state of a pass's preemption trials (`preemption.py`), kept between passes;
+    a dry run's trials use one of their own."""
     asks: dict[int, Parsed] = field(default_factory=dict)
     views: Views = field(default_factory=Views)
     memo: PassMemo = field(default_factory=PassMemo)
@@ -134,7 +142,7 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
     or higher), queue rules included. Nothing is remembered and nothing is reshaped; the
     explanations are left to be made by whoever reads them."""
     with state.lock:
-        read = read_store(state, inputs)
+        read = read_store(state, inputs, dry=True)
         session = session_over(state, read.snapshot)
     ahead: list[Candidate] = list(ahead_of(item, read.queue, read.factors))
     decisions, _ = plan(
@@ -151,9 +159,10 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
     return decisions
 
 
-def read_store(state: PassState, inputs: PassInputs) -> Reading:
+def read_store(state: PassState, inputs: PassInputs, *, dry: bool = False) -> Reading:
     """The snapshot (views kept in `state`), the queue (asks parsed once, kept in `state`;
-    in fair-share order) and the context. The caller holds `state.lock`."""
+    in fair-share order) and the context. The caller holds `state.lock`. `dry`: for a dry
+    run, which plans outside the lock (its preemption trials keep no state of the pass's)."""
     store = state.store
     snapshot = build_snapshot(
         store, state.records, inputs.now, inputs.down_after, inputs.heard_since, state.views
@@ -161,7 +170,39 @@ def read_store(state: PassState, inputs: PassInputs) -> Reading:
     factors = fair_share_order(store.database)
     queue = fair_order(queue_items(read_queue(store.database), state.asks), factors)
     context = pass_context(store, inputs.max_pending_evaluations, state.views.usage)
+    guarantees = {w.name: w.guaranteed_gpus for w in context.workspaces.values()}
+    held = {name: use.gpus for name, use in context.use_by_workspace.items()}
+    queue = guaranteed_first(queue, guarantees, held)
+    if inputs.preemption or any(guarantees.values()):
+        found = preemption(state, inputs, snapshot, guarantees, dry=dry)
+        context = replace(context, preemption=found)
     return Reading(snapshot, queue, context, factors)
+
+
+def preemption(
+    state: PassState,
+    inputs: PassInputs,
+    snapshot: ClusterSnapshot,
+    guarantees: dict[str, int],
+    *,
+    dry: bool = False,
+) -> Preemption:
+    """What the pass plans preemptions (by priority, when on) and reclaims (whenever a
+    workspace has a guarantee) with: the live runs, those within guarantees, the rate limit's
+    budget left."""
+    database = state.store.database
+    budget = inputs.preemption_max_per_minute - recent_preemptions(database, inputs.now)
+    factory = None if state.live is not None else state.factory
+    runs = read_live_runs(database)
+    return Preemption(
+        snapshot,
+        runs,
+        budget,
+        by_priority=inputs.preemption,
+        protected=within_guarantees(runs, guarantees),
+        factory=factory,
+        live=None if dry or factory is not None else state.trials,
+    )
 
 
 def pass_context(
@@ -206,6 +247,8 @@ def plan(
     session = session or factory(snapshot)
     if reshaped is not None:
         session.take(reshaped.placement)
+        if context.preemption is not None:
+            context.preemption.taken.append(reshaped.placement)
     decisions, cut = decide_within(items, session, now, context, seconds, stopping)
     if reshaped is not None:
         decisions.reshaped.append(reshaped)

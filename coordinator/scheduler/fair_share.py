@@ -29,6 +29,28 @@ def fair_order(items: Sequence[ItemT], factors: Factors) -> list[ItemT]:
     return sorted(items, key=lambda item: (-item.priority, factors.get(item.workspace, NONE_USED)))
 
 
+def guaranteed_first(
+    items: Sequence[ItemT], guarantees: Mapping[str, int], held: Mapping[str, int]
+) -> list[ItemT]:
+    """`items` (in queue order) with, among runs of equal priority, those that keep their
+    workspace within its guarantee (`guaranteed_gpus`, counting what it `held` and its runs
+    ahead in the queue) first: a workspace's guaranteed GPUs go to it before any other
+    workspace borrows them, so a run that reclaimed them is not overtaken by the runs it
+    stopped (Kueue admits within nominal quota before borrowing). Otherwise the order is kept."""
+    if not any(guarantees.values()):
+        return list(items)
+    counted = dict(held)
+    within: dict[int, bool] = {}
+    for i, item in enumerate(items):
+        gpus = item.ask.gpu_count
+        total = counted.get(item.workspace, 0) + gpus
+        within[i] = gpus > 0 and total <= guarantees.get(item.workspace, 0)
+        if within[i]:
+            counted[item.workspace] = total
+    order = sorted(range(len(items)), key=lambda i: (-items[i].priority, not within[i]))
+    return [items[i] for i in order]
+
+
 def ahead_of(item: Candidate, queue: Sequence[ItemT], factors: Factors) -> list[ItemT]:
     """The queued runs a dry run of `item` would wait behind: higher priority, or equal
     priority and a factor no higher than its workspace's."""

@@ -167,6 +167,18 @@ class Waiting(Generic[Item]):
 
 
 @dataclass(frozen=True)
+class Preempting(Generic[Item]):
+    """A pass's decision that `item` starts once the runs `victims` (their rows) stop: they are
+    told to stop now, `gpus` GPUs between them."""
+
+    item: Item
+    victims: tuple[int, ...]
+    gpus: int
+    reclaimed: frozenset[int] = frozenset()
+    """The victims stopped because `item` reclaims its workspace's guarantee."""
+
+
+@dataclass(frozen=True)
 class Reshaped:
     """A pass's decision to move an unstarted run to `placement`."""
 

@@ -31,6 +31,7 @@ from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.commit import commit_pass, drop_unused_explanations
 from astraeus.coordinator.store.faults import StorageError
+from astraeus.coordinator.store.preemption import commit_preemptions
 from astraeus.coordinator.store.unstarted import commit_reshape
 from astraeus.coordinator.store.usage import accrue
 from astraeus.shared import RunSpec, reasons
@@ -190,6 +191,8 @@ class Scheduler:
             max_pending_evaluations=settings.max_pending_evaluations,
             max_seconds=settings.max_pass_seconds,
             last_committed=self._last_committed,
+            preemption=settings.preemption == "priority",
+            preemption_max_per_minute=settings.preemption_max_per_minute,
         )
 
     async def _decide_elsewhere(self, now: datetime) -> tuple[PassRows, bool]:
@@ -233,6 +236,13 @@ class Scheduler:
             if await database.run(commit_reshape, database, old, placement, now):
                 log.info("run %s reshaped: %s", old.row.run, placement.shape.why)
                 self.poke()  # its old machines are free now
+        if decisions.preempting:
+            grace = self._settings.preemption_grace_seconds
+            stopped = await database.run(
+                commit_preemptions, database, decisions.preempting, grace, now
+            )
+            if stopped:
+                log.info("preempted %d runs for higher-priority ones", stopped)
         placed, waiting = decisions.placed, decisions.waiting
         stored: dict[int, int] = {}
         chunks = [
@@ -288,6 +298,10 @@ class Scheduler:
         for placed in decisions.placed:
             if placed.item is item:
                 return placed.placement
+        for preempting in decisions.preempting:
+            if preempting.item is item:
+                text = reasons.would_preempt(len(preempting.victims), preempting.gpus)
+                return Waiting(item, text, None, ReasonKind.PREEMPTING)
         for waiting in decisions.waiting:
             if waiting.item is item:
                 return waiting

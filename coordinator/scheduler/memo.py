@@ -49,6 +49,7 @@ class PassMemo:
             tuple(sorted(context.use_by_workspace.items())),
             tuple(sorted(context.live_by_run.items())),
             context.max_pending_evaluations,
+            context.preemption.key if context.preemption is not None else None,
         )
 
     def unchanged(self, key: tuple[object, ...] | None) -> bool:
@@ -58,7 +59,13 @@ class PassMemo:
     def remember(
         self, key: tuple[object, ...] | None, decisions: PassOutcome[Any], cut: bool
     ) -> None:
-        settled = not (cut or decisions.placed or decisions.reshaped or decisions.skipped)
+        settled = not (
+            cut
+            or decisions.placed
+            or decisions.reshaped
+            or decisions.skipped
+            or decisions.preempting
+        )
         self.last = key if settled else None
 
 

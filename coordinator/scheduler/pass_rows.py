@@ -15,6 +15,7 @@ from astraeus.coordinator.store.commit import (
     explanation_row,
     placement_row,
 )
+from astraeus.coordinator.store.preemption import PreemptionRow
 
 from .items import QueueItem, Reshaped
 from .queue_walk import PassOutcome
@@ -29,6 +30,8 @@ class PassRows:
     submitted_at: list[datetime | None] = field(default_factory=list)
     """When each placed run was submitted (the placement latency metric)."""
     reshaped: list[Reshaped] = field(default_factory=list)
+    preempting: list[PreemptionRow] = field(default_factory=list)
+    """Runs to stop, for each run that preempts them."""
 
 
 def as_rows(outcome: PassOutcome[QueueItem]) -> PassRows:
@@ -36,6 +39,12 @@ def as_rows(outcome: PassOutcome[QueueItem]) -> PassRows:
     once, and pickled once)."""
     explanations: dict[int, ExplanationRow] = {}
     decided = PassRows(reshaped=list(outcome.reshaped))
+    for preempting in outcome.preempting:
+        item, reclaimed = preempting.item, tuple(sorted(preempting.reclaimed))
+        stop = PreemptionRow(
+            preempting.victims, item.priority, preempting.gpus, reclaimed, item.seq
+        )
+        decided.preempting.append(stop)
     for placed in outcome.placed:
         item = placed.item
         decided.placed.append(placement_row(item.seq, item.run, item.index, placed.placement))

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Generic, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -33,7 +33,10 @@ from astraeus.shared import reasons
 from astraeus.shared.admin import Workspace
 from astraeus.shared.reasons import ReasonKind
 
-from .items import Candidate, Item, Placed, QueueItem, Reshaped, Waiting
+from .items import Candidate, Item, Placed, Preempting, QueueItem, Reshaped, Waiting
+
+if TYPE_CHECKING:
+    from .preemption import Plan, Preemption
 
 
 class EngineSession(Protocol):
@@ -67,6 +70,9 @@ class PassContext:
     max_pending_evaluations: int = 500
     usage: Mapping[str, Usage] = field(default_factory=dict)
     """What live tasks hold on each machine, with their time limits (backfill)."""
+    preemption: Preemption | None = None
+    """Preemption by priority and reclaim of guarantees (`preemption.py`); None: preemption
+    is off and no workspace has a guarantee."""
 
 
 @dataclass
@@ -79,6 +85,8 @@ class PassOutcome(Generic[Item]):
     """Waiting runs not explained this pass (past the evaluation budget)."""
     reshaped: list[Reshaped] = field(default_factory=list)
     """Placed, unstarted runs to move to a tighter shape."""
+    preempting: list[Preempting[Item]] = field(default_factory=list)
+    """Runs that start once lower-priority runs are stopped: the runs to stop now."""
 
 
 def make_explanations(outcome: PassOutcome[Item]) -> None:
@@ -211,6 +219,8 @@ class _Walk(Generic[Item]):
             if over is not None:  # the run's actual shape is past a quota its estimate was not
                 return Waiting(item, over, None, ReasonKind.WAITS_FOR_QUOTA)
             self.session.take(result)
+            if self.context.preemption is not None:
+                self.context.preemption.taken.append(result)
             self.out.placed.append(Placed(item, result))
             self.held[item.workspace] = self.held.get(item.workspace, WorkspaceUse()).plus(
                 placed.gpus, placed.cpu_cores, placed.memory_bytes
@@ -219,6 +229,14 @@ class _Walk(Generic[Item]):
                 self.live[item.seq] = self.live.get(item.seq, 0) + 1
             return None
         self.evaluated += 1  # placements are never limited, explanations are
+        plan = self._preemption(request, item, workspace, result)
+        if plan is not None and _over_quota(
+            workspace, self.held.get(item.workspace, WorkspaceUse()), _placed_use(plan.placement)
+        ):
+            plan = None  # it could not start there anyway: no run is stopped for it
+        if plan is not None:
+            self._preempting(position, item, result, plan)
+            return None
         head = self._held_by(request, held)
         if head is not None:
             # A reason is read by the run's own workspace: another's run is never named.
@@ -233,6 +251,44 @@ class _Walk(Generic[Item]):
             self.reserved |= wanted
             return None
         return Waiting(item, result.headline, result.explained, result.kind)
+
+    def _preemption(
+        self, request: RunRequest, item: Item, workspace: Workspace | None, result: Pending
+    ) -> Plan | None:
+        """How the run would start by stopping lower-priority runs (preemption on), or runs
+        of workspaces over their guarantee (its own workspace below its guarantee, and within
+        it with this run: reclaim), when it waits only for room (it fits the idle cluster);
+        never on machines a head ahead holds."""
+        preemption = self.context.preemption
+        if preemption is None or not result.wanted_machines:
+            return None
+        guarantee = workspace.guaranteed_gpus if workspace is not None else 0
+        held = self.held.get(item.workspace, WorkspaceUse()).gpus
+        reclaim = item.ask.gpu_count > 0 and held + item.ask.gpu_count <= guarantee
+        seq = item.seq if isinstance(item, QueueItem) else None
+        return preemption.plan(
+            request, item.priority, self.reserved, self.now, reclaim=reclaim, seq=seq
+        )
+
+    def _preempting(self, position: int, item: Item, result: Pending, plan: Plan) -> None:
+        """The run holds the machines it would use once its victims are gone, as a head does
+        (nothing behind it takes them meanwhile); the victims are stopped after the pass."""
+        if plan.victims:
+            assert self.context.preemption is not None  # noqa: S101 - a plan came from it
+            self.context.preemption.spend(plan)
+            seqs = tuple(run.seq for run in plan.victims)
+            self.out.preempting.append(Preempting(item, seqs, plan.gpus, plan.reclaimed))
+            text = reasons.preempting(len(seqs), plan.gpus)
+        else:
+            text = reasons.preempting_leaving()
+        reason = (text, ReasonKind.PREEMPTING)
+        self.heads.append(_Head(item, result, position, plan.machines, None, reason))
+        self.reserved |= plan.machines
+        # What it will hold counts for its workspace from now: a later run of the workspace
+        # neither passes a quota nor reclaims a guarantee with GPUs this one is to take.
+        use = _placed_use(plan.placement)
+        held = self.held.get(item.workspace, WorkspaceUse())
+        self.held[item.workspace] = held.plus(use.gpus, use.cpu_cores, use.memory_bytes)
 
     def _frees_at(self, machines: frozenset[str]) -> datetime | None:
         """When every task on `machines` has reached its time limit; None when one has none."""
@@ -278,6 +334,8 @@ class _Head(Generic[Item]):
     machines: frozenset[str]
     expected: datetime | None
     """When its machines free up (every task there at its time limit); None: not known."""
+    reason: tuple[str, ReasonKind] | None = None
+    """Its own reason instead of `Next to run: ...` (a run whose victims are stopping)."""
 
 
 def _same_ask(item: Candidate, workspace: Workspace | None) -> str | None:
@@ -361,6 +419,8 @@ def _over_quota(workspace: Workspace | None, used: WorkspaceUse, need: Workspace
 
 def _head_waiting(head: _Head[Item], now: datetime, *, behind: bool) -> Waiting[Item]:
     item, pending = head.item, head.pending
+    if head.reason is not None:
+        return Waiting(item, head.reason[0], pending.explained, head.reason[1])
     # "Next to run" only means something when other runs wait behind it; alone, the room reason
     # is the whole story (the guide's example: `No machine fits: 3 of 3 machines ready`).
     text, kind = pending.headline, pending.kind

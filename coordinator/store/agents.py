@@ -57,7 +57,7 @@ class Agents:
         return self._database.read(
             "SELECT tasks.id, tasks.state, tasks.run_seq, tasks.idx, tasks.name, tasks.uid,"
             " tasks.machine, tasks.port,"
-            " tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, tasks.cancel,"
+            " tasks.gpu_ids, tasks.cpu_cores, tasks.memory_bytes, tasks.cancel, tasks.stop_grace,"
             " runs.name AS run_name, runs.workspace, runs.spec, runs.network,"
             " runs.nvlink_domain, runs.attempt FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
             " WHERE tasks.machine = ? AND tasks.state IN ('Assigned', 'Starting',"

@@ -269,9 +269,33 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (run_seq, number)
     );
     """,
-    # 15: reserved for issue 30's step written on another branch; empty here so that this
-    # branch's step keeps its number, 16, when the two are merged.
-    "",
+    # 15: preemption and guarantees (issue 28.3, 28.2). A run told to stop for a higher-priority
+    # one or reclaimed by a workspace within its guarantee (`preempting`, until its workers are
+    # gone and it is back in the queue), when it last was, why (`preempted_reason`, its text),
+    # for what priority and for which run (`preempted_for`: its row, never shown; that run holds
+    # the machines meanwhile), and how many times (preemptions use up no retry); a workspace's
+    # `guaranteed_gpus`; a task's own grace period between SIGTERM and SIGKILL when the
+    # coordinator chose one (`stop_grace`); and one row per preemption, which the cluster-wide
+    # rate limit counts.
+    """
+    ALTER TABLE runs ADD COLUMN preempting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN preempted_at TEXT;
+    ALTER TABLE runs ADD COLUMN preempted_for_priority INTEGER;
+    ALTER TABLE runs ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN preempted_reason TEXT;
+    ALTER TABLE runs ADD COLUMN preempted_for INTEGER;
+    ALTER TABLE workspaces ADD COLUMN guaranteed_gpus INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN stop_grace REAL;
+    CREATE TABLE preemptions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        victims INTEGER NOT NULL,
+        gpus INTEGER NOT NULL
+    );
+    CREATE INDEX preemptions_at ON preemptions (at);
+    CREATE INDEX runs_preempting ON runs (preempting) WHERE preempting = 1;
+    """,
     # 16: a run's name may be used again once the run has ended (issue 30). Each run gets its
     # own identity, `uid`, as tasks have; an ended run whose name is taken again (or that its
     # user deletes) is retired: `retired_at` set and its name moved out of the way to

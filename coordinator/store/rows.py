@@ -36,6 +36,7 @@ RUN_FIELDS = (
     "requested_resources",
     "retries",
     "retry_on_failure",
+    "preemptible",
 )
 """The parts of a `RunSpec` kept in `runs.spec` (name and workspace have their own columns)."""
 
@@ -105,6 +106,11 @@ def run_from_row(row: Row, tasks: list[Task], earlier: list[Attempt] | None = No
         requested_resources=ask,
         retries=spec.get("retries", 0),
         retry_on_failure=spec.get("retry_on_failure", False),
+        preemptible=spec.get("preemptible", True),
+        preempted_at=when(row["preempted_at"]),
+        preempted_for_priority=row["preempted_for_priority"],
+        preempted_reason=row["preempted_reason"],
+        preemptions=row["preemptions"],
         attempt=row["attempt"],
         attempts=[*(earlier or []), _current_attempt(row, tasks)],
         state=RunState(row["state"]),

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from astraeus.shared import Attempt, Run, RunSpec, RunState, Task, TaskState, task_name
-from astraeus.shared.reasons import ReasonKind, requeued_after_fault
+from astraeus.shared.reasons import PREEMPTED, RECLAIMED, ReasonKind, requeued_after_fault
 
 from .db import Database, Row
 from .dialect import Connection
@@ -304,6 +304,10 @@ class RunTasks(NamedTuple):
     retries: int
     retry_on_failure: bool
     attempt: int
+    preempting: bool = False
+    """Its workers were told to stop for a higher-priority run (`store/preemption.py`)."""
+    preemptions: int = 0
+    """Times it was preempted: attempts that use up no retry."""
 
     @property
     def states(self) -> list[TaskState]:
@@ -312,7 +316,9 @@ class RunTasks(NamedTuple):
 
 def run_tasks(conn: Connection, seq: int) -> RunTasks | None:
     """The run's tasks, inside the caller's transaction; None when the run ended (or is gone)."""
-    run = conn.execute("SELECT state, spec, attempt FROM runs WHERE seq = ?", (seq,)).fetchone()
+    run = conn.execute(
+        "SELECT state, spec, attempt, preempting, preemptions FROM runs WHERE seq = ?", (seq,)
+    ).fetchone()
     if run is None or RunState(run[0]).ended:
         return None
     rows = conn.execute(
@@ -330,6 +336,8 @@ def run_tasks(conn: Connection, seq: int) -> RunTasks | None:
         retries=int(spec.get("retries", 0)),
         retry_on_failure=bool(spec.get("retry_on_failure", False)),
         attempt=int(run[2]),
+        preempting=bool(run[3]),
+        preemptions=int(run[4]),
     )
 
 
@@ -363,15 +371,29 @@ def write_run_state(
     )
 
 
-def requeue(conn: Connection, seq: int, ended: str, now: datetime) -> None:
+def requeue(
+    conn: Connection, seq: int, ended: str, now: datetime, *, preempted: bool = False
+) -> None:
     """Place the run again from the start (inside the caller's transaction, once every worker
     of its attempt ended): the attempt is recorded with why it `ended` (the first failed
-    worker's end), its tasks are retired to negative indexes (a Lost one keeps holding its GPUs
-    until its agent reports the worker gone), one Pending task takes their place, and the run
-    waits in the queue with its submission time and place kept, one attempt further."""
-    run = conn.execute("SELECT name, spec, attempt FROM runs WHERE seq = ?", (seq,)).fetchone()
-    name, attempt = str(run[0]), int(run[2])
+    worker's end, or its preemption), its tasks are retired to negative indexes (a Lost one
+    keeps holding its GPUs until its agent reports the worker gone), one Pending task takes
+    their place, and the run waits in the queue with its submission time and place kept, one
+    attempt further. A `preempted` run waits `Preempted by a higher-priority run`, and its
+    attempt uses up no retry (`preemptions` counts it)."""
+    run = conn.execute(
+        "SELECT name, spec, attempt, preemptions FROM runs WHERE seq = ?", (seq,)
+    ).fetchone()
+    name, attempt, preemptions = str(run[0]), int(run[2]), int(run[3]) + int(preempted)
     retries = int(json.loads(run[1]).get("retries", 0))
+    reclaimed = False
+    if preempted:  # the attempt says why, and for what priority (never which run)
+        priority, why = conn.execute(
+            "SELECT preempted_for_priority, preempted_reason FROM runs WHERE seq = ?", (seq,)
+        ).fetchone()
+        reclaimed = why == RECLAIMED
+        ended = why or ended
+        ended = f"{ended} (priority {priority})" if priority is not None else ended
     started, workers = conn.execute(
         f"SELECT min(started_at), count(*) FROM tasks WHERE run_seq = ? AND {CURRENT}",  # noqa: S608
         (seq,),
@@ -385,7 +407,13 @@ def requeue(conn: Connection, seq: int, ended: str, now: datetime) -> None:
         "UPDATE tasks SET idx = -(? * ? + idx) - 1 WHERE run_seq = ? AND idx >= 0",
         (attempt, RETIRED_STRIDE, seq),
     )
-    reason, kind = requeued_after_fault(attempt + 1, retries + 1), ReasonKind.REQUEUED.value
+    if reclaimed:
+        reason, kind = RECLAIMED, ReasonKind.RECLAIMED.value
+    elif preempted:
+        reason, kind = PREEMPTED, ReasonKind.PREEMPTED.value
+    else:  # the attempt among those its retries allow
+        reason = requeued_after_fault(attempt + 1 - preemptions, retries + 1)
+        kind = ReasonKind.REQUEUED.value
     conn.execute(
         "INSERT INTO tasks (run_seq, idx, name, state, uid, reason, reason_kind)"
         " VALUES (?, 0, ?, 'Pending', ?, ?, ?)",
@@ -393,9 +421,9 @@ def requeue(conn: Connection, seq: int, ended: str, now: datetime) -> None:
     )
     conn.execute(
         "UPDATE runs SET state = 'Pending', attempt = ?, reason = ?, reason_kind = ?,"
-        " shape = NULL, landing = NULL, network = NULL, nvlink_domain = NULL, ended_at = NULL"
-        " WHERE seq = ?",
-        (attempt + 1, reason, kind, seq),
+        " shape = NULL, landing = NULL, network = NULL, nvlink_domain = NULL, ended_at = NULL,"
+        " preempting = 0, preemptions = ? WHERE seq = ?",
+        (attempt + 1, reason, kind, preemptions, seq),
     )
 
 

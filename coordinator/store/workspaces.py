@@ -1,5 +1,5 @@
 """Workspaces: the pools they are granted, optional GPU, CPU and memory quotas, the highest
-priority allowed, the fair-share weight."""
+priority allowed, the fair-share weight, the guaranteed GPUs."""
 
 from __future__ import annotations
 
@@ -21,11 +21,13 @@ class Workspaces:
         with self._database.write() as conn:
             conn.execute(
                 "INSERT INTO workspaces (name, pools, gpu_quota, cpu_quota, memory_quota,"
-                " max_priority, fair_share_weight, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " max_priority, fair_share_weight, guaranteed_gpus, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (name) DO UPDATE SET pools = excluded.pools,"
                 " gpu_quota = excluded.gpu_quota, cpu_quota = excluded.cpu_quota,"
                 " memory_quota = excluded.memory_quota, max_priority = excluded.max_priority,"
-                " fair_share_weight = excluded.fair_share_weight",
+                " fair_share_weight = excluded.fair_share_weight,"
+                " guaranteed_gpus = excluded.guaranteed_gpus",
                 (
                     spec.name,
                     json.dumps(spec.pools),
@@ -34,6 +36,7 @@ class Workspaces:
                     spec.memory_quota,
                     spec.max_priority,
                     spec.fair_share_weight,
+                    spec.guaranteed_gpus,
                     now.isoformat(),
                 ),
             )
@@ -60,5 +63,6 @@ def _workspace(row: Row) -> Workspace:
         memory_quota=row["memory_quota"],
         max_priority=row["max_priority"],
         fair_share_weight=row["fair_share_weight"],
+        guaranteed_gpus=row["guaranteed_gpus"],
         created_at=row["created_at"],
     )

@@ -48,6 +48,30 @@ def test_a_requeued_run_lists_its_attempts() -> None:
     ]
 
 
+def test_a_preempted_run_says_when_and_for_what_priority() -> None:
+    """A run without retries, preempted once: its attempts, and when and for what priority it
+    was preempted (a preemption uses up no retry, so no `of N`)."""
+    preempted = "Preempted by a higher-priority run (priority 1000)"
+    run = _run(
+        reason="Preempted by a higher-priority run",
+        attempt=2,
+        preemptions=1,
+        preempted_at=FAULTED,
+        preempted_for_priority=1000,
+        attempts=[
+            Attempt(number=1, started_at=START, ended_at=FAULTED, reason=preempted),
+            Attempt(number=2),
+        ],
+    )
+    assert status_lines(run)[2:] == [
+        "Attempt 2 (retries 0; preempted once, last at 2026-10-01 11:42:10 for a run of"
+        " priority 1000):",
+        "  #  started              ended                why it ended",
+        f"  1  2026-10-01 09:00:00  2026-10-01 11:42:10  {preempted}",
+        "  2  -                    -",
+    ]
+
+
 def test_a_run_without_retries_shows_no_attempts() -> None:
     """A run placed once without `retries` keeps the two lines it always had."""
     assert len(status_lines(_run(attempts=[Attempt(number=1)]))) == 2
@@ -78,3 +102,16 @@ def test_logs_of_an_earlier_attempt(coordinator: Coordinator, astra: Astra) -> N
     wrong = astra("astraeus", "logs", "train", "--attempt", "3", token=token)
     assert wrong.code == 2
     assert wrong.err == "astra: --attempt: run train has attempts 1, 2, not 3\n"
+
+
+def test_a_dry_run_that_would_preempt_says_its_cost() -> None:
+    """`run --dry-run` of a run that would start only by preempting prints what it would stop."""
+    from astraeus.coordinator.cli.submit import dry_run_lines
+    from astraeus.shared import RunSpec
+    from astraeus.shared.reasons import ReasonKind
+    from astraeus.shared.views import DryRun
+
+    spec = RunSpec(name="urgent", command=["python", "train.py"], priority=1000)
+    reason = "would start after preempting 2 runs, 16 GPUs"
+    dry = DryRun(would_start=False, reason=reason, reason_kind=ReasonKind.PREEMPTING)
+    assert dry_run_lines(spec, dry) == [f"urgent {reason}"]

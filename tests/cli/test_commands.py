@@ -172,8 +172,8 @@ def test_workspace_and_token_admin_commands(coordinator: Coordinator, astra: Ast
     made = astra("astraeus", "workspace", "set", "nlp", "--pool", "a100", *quotas)
     assert made.out == "workspace nlp: a100\n"
     assert astra("astraeus", "workspaces").out.splitlines() == [
-        "NAME  POOLS  GPU QUOTA  CPU QUOTA  MEMORY QUOTA  MAX PRIORITY  WEIGHT",
-        "nlp   a100   16         64         512G          0             1",
+        "NAME  POOLS  GPU QUOTA  CPU QUOTA  MEMORY QUOTA  MAX PRIORITY  WEIGHT  GUARANTEED",
+        "nlp   a100   16         64         512G          0             1       0",
     ]
     created = astra("astraeus", "token", "create", "--role", "member", "--for-workspace", "nlp")
     secret = created.out.strip()

@@ -90,4 +90,11 @@ def test_retries_and_retry_on_failure() -> None:
     spec = _spec("--retries", "3", "--retry-on-failure")
     assert (spec["retries"], spec["retry_on_failure"]) == (3, True)
     assert "retries" not in _spec()
+
+
+def test_not_preemptible() -> None:
+    """`--not-preemptible` marks the run never to be stopped for another; left out, the
+    coordinator's default (preemptible) holds and nothing is sent."""
+    assert _spec("--not-preemptible")["preemptible"] is False
+    assert "preemptible" not in _spec()
     assert "retry_on_failure" not in _spec()

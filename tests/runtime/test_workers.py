@@ -202,6 +202,30 @@ async def test_stopping_a_worker(
     assert record.stop_fails == (state == "Failed")
 
 
+async def test_a_stop_uses_the_grace_the_coordinator_chose(
+    harness: Harness, coordinator: Coordinator, tmp_path: Path
+) -> None:
+    """A cancel that carries `stop_grace_seconds` (a preempted run's
+    `preemption_grace_seconds`) kills a worker that ignores SIGTERM after that grace, not the
+    agent's own `stop_grace_seconds` (here a minute, which the wait would never see out)."""
+    harness.stop_grace_seconds = 60.0
+    ready = tmp_path / "ready"
+    task = assignment("t-0", python(IGNORE_TERM, str(ready)))
+    coordinator.assignments["t-0"] = task
+    await harness.start()
+    await until_async("the worker to start", ready.exists)
+    assert harness.agent is not None
+    (record,) = harness.agent.runner.records.values()
+    update = {"cancel": True, "stop_grace_seconds": 0.2}
+    coordinator.assignments["t-0"] = task.model_copy(update=update)
+    await until_async("t-0 to end", lambda: _ended(coordinator, "t-0"))
+    last = coordinator.last("t-0")
+    assert last is not None
+    assert (last.state, last.signal) == ("Cancelled", 9)
+    assert last.message == "cancelled; killed with SIGKILL after the grace period"
+    assert record.stop_grace_seconds == 0.2
+
+
 async def test_reports_name_the_tasks_whose_workers_run(
     harness: Harness, coordinator: Coordinator, tmp_path: Path
 ) -> None:
