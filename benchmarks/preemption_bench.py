@@ -128,7 +128,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
     parser.add_argument("--samples", type=int, default=5, help="samples per run of a measure")
+    parser.add_argument(
+        "--smoke", action="store_true", help="20 machines, one sample (the suite's check)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.samples = [20], 1
     print(f"python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
     for size in args.sizes:
         bench(size, args.samples)

@@ -80,6 +80,11 @@ SMOKES = {
         "placement_bench.py", ("--smoke",), (r"64-GPU gang dry run\s+median\s+[\d.]+ ms",)
     ),
     "policy_sim": Smoke("policy_sim.py", ("--smoke",), (r"\d",)),
+    "preemption_bench": Smoke(
+        "preemption_bench.py",
+        ("--smoke",),
+        (r"20 machines\s+64-GPU run, kept state:\s+\d+ ms .* stops \d+ runs",),
+    ),
     "slurm_peer": Smoke(
         "slurm_peer.py", ("--smoke",), (r"sbatch --test-only, median of 1: [\d.]+ ms",), "slurm"
     ),
@@ -103,7 +108,14 @@ NOT_SCRIPTS = {
 NEVER = (" WARNING ", "ignored: access labels are set by admins")
 """Never in a smoke's output: a warning logged (console_bench once logged 5,000 of the second)."""
 
-QUICK = {"cli_imports", "placement_bench", "slurm_peer", "policy_sim", "start_time"}
+QUICK = {
+    "cli_imports",
+    "placement_bench",
+    "slurm_peer",
+    "policy_sim",
+    "start_time",
+    "preemption_bench",
+}
 """Under 10 s even at a tiny size (the others start coordinators, agents or a browser)."""
 
 
