@@ -117,3 +117,53 @@ async def test_a_lost_task_still_held_leaves_the_end_unknown(cluster: Cluster) -
     assert (short["state"], short["reason"]) == ("Pending", "Queued behind big")
     _, big = await c.call("GET", "/api/v1/runs/big", member)
     assert big["reason"] == "Next to run: No machine fits: 1 of 1 machines ready"
+
+
+async def test_a_ten_minute_run_backfills_in_front_of_a_held_64_gpu_head(
+    cluster: Cluster,
+) -> None:
+    """The issue's case: eight 8-GPU machines each run a 4-GPU filler with an hour's limit; a
+    64-GPU run waits for all of them as the head. A 10-minute 2-GPU run starts on the held
+    machines at once; the head says when it expects to start, and starts then, when the
+    fillers (and the short run, long done) have reached their limits."""
+    c = cluster
+    member = await c.workspace("vision", max_priority=10)
+    machines = [f"h-{i:02}" for i in range(1, 9)]
+    for name in machines:
+        await c.report(name)
+    for i, name in enumerate(machines):
+        await c.submit(
+            "vision",
+            f"filler-{i}",
+            gpus=4,
+            time_limit_seconds=HOUR,
+            requested_resources={"node_selection": {"names": [name]}},
+        )
+    assert (await c.run_pass()).placed == 8
+    for i, name in enumerate(machines):
+        await c.report(name, [{"task": f"filler-{i}-0", "state": "Running"}])
+    ends = c.clock.now() + timedelta(seconds=HOUR)
+    await c.submit("vision", "big", gpus=64, priority=10)
+    await c.submit("vision", "ten-minutes", gpus=2, time_limit_seconds=600)
+    assert (await c.run_pass()).placed == 1
+    _, short = await c.call("GET", "/api/v1/runs/ten-minutes", member)
+    assert short["state"] == "Running"
+    assert short["tasks"][0]["machine"] in machines
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["reason_kind"] == "NextToRun"
+    assert big["reason"].startswith(
+        f"Next to run, expected to start by {_by(ends)} when runs on h-01, h-02, h-03 and 5"
+        " more reach their time limits: "
+    )
+    machine = short["tasks"][0]["machine"]
+    c.clock.advance(600)
+    await c.report(machine, [{"task": "ten-minutes-0", "state": "Failed", "exit_code": 143}])
+    assert (await c.run_pass()).placed == 0
+    c.clock.advance(HOUR - 600)
+    for i, name in enumerate(machines):
+        await c.report(name, [{"task": f"filler-{i}-0", "state": "Failed", "exit_code": 143}])
+    assert c.clock.now() <= ends
+    assert (await c.run_pass()).placed == 1
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["state"] == "Running"
+    assert sorted({task["machine"] for task in big["tasks"]}) == machines
