@@ -23,7 +23,7 @@ from astraeus.coordinator.store import StorageError, Store
 from astraeus.coordinator.store.db import Row
 from astraeus.coordinator.store.dialect import Connection
 from astraeus.coordinator.store.machines import COLUMNS, MachineRow
-from astraeus.shared import MachineReport, MachineState
+from astraeus.shared import MachineReport, MachineState, PressureCondition
 from astraeus.shared.labels import POOL, SITE
 
 log = logging.getLogger(__name__)
@@ -420,3 +420,17 @@ def _record(row: Row, same: MachineRecord | None = None) -> MachineRecord:
         admin_labels=json.loads(row["labels"]),
         fingerprint=printed,
     )
+
+
+BLOCKING: tuple[PressureCondition, ...] = (PressureCondition.MEMORY, PressureCondition.DISK)
+"""The conditions under which the scheduler places nothing on a machine (its first filter)."""
+
+
+def takes_runs(state: MachineState, record: MachineRecord) -> bool:
+    """Whether a run could be placed on the machine now: Up, not cordoned, under no memory or
+    disk pressure. Its idle GPUs count as free only then: free means usable by a run now (the
+    machine views' `gpus_free`, the console's Free, `astraeus_gpus{state="free"}`)."""
+    report = record.report
+    if state is not MachineState.UP or report is None or record.cordon_reason is not None:
+        return False
+    return not any(condition in report.conditions for condition in BLOCKING)

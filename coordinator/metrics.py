@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from astraeus.coordinator.machine_records import takes_runs
 from astraeus.coordinator.store.preemption import preemption_totals
 from astraeus.coordinator.store.usage import gpu_seconds_totals
 from astraeus.shared import GpuHealthState, MachineState
@@ -122,10 +123,10 @@ class Metrics:
             states[state.value] += 1
             if record.report is None or state == MachineState.DOWN:
                 continue
+            usable = takes_runs(state, record)
             for gpu in record.report.gpus:
-                gpus[
-                    (gpu.model, _gpu_state(gpu.health.state, (record.name, gpu.uuid) in used))
-                ] += 1
+                found = _gpu_state(gpu.health.state, (record.name, gpu.uuid) in used)
+                gpus[(gpu.model, found if found != "free" or usable else "idle")] += 1
         lines = _gauge(
             "astraeus_machines",
             "Machines by state.",
@@ -133,7 +134,9 @@ class Metrics:
         )
         lines += _gauge(
             "astraeus_gpus",
-            "GPUs on Up machines by model and state (free, used, at_risk, faulted).",
+            "GPUs on Up machines by model and state: free (a run could be given it now), idle"
+            " (held by no task, on a machine that takes no runs now: cordoned or under memory"
+            " or disk pressure), used, at_risk, faulted.",
             [({"model": m, "state": s}, n) for (m, s), n in sorted(gpus.items())],
         )
         return lines

@@ -10,10 +10,10 @@ from datetime import datetime
 from aiohttp import web
 from pydantic import BaseModel
 
-from astraeus.coordinator.machine_records import MachineRecord
+from astraeus.coordinator.machine_records import MachineRecord, takes_runs
 from astraeus.coordinator.store import Role
 from astraeus.coordinator.store.queue import Usage, read_usage
-from astraeus.shared import GpuHealthState, MachineReport, MachineState, PressureCondition
+from astraeus.shared import GpuHealthState, MachineReport, MachineState
 from astraeus.shared.labels import FABRIC, POOL, RACK
 from astraeus.shared.machines import (
     CordonBody,
@@ -73,19 +73,6 @@ def _runs(viewer: str | None, held: Usage) -> list[str]:
         (_shown(viewer, workspace, name) for workspace, name in held.runs),
         key=lambda shown: (shown == ANOTHER_WORKSPACE, shown),
     )
-
-
-BLOCKING: tuple[PressureCondition, ...] = (PressureCondition.MEMORY, PressureCondition.DISK)
-"""The conditions under which the scheduler places nothing on a machine (its first filter)."""
-
-
-def takes_runs(state: MachineState, record: MachineRecord) -> bool:
-    """Whether a run could be placed on the machine now: Up, not cordoned, under no memory or
-    disk pressure. Its idle GPUs count as free only then: free means usable by a run now."""
-    report = record.report
-    if state is not MachineState.UP or report is None or record.cordon_reason is not None:
-        return False
-    return not any(condition in report.conditions for condition in BLOCKING)
 
 
 def _view(request: web.Request, record: MachineRecord, held: Usage | None) -> dict[str, object]:

@@ -102,6 +102,21 @@ async def test_metrics_count_runs_machines_and_gpus(fake_cluster: Cluster) -> No
         assert expected in lines
 
 
+async def test_gpus_on_a_cordoned_machine_are_idle_not_free_in_the_metrics(
+    fake_cluster: Cluster,
+) -> None:
+    """Free means usable by a run now, in `/metrics` as in the machine views and the console:
+    a cordoned machine's unheld GPUs are `idle`, not `free`."""
+    c = fake_cluster
+    await c.report("gpu-01")
+    await c.report("gpu-02")
+    await c.call("POST", "/api/v1/machines/gpu-02/cordon", body={"reason": "firmware update"})
+    response = await c.client.get("/metrics", headers=c.auth())
+    lines = set((await response.text()).splitlines())
+    assert 'astraeus_gpus{model="NVIDIA H100 80GB HBM3",state="free"} 8' in lines
+    assert 'astraeus_gpus{model="NVIDIA H100 80GB HBM3",state="idle"} 8' in lines
+
+
 async def test_pending_runs_are_counted_by_their_stored_kind_not_their_words(
     fake_cluster: Cluster,
 ) -> None:
