@@ -14,7 +14,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Final, Self
 
-from pydantic import Field, StringConstraints, field_serializer, model_validator
+from pydantic import (
+    Field,
+    StringConstraints,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from .base import INT64_MAX, WireModel
 from .report import MachineReport
@@ -148,12 +154,18 @@ class LogChunk(WireModel):
     The coordinator applies chunks by offset: one it already holds (a resend) changes nothing,
     and one starting earlier replaces what it held from there on, so a log never duplicates
     or goes out of order. `end` is needed because `data` is not the bytes themselves (invalid
-    UTF-8 becomes U+FFFD)."""
+    UTF-8 becomes U+FFFD, and so does a NUL: PostgreSQL's text holds none, and a worker that
+    printed one would otherwise have its machine's every report refused)."""
 
     task_uid: TaskUid = Field(description="the assignment's `task_uid`")
     offset: int = Field(ge=0, le=INT64_MAX, description="first byte of the chunk in the log")
     end: int = Field(ge=0, le=INT64_MAX, description="the byte after the chunk")
     data: str = Field(min_length=1, max_length=1024 * 1024)
+
+    @field_validator("data")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        return value.replace("\x00", "\ufffd")
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
