@@ -16,12 +16,19 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import overload
 
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.store import Store
-from astraeus.coordinator.store.preemption import read_live_runs, recent_preemptions
+from astraeus.coordinator.store.db import Database
+from astraeus.coordinator.store.preemption import (
+    LiveRun,
+    leaving_runs,
+    read_live_runs,
+    recent_preemptions,
+)
 from astraeus.coordinator.store.queue import Usage, live_by_run, read_queue, use_by_workspace
 from astraeus.coordinator.store.unstarted import Unstarted, read_unstarted
 from astraeus.coordinator.store.usage import fair_share_order
@@ -193,16 +200,44 @@ def preemption(
     database = state.store.database
     budget = inputs.preemption_max_per_minute - recent_preemptions(database, inputs.now)
     factory = None if state.live is not None else state.factory
-    runs = read_live_runs(database)
+    runs = LiveRuns(database)
+    guaranteed = any(guarantees.values())
     return Preemption(
         snapshot,
         runs,
         budget,
         by_priority=inputs.preemption,
-        protected=within_guarantees(runs, guarantees),
+        protected=within_guarantees(runs, guarantees) if guaranteed else frozenset(),
         factory=factory,
         live=None if dry or factory is not None else state.trials,
+        leaving=leaving_runs(database),
     )
+
+
+class LiveRuns(Sequence[LiveRun]):
+    """The live runs, read from the database when a run first needs a victim search: a pass
+    in which no run does (the common case, a queue of one priority) reads none of them."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._runs: list[LiveRun] | None = None
+
+    def _all(self) -> list[LiveRun]:
+        if self._runs is None:
+            self._runs = read_live_runs(self._database)
+        return self._runs
+
+    @overload
+    def __getitem__(self, index: int) -> LiveRun: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[LiveRun]: ...
+
+    def __getitem__(self, index: int | slice) -> LiveRun | Sequence[LiveRun]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def pass_context(

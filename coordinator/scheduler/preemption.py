@@ -100,18 +100,27 @@ class Preemption:
     """Victim searches left this pass."""
     claimed: set[int] = field(default_factory=set)
     """Victims of this pass's earlier preemptions: stopping, as far as later runs can tell."""
-    _lowest: float = field(init=False)
-    """The lowest priority of a run that may be stopped at all."""
+    leaving: tuple[int, ...] | None = None
+    """The runs told to stop (`store.preemption.leaving_runs`), read cheaply for `key`; None:
+    from `runs`."""
+    _lowest_found: float | None = field(default=None, init=False)
 
-    def __post_init__(self) -> None:
-        stoppable = [r.priority for r in self.runs if r.preemptible and not r.leaving]
-        self._lowest = min(stoppable, default=float("inf"))
+    @property
+    def _lowest(self) -> float:
+        """The lowest priority of a run that may be stopped at all (`runs` read then)."""
+        if self._lowest_found is None:
+            stoppable = [r.priority for r in self.runs if r.preemptible and not r.leaving]
+            self._lowest_found = min(stoppable, default=float("inf"))
+        return self._lowest_found
 
     @property
     def key(self) -> tuple[object, ...]:
         """What a pass's decisions depend on here besides the queue and the cluster (`memo`):
         the clock alone may lift the rate limit."""
-        return (self.budget > 0, tuple(run.seq for run in self.runs if run.leaving))
+        leaving = self.leaving
+        if leaving is None:
+            leaving = tuple(run.seq for run in self.runs if run.leaving)
+        return (self.budget > 0, leaving)
 
     def _leaving(self, run: LiveRun) -> bool:
         return run.leaving or run.seq in self.claimed
