@@ -72,11 +72,44 @@ function bar(row) {
 
 function explainer(view) {
   const days = Math.round((view.half_life_seconds / 86400) * 10) / 10;
+  const policy = (name, text, settings) => h("li", {}, h("strong", {}, `${name}. `), text, " ", h("span", { class: "muted" }, settings));
   return h(
-    "p",
-    { class: "muted" },
-    "Among runs of equal priority, the workspace that has used the least for its weight goes first (Turn 1). ",
-    `Use counts half as much every ${days} day${days === 1 ? "" : "s"} (fair_share_half_life_seconds); `,
-    "an admin sets a workspace's weight with astra astraeus workspace set NAME --fair-share-weight W.",
+    "section",
+    { id: "policies" },
+    h("h2", {}, "How the queue shares the cluster"),
+    h(
+      "ul",
+      {},
+      policy(
+        "Fair share",
+        `Among runs of equal priority, the workspace that has used the least for its weight goes first (Turn 1); use counts half as much every ${days} day${days === 1 ? "" : "s"}.`,
+        "Operators: fair_share_half_life_seconds; a workspace's weight with astra astraeus workspace set NAME --fair-share-weight W.",
+      ),
+      policy(
+        "Holding for big runs",
+        "The first run waiting only for room holds the machines it will use, so small runs behind it cannot starve it; one such run per set of machines, so a pool's waiting run never holds another pool.",
+        "Always on.",
+      ),
+      policy(
+        "Backfill",
+        "A run with a time limit may use held machines when it will end before they free up; the waiting run says when it expects to start. Runs without a time limit never backfill: give honest time limits and short runs start sooner.",
+        "Users: time_limit_seconds (--time-limit).",
+      ),
+      policy(
+        "Guarantees",
+        "A workspace's guaranteed GPUs are lent to others while it does not use them, and taken back when it needs them: runs beyond their own workspace's guarantee are stopped and queued again.",
+        "Operators: astra astraeus workspace set NAME --guaranteed-gpus N.",
+      ),
+      policy(
+        "Preemption",
+        "When turned on, a waiting run may stop the cheapest set of lower-priority runs; they get a grace period to save their work and go back to the queue in their old place.",
+        'Operators: preemption = "priority" (off by default), preemption_grace_seconds, preemption_max_per_minute; users: preemptible: false.',
+      ),
+      policy(
+        "Requeue",
+        "A run that asks for retries starts again from the start, elsewhere, when its GPU fails or its machine is lost; its workers can read ASTRAEUS_RESTART_COUNT to resume from a checkpoint.",
+        "Users: retries, retry_on_failure (--retries).",
+      ),
+    ),
   );
 }

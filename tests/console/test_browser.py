@@ -714,6 +714,17 @@ async def test_usage_shows_each_workspace_against_its_fair_share(
     await expect(speech.nth(4)).to_have_text("2")
     fair = page.locator('#usage tr[data-workspace="speech"] .usage-fair')
     await expect(fair).to_have_attribute("style", "left: 66.7%;")  # weight 2 of 3
+    policies = page.locator("#policies li strong")
+    await expect(policies).to_have_text(
+        [
+            "Fair share.",
+            "Holding for big runs.",
+            "Backfill.",
+            "Guarantees.",
+            "Preemption.",
+            "Requeue.",
+        ]
+    )
     await page.screenshot(path=screenshot_path("usage"), full_page=True)
 
     await page.click("#sign-out")
