@@ -35,14 +35,14 @@ RUNS = 40
 
 def test_the_workload_is_seeded_and_asks_the_load_given() -> None:
     """The same seed gives the same runs; the flood submits within its first minutes; the
-    GPU-seconds asked are the load asked for over the window of submissions."""
+    GPU-seconds asked within the window of submissions are the load asked for."""
     jobs = sim.workload(RUNS, MACHINES, 1.5, seed=3)
     assert jobs == sim.workload(RUNS, MACHINES, 1.5, seed=3)
     assert jobs != sim.workload(RUNS, MACHINES, 1.5, seed=4)
     assert len(jobs) == RUNS
     assert all(job.submit <= sim.FLOOD_SECONDS for job in jobs if job.workspace == "flood")
     window = max(job.submit for job in jobs)
-    asked = sum(job.gpus * job.duration for job in jobs)
+    asked = sim.asked_within(jobs, window)
     assert asked / (MACHINES * sim.GPUS_PER_MACHINE * window) == pytest.approx(1.5, rel=0.1)
     for job in jobs:
         assert job.time_limit >= job.duration * sim.LIMIT_FACTOR or (
