@@ -23,10 +23,10 @@ coordinator no longer assigns (or cancels), as the real runner does after SIGTER
 run starts again from the beginning (no checkpoint). Passes are `Scheduler.run_pass`, the
 scheduler loop's own, with `max_pass_seconds` large enough that no pass is cut (a cut depends on
 this machine's speed, and the comparison would not be the same workload), on a `FakeClock`
-that jumps from one event (a submission, a run's end) to the next, rounded up to `TICK` (one
-simulated minute, as the default `pass_interval_seconds` of 5 s would only repeat the same
-decision). Machines never go Down: `down_after_seconds` is set past the simulated span, so
-machines without news need not report.
+that jumps from one event (a submission, a run's end) to the next, rounded up to `--tick` (5
+simulated minutes by default: a GPU freed waits up to that long for the next pass, the same for
+every policy; `--tick 60` is finer and several times slower). Machines never go Down:
+`down_after_seconds` is set past the simulated span, so machines without news need not report.
 
 The workload (seeded; the same for every policy). Sizes and durations follow the buckets of the
 Philly trace (Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training
@@ -49,7 +49,9 @@ Figures, all over the window from the first submission to the last:
 
 - GPU utilisation: GPU-seconds held by tasks in the window / (GPUs x window);
 - wait: from submission until the run's first placement (its first task's `assigned_at`), for
-  every run (runs are replayed until all have ended); mean, p95, and p95 of 1-GPU runs;
+  every run (runs are replayed until all have ended); mean, p95, p95 of 1-GPU runs, and p95 of
+  the steady workspaces' runs and of the flood's apart (fair share moves waiting from the
+  first to the second; it cannot shorten the time the whole backlog takes);
 - Jain's fairness index over workspaces of x = GPU-hours received in the window / GPU-hours the
   workspace was entitled to there: its demand in the window (each run's GPUs x the part of its
   duration that fits before the window ends) shared out max-min (water-filling) over the
@@ -93,8 +95,10 @@ from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import FakeClock
 
 START = datetime(2026, 1, 5, tzinfo=UTC)
-TICK = 60.0
-"""Simulated seconds between passes at most as fine as this: events are batched per minute."""
+TICK = 300.0
+"""Events are batched per this many simulated seconds (`--tick`): at most one pass each. At
+1,000 machines a pass with a deep queue takes seconds of real time (it explains up to
+`max_pending_evaluations` waiting runs), so a finer tick would not keep the replay in minutes."""
 GPUS_PER_MACHINE = 8
 NEVER = 10 * 365 * 86400.0
 """`down_after_seconds` and `lost_after_seconds` in the simulation: no machine goes silent."""
@@ -274,6 +278,9 @@ class Outcome:
     mean_wait: float
     p95_wait: float
     p95_wait_1gpu: float
+    p95_wait_steady: float
+    """Of the steady workspaces' runs: what fair share is for."""
+    p95_wait_flood: float
     jain: float
     runs: int
     ended: int
@@ -286,8 +293,11 @@ class Outcome:
 class Simulation:
     """One policy over one workload: a store, the report service, the scheduler, the agents."""
 
-    def __init__(self, jobs: Sequence[Job], machines: int, policy: Policy, folder: Path):
+    def __init__(
+        self, jobs: Sequence[Job], machines: int, policy: Policy, folder: Path, tick: float
+    ):
         self.jobs = list(jobs)
+        self.tick = tick
         self.by_name = {job.name: job for job in jobs}
         self.policy = policy
         base = Settings(
@@ -439,8 +449,8 @@ class Simulation:
                         " running and nothing left to submit"
                     )
                 return
-            step = max(min(upcoming) - self.at(), TICK)
-            self.clock.advance(math.ceil(step / TICK) * TICK)
+            step = max(min(upcoming) - self.at(), self.tick)
+            self.clock.advance(math.ceil(step / self.tick) * self.tick)
 
     def measure(self, window: float, seconds: float) -> Outcome:
         """The figures over [START, START + window] (see the module's docstring)."""
@@ -458,7 +468,10 @@ class Simulation:
             if span > 0:
                 held[workspace] += len(json.loads(gpu_ids)) * span
         gpus = len(self.agents) * GPUS_PER_MACHINE
-        waits, one_gpu = [], []
+        waits: list[float] = []
+        one_gpu: list[float] = []
+        steady: list[float] = []
+        flood: list[float] = []
         for name, submitted, first in database.tuples(
             "SELECT runs.name, runs.submitted_at, min(tasks.assigned_at) FROM runs"
             " JOIN tasks ON tasks.run_seq = runs.seq GROUP BY runs.seq"
@@ -469,8 +482,10 @@ class Simulation:
                 datetime.fromisoformat(first) - datetime.fromisoformat(submitted)
             ).total_seconds()
             waits.append(wait)
-            if self.by_name[name].gpus == 1:
+            job = self.by_name[name]
+            if job.gpus == 1:
                 one_gpu.append(wait)
+            (flood if job.workspace == "flood" else steady).append(wait)
         demand: dict[str, float] = defaultdict(float)
         for job in self.jobs:
             demand[job.workspace] += job.gpus * max(0.0, min(job.duration, window - job.submit))
@@ -481,6 +496,8 @@ class Simulation:
             mean_wait=statistics.fmean(waits) if waits else 0.0,
             p95_wait=percentile(waits, 0.95),
             p95_wait_1gpu=percentile(one_gpu, 0.95),
+            p95_wait_steady=percentile(steady, 0.95),
+            p95_wait_flood=percentile(flood, 0.95),
             jain=jain([held[w] / entitled[w] for w in entitled if entitled[w] > 0]),
             runs=len(self.jobs),
             ended=len(self.jobs) - self.unfinished(),
@@ -529,11 +546,13 @@ def built(policy: Policy) -> bool:
     return policy.needs is None or policy.needs in {f.name for f in fields(Settings)}
 
 
-async def simulate(jobs: Sequence[Job], machines: int, policy: Policy, window: float) -> Outcome:
+async def simulate(
+    jobs: Sequence[Job], machines: int, policy: Policy, window: float, tick: float = TICK
+) -> Outcome:
     folder = Path(tempfile.mkdtemp(prefix="astraeus-policy-"))
     started = time.perf_counter()
     try:
-        sim = Simulation(jobs, machines, policy, folder)
+        sim = Simulation(jobs, machines, policy, folder, tick)
         try:
             await sim.run()
             return sim.measure(window, time.perf_counter() - started)
@@ -555,6 +574,8 @@ def table(outcomes: Sequence[Outcome | Policy]) -> str:
         ("mean wait", lambda o: hours(o.mean_wait)),
         ("p95 wait", lambda o: hours(o.p95_wait)),
         ("p95 wait, 1-GPU runs", lambda o: hours(o.p95_wait_1gpu)),
+        ("p95 wait, steady workspaces' runs", lambda o: hours(o.p95_wait_steady)),
+        ("p95 wait, the flood's runs", lambda o: hours(o.p95_wait_flood)),
         ("Jain's index (workspaces)", lambda o: f"{o.jain:.3f}"),
         ("runs ended / submitted", lambda o: f"{o.ended} / {o.runs}"),
         ("passes", lambda o: str(o.passes)),
@@ -598,9 +619,11 @@ def describe(jobs: Sequence[Job], machines: int) -> str:
     )
 
 
-def replay(jobs: Sequence[Job], machines: int, policy: Policy, window: float) -> Outcome:
-    """`simulate` in an event loop of its own (in a worker process with `--jobs`)."""
-    return asyncio.run(simulate(jobs, machines, policy, window))
+def replay(
+    jobs: Sequence[Job], machines: int, policy: Policy, window: float, tick: float
+) -> Outcome:
+    """`simulate` in an event loop of its own, in a worker process."""
+    return asyncio.run(simulate(jobs, machines, policy, window, tick))
 
 
 def run_all(args: argparse.Namespace) -> list[Outcome]:
@@ -615,7 +638,7 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
     todo = [policy for policy in POLICIES if built(policy)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max(1, args.jobs), mp_context=context) as pool:
-        futures = {p.name: pool.submit(replay, jobs, machines, p, window) for p in todo}
+        futures = {p.name: pool.submit(replay, jobs, machines, p, window, args.tick) for p in todo}
         done = {}
         for policy in todo:
             outcome = done[policy.name] = futures[policy.name].result()
@@ -655,6 +678,9 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=28)
     parser.add_argument("--jobs", type=int, default=2, help="policies replayed at a time")
+    parser.add_argument(
+        "--tick", type=float, default=TICK, help="simulated seconds between passes, at least"
+    )
     parser.add_argument("--small", action="store_true", help="50 machines, 200 runs")
     run_all(parser.parse_args())
 
