@@ -31,11 +31,13 @@ every policy; `--tick 60` is finer and several times slower). Machines never go 
 The workload (seeded; the same for every policy). Sizes and durations follow the buckets of the
 Philly trace (Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training
 Workloads", USENIX ATC 2019; trace: github.com/msr-fiddle/philly-traces, 117,325 jobs submitted
-2017-08-07 to 2017-12-22). The paper's Figure 2 (run-time CDFs) and its analysis notebook group
-jobs by GPU count as 1, 2-4, 5-8 and >8 GPUs; the bucket shares and log-normal medians used here
-(`SIZES`) are this script's, chosen to keep that shape (most jobs 1 GPU, big jobs rarer and
-longer, a heavy tail of days): the paper's exact percentages were not available to check, see
-docs/benchmarks.md. Time limits: users over-ask, so each run's limit is its duration times
+2017-08-07 to 2017-12-22). The paper's Figure 2 (run times) and the trace's analysis notebook
+group jobs by GPU count as 1, 2-4, 5-8 and >8 GPUs, and so does `SIZES`. The share of runs in
+each bucket and the log-normal medians are this script's own choice (most runs on one GPU,
+bigger runs fewer and longer, a tail of days), NOT figures read from the paper, whose numbers
+could not be checked from where this was written: see docs/benchmarks.md.
+
+Time limits: users over-ask, so each run's limit is its duration times
 `LIMIT_FACTOR` (2) rounded up to the next of `LIMIT_STEPS` (30 min ... 7 days), as people type
 round numbers. Arrivals: `flood` submits `FLOOD_SHARE` of the runs (a sweep that asks for
 more GPUs than the cluster has) within its first `FLOOD_SECONDS`, as a team submitting 1,000
@@ -110,8 +112,8 @@ SIZES: tuple[tuple[str, float, tuple[int, ...], float, float], ...] = (
     ("5-8", 0.10, (8,), 90.0, 1.8),
     (">8", 0.05, (16, 32, 64), 180.0, 1.6),
 )
-"""The Philly paper's GPU-count buckets (Figure 2); shares and medians are this script's (see
-the module's docstring)."""
+"""The Philly paper's GPU-count buckets (Figure 2); the shares and medians are this script's,
+not the paper's (see the module's docstring)."""
 LONGEST_SECONDS = 3 * 86400.0
 """Durations are cut here: a few runs of weeks would only lengthen the replay's tail."""
 SHORTEST_SECONDS = 60.0
