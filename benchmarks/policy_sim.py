@@ -92,6 +92,7 @@ from astraeus.coordinator.scheduler import Scheduler
 from astraeus.coordinator.scheduler.port_grants import Ports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
+from astraeus.coordinator.store.preemption import preemption_totals
 from astraeus.shared import SCHEMA_VERSION, AgentReport, Assignment, RunSpec
 from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import FakeClock
@@ -286,6 +287,9 @@ class Outcome:
     jain: float
     runs: int
     ended: int
+    preemptions: int
+    stopped: int
+    """Runs stopped by those preemptions (and started again from the beginning)."""
     passes: int
     seconds: float
     received: dict[str, float]
@@ -492,6 +496,7 @@ class Simulation:
         for job in self.jobs:
             demand[job.workspace] += job.gpus * max(0.0, min(job.duration, window - job.submit))
         entitled = water_fill(demand, gpus * window)
+        preemptions, stopped = preemption_totals(database)
         return Outcome(
             policy=self.policy.name,
             utilisation=sum(held.values()) / (gpus * window),
@@ -503,6 +508,8 @@ class Simulation:
             jain=jain([held[w] / entitled[w] for w in entitled if entitled[w] > 0]),
             runs=len(self.jobs),
             ended=len(self.jobs) - self.unfinished(),
+            preemptions=preemptions,
+            stopped=stopped,
             passes=self.passes,
             seconds=seconds,
             received=dict(held),
@@ -580,6 +587,7 @@ def table(outcomes: Sequence[Outcome | Policy]) -> str:
         ("p95 wait, the flood's runs", lambda o: hours(o.p95_wait_flood)),
         ("Jain's index (workspaces)", lambda o: f"{o.jain:.3f}"),
         ("runs ended / submitted", lambda o: f"{o.ended} / {o.runs}"),
+        ("preemptions (runs stopped)", lambda o: f"{o.preemptions} ({o.stopped})"),
         ("passes", lambda o: str(o.passes)),
         ("replay took", lambda o: f"{o.seconds:.0f} s"),
     ]
