@@ -5,6 +5,7 @@ clock, once per policy, and the figures printed in one table.
     .venv/bin/python benchmarks/policy_sim.py            # 1,000 machines, 6,000 runs
     .venv/bin/python benchmarks/policy_sim.py --jobs 1   # one policy at a time
     .venv/bin/python benchmarks/policy_sim.py --small    # 50 machines, 200 runs: a quick check
+    .venv/bin/python benchmarks/policy_sim.py --smoke    # 12 machines, 40 runs (tests/benchmarks)
 
 Policies (coordinator settings `fair_share`, `backfill`, and `preemption` once it exists):
 
@@ -638,7 +639,11 @@ def replay(
 
 def run_all(args: argparse.Namespace) -> list[Outcome]:
     """Every policy over the same workload, `args.jobs` at a time; the table at the end."""
-    machines, runs = (50, 200) if args.small else (args.machines, args.runs)
+    machines, runs = args.machines, args.runs
+    if args.small:
+        machines, runs = 50, 200
+    if args.smoke:
+        machines, runs = 12, 40
     jobs = workload(runs, machines, args.load, args.seed)
     window = max(job.submit for job in jobs)
     print(describe(jobs, machines), flush=True)
@@ -692,6 +697,9 @@ def main() -> None:
         "--tick", type=float, default=TICK, help="simulated seconds between passes, at least"
     )
     parser.add_argument("--small", action="store_true", help="50 machines, 200 runs")
+    parser.add_argument(
+        "--smoke", action="store_true", help="12 machines, 40 runs (the suite's check)"
+    )
     run_all(parser.parse_args())
 
 
