@@ -153,6 +153,13 @@ class Settings:
     preemption_grace_seconds: float = 30.0
     """Between SIGTERM and SIGKILL for a preempted run's workers: time to write a checkpoint
     (Slurm's `GraceTime`; Kubernetes' 30 s termination grace)."""
+    fair_share: bool = True
+    """Order runs of equal priority by their workspace's decayed usage over its weight; false:
+    by submission alone (first come, first served), weights and usage ignored. Usage is
+    counted and shown either way."""
+    backfill: bool = True
+    """A run behind a head that holds machines may use them when its time limit ends before
+    they free up; false: held machines wait for their head alone."""
     access_labels: tuple[str, ...] = ("pool",)
     """Labels that grant access: only admins set them (API, or with the agent's token); what an
     agent reports for them is ignored. `pool` is always one; a comma list adds others."""
@@ -381,6 +388,8 @@ SCHEMA: dict[str, Rule] = {
     "preemption": Rule(_preemption),
     "preemption_max_per_minute": whole(),
     "preemption_grace_seconds": seconds(zero=True),
+    "fair_share": FLAG,
+    "backfill": FLAG,
 }
 """Every setting and its rule (`shared/settings.py`, the same rules as the agent's). Where 0
 is allowed it means none: only SIGHUP reloads the certificate, Lost as soon as silent, no

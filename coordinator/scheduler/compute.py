@@ -71,6 +71,10 @@ class PassInputs:
     preemption: bool = False
     """`preemption = "priority"`: a waiting run may stop lower-priority runs."""
     preemption_max_per_minute: int = 0
+    fair_share: bool = True
+    """Order runs of equal priority by usage (`fair_share.py`); false: by submission alone."""
+    backfill: bool = True
+    """Runs with a time limit may use a head's machines (`queue_walk.py`); false: never."""
 
 
 @dataclass
@@ -174,9 +178,11 @@ def read_store(state: PassState, inputs: PassInputs, *, dry: bool = False) -> Re
     snapshot = build_snapshot(
         store, state.records, inputs.now, inputs.down_after, inputs.heard_since, state.views
     )
-    factors = fair_share_order(store.database)
+    factors = fair_share_order(store.database) if inputs.fair_share else {}
     queue = fair_order(queue_items(read_queue(store.database), state.asks), factors)
-    context = pass_context(store, inputs.max_pending_evaluations, state.views.usage)
+    context = pass_context(
+        store, inputs.max_pending_evaluations, state.views.usage, backfill=inputs.backfill
+    )
     guarantees = {w.name: w.guaranteed_gpus for w in context.workspaces.values()}
     held = {name: use.gpus for name, use in context.use_by_workspace.items()}
     queue = guaranteed_first(queue, guarantees, held)
@@ -241,7 +247,11 @@ class LiveRuns(Sequence[LiveRun]):
 
 
 def pass_context(
-    store: Store, max_pending_evaluations: int, usage: Mapping[str, Usage]
+    store: Store,
+    max_pending_evaluations: int,
+    usage: Mapping[str, Usage],
+    *,
+    backfill: bool = True,
 ) -> PassContext:
     return PassContext(
         workspaces={w.name: w for w in store.workspaces.all()},
@@ -249,6 +259,7 @@ def pass_context(
         live_by_run=live_by_run(store.database),
         max_pending_evaluations=max_pending_evaluations,
         usage=usage,
+        backfill=backfill,
     )
 
 

@@ -193,6 +193,8 @@ class Scheduler:
             last_committed=self._last_committed,
             preemption=settings.preemption == "priority",
             preemption_max_per_minute=settings.preemption_max_per_minute,
+            fair_share=settings.fair_share,
+            backfill=settings.backfill,
         )
 
     async def _decide_elsewhere(self, now: datetime) -> tuple[PassRows, bool]:

@@ -73,6 +73,9 @@ class PassContext:
     preemption: Preemption | None = None
     """Preemption by priority and reclaim of guarantees (`preemption.py`); None: preemption
     is off and no workspace has a guarantee."""
+    backfill: bool = True
+    """False (the `backfill` setting): a head's machines are held from every run behind it,
+    whatever its time limit."""
 
 
 @dataclass
@@ -302,7 +305,7 @@ class _Walk(Generic[Item]):
     def _held_for(self, time_limit: int | None) -> frozenset[str]:
         """The machines held from a run with this time limit: every head's, but those of heads
         whose machines free up only after the run would have ended (backfill)."""
-        if time_limit is None or not self.heads:
+        if time_limit is None or not self.heads or not self.context.backfill:
             return self.reserved
         ends = self.now + timedelta(seconds=time_limit) + BACKFILL_MARGIN
         held = frozenset[str]()

@@ -79,7 +79,11 @@ SMOKES = {
     "placement_bench": Smoke(
         "placement_bench.py", ("--smoke",), (r"64-GPU gang dry run\s+median\s+[\d.]+ ms",)
     ),
-    "policy_sim": Smoke("policy_sim.py", ("--smoke",), (r"\d",)),
+    "policy_sim": Smoke(
+        "policy_sim.py",
+        ("--smoke",),
+        (r"\| GPU utilisation \| [\d.]+% \|", r"\| runs ended / submitted \| 40 / 40 \|"),
+    ),
     "preemption_bench": Smoke(
         "preemption_bench.py",
         ("--smoke",),

@@ -1,0 +1,108 @@
+"""The policy simulator (`benchmarks/policy_sim.py`) at a tiny size: every run is accounted
+for, the figures stay in their ranges, the workload is the same for every policy, and the
+switches it compares (`fair_share`, `backfill`) are settings an operator can give."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from astraeus.coordinator.settings import load
+from astraeus.shared.settings import SettingsError
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "policy_sim.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("policy_sim", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["policy_sim"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+sim = _load()
+
+MACHINES = 6
+RUNS = 40
+
+
+def test_the_workload_is_seeded_and_asks_the_load_given() -> None:
+    """The same seed gives the same runs; the flood submits within its first minutes; the
+    GPU-seconds asked within the window of submissions are the load asked for."""
+    jobs = sim.workload(RUNS, MACHINES, 1.5, seed=3)
+    assert jobs == sim.workload(RUNS, MACHINES, 1.5, seed=3)
+    assert jobs != sim.workload(RUNS, MACHINES, 1.5, seed=4)
+    assert len(jobs) == RUNS
+    assert all(job.submit <= sim.FLOOD_SECONDS for job in jobs if job.workspace == "flood")
+    window = max(job.submit for job in jobs)
+    asked = sim.asked_within(jobs, window)
+    assert asked / (MACHINES * sim.GPUS_PER_MACHINE * window) == pytest.approx(1.5, rel=0.1)
+    for job in jobs:
+        assert job.time_limit >= job.duration * sim.LIMIT_FACTOR or (
+            job.time_limit == sim.LIMIT_STEPS[-1]
+        )
+
+
+def test_time_limits_round_up_to_steps_people_type() -> None:
+    assert sim.time_limit(600) == 1800  # 20 minutes asked: half an hour
+    assert sim.time_limit(1800) == 3600
+    assert sim.time_limit(5 * 3600) == 12 * 3600
+    assert sim.time_limit(30 * 86400) == 7 * 86400
+
+
+def test_jain_and_water_filling() -> None:
+    """Jain's index is 1 for equal shares and 1/n when one takes everything; max-min shares
+    give small demands in full and split the rest evenly."""
+    assert sim.jain([2.0, 2.0, 2.0]) == pytest.approx(1.0)
+    assert sim.jain([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+    shares = sim.water_fill({"a": 10.0, "b": 100.0, "c": 100.0}, 90.0)
+    assert shares == pytest.approx({"a": 10.0, "b": 40.0, "c": 40.0})
+    assert sum(shares.values()) == pytest.approx(90.0)
+
+
+async def test_every_policy_accounts_for_every_run(tmp_path: Path) -> None:
+    """Each built policy replays the tiny workload to the end through the real scheduler:
+    every run ends, utilisation is a share, no wait is negative, Jain's index lies in
+    [1/n, 1]; the GPU-seconds received are what the task rows say."""
+    jobs = sim.workload(RUNS, MACHINES, 1.5, seed=5)
+    window = max(job.submit for job in jobs)
+    workspaces = {job.workspace for job in jobs}
+    for policy in sim.POLICIES:
+        if not sim.built(policy):
+            continue
+        outcome = await sim.simulate(jobs, MACHINES, policy, window)
+        assert outcome.ended == outcome.runs == RUNS, policy.name
+        assert 0.0 < outcome.utilisation <= 1.0, policy.name
+        assert min(outcome.mean_wait, outcome.p95_wait, outcome.p95_wait_1gpu) >= 0.0
+        assert 1 / len(workspaces) <= outcome.jain <= 1.0 + 1e-9, policy.name
+        capacity = MACHINES * sim.GPUS_PER_MACHINE * window
+        assert sum(outcome.received.values()) == pytest.approx(outcome.utilisation * capacity)
+        assert sum(outcome.entitled.values()) <= capacity * (1 + 1e-9)
+
+
+def test_the_table_says_what_is_not_built() -> None:
+    """A policy whose setting does not exist yet gets its column, saying so."""
+    missing = sim.Policy("x", {}, needs="no_such_setting")
+    assert not sim.built(missing)
+    assert "not built yet" in sim.table([missing])
+
+
+def test_fair_share_and_backfill_are_settings(tmp_path: Path) -> None:
+    """Both default to on; an operator turns them off in the file or the environment; a value
+    that is not a boolean is refused naming the setting."""
+    defaults = load(env={"HOME": str(tmp_path)})
+    assert defaults.fair_share is True
+    assert defaults.backfill is True
+    config = tmp_path / "coordinator.toml"
+    config.write_text("fair_share = false\nbackfill = false\n")
+    off = load(config=config, env={"HOME": str(tmp_path)})
+    assert (off.fair_share, off.backfill) == (False, False)
+    with pytest.raises(SettingsError, match=r"ASTRAEUS_BACKFILL: .* is not true or false"):
+        load(env={"HOME": str(tmp_path), "ASTRAEUS_BACKFILL": "sometimes"})
