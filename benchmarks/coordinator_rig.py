@@ -51,7 +51,7 @@ def machine_report(name: str, gpus: int = 8) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "name": name,
-        "labels": {"topology.astraeus.io/rack": f"rack-{int(name[4:]) // 32}"},
+        "labels": {"topology.astraeus.io/rack": f"rack-{int(name.rsplit('-', 1)[1]) // 32}"},
         "cpu_cores": 128,
         "memory_bytes": 2 * 1024**4,
         "gpus": [

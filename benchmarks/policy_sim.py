@@ -75,7 +75,6 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -86,6 +85,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from coordinator_bench import machine as describe_machine
+from coordinator_rig import machine_report
+
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.reports import Reports
@@ -94,7 +96,7 @@ from astraeus.coordinator.scheduler.port_grants import Ports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.preemption import preemption_totals
-from astraeus.shared import SCHEMA_VERSION, AgentReport, Assignment, RunSpec
+from astraeus.shared import AgentReport, Assignment, RunSpec
 from astraeus.shared.admin import WorkspaceSpec
 from astraeus.shared.clock import FakeClock
 
@@ -224,26 +226,6 @@ def asked_within(jobs: Iterable[Job], window: float) -> float:
     return sum(job.gpus * max(0.0, min(job.duration, window - job.submit)) for job in jobs)
 
 
-def machine_report(name: str) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "name": name,
-        "labels": {"topology.astraeus.io/rack": f"rack-{int(name[2:]) // 32}"},
-        "cpu_cores": 128,
-        "memory_bytes": 2 * 1024**4,
-        "gpus": [
-            {
-                "index": i,
-                "uuid": f"GPU-{name}-{i}",
-                "vendor": "nvidia",
-                "model": "NVIDIA H100 80GB HBM3",
-                "memory_bytes": 85520809984,
-            }
-            for i in range(GPUS_PER_MACHINE)
-        ],
-    }
-
-
 def spec(job: Job) -> RunSpec:
     return RunSpec.model_validate(
         {
@@ -324,7 +306,7 @@ class Simulation:
         self.reports = Reports(self.store, self.records, Ports(self.settings.port_range), 0)
         self.scheduler = Scheduler(self.settings, self.store, self.clock, Metrics(), self.reports)
         self.agents = {f"m-{i:05}": Agent(f"m-{i:05}") for i in range(machines)}
-        self.bodies = {name: machine_report(name) for name in self.agents}
+        self.bodies = {name: machine_report(name, GPUS_PER_MACHINE) for name in self.agents}
         self.ends: list[tuple[float, str, str]] = []
         """(end, machine, task uid) of every worker running, soonest first."""
         self.passes = 0
@@ -666,22 +648,10 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
     print()
     print(table(columns))
     print(
-        f"\n{platform()}, {args.jobs} replay(s) at a time, {load_average()}",
+        f"\n{describe_machine()}, {args.jobs} replay(s) at a time",
         flush=True,
     )
     return list(done.values())
-
-
-def platform() -> str:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({model or sys.platform}), Python {sys.version.split()[0]}"
 
 
 def main() -> None:

@@ -18,6 +18,10 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "policy_sim.py"
 
 
 def _load() -> ModuleType:
+    # The script imports its sibling modules (coordinator_rig, coordinator_bench), as it does
+    # when run as `python benchmarks/policy_sim.py`, which puts its folder on the path.
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.append(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("policy_sim", SCRIPT)
     assert spec is not None
     assert spec.loader is not None
