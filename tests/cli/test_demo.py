@@ -65,11 +65,13 @@ def _tells_the_whole_story(out: str) -> None:
     lines = out.splitlines()
     expected = [
         "[",  # machines report
-        "    eth-2   Up, cordoned        2/2 NVIDIA A10             2 healthy             "
+        # Free is what a run could be given now: a cordoned or pressured machine's idle GPUs
+        # are shown apart.
+        "    eth-2   Up, cordoned        0/2 NVIDIA A10 (2 idle)             2 healthy             "
         "Ethernet           100 Gb/s  rack-e1  lab",
-        "    ib-b1   Up                  8/8 NVIDIA H100 80GB HBM3  6 healthy, 2 at risk  "
+        "    ib-b1   Up                  8/8 NVIDIA H100 80GB HBM3           6 healthy, 2 at risk  "
         "ib-b               100 Gb/s  rack-b1  lab",
-        "    ib-b2   Up, MemoryPressure  8/8 NVIDIA H100 80GB HBM3  8 healthy             "
+        "    ib-b2   Up, MemoryPressure  0/8 NVIDIA H100 80GB HBM3 (8 idle)  8 healthy             "
         "ib-b               100 Gb/s  rack-b2  lab",
         "pretrain submitted to demo: http://127.0.0.1:",
         "    pretrain: Running — 2 machines × 8 GPUs on InfiniBand fabric ib-a in rack rack-a1",
