@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from .ask import RequestedResources
-from .base import DnsLabel, ProcessText, UserModel, WireModel
+from .base import NUL_PROBLEM, DnsLabel, ProcessText, UserModel, WireModel
 from .explanation import GroupedExplanation, PendingExplanation, RejectionGroup
 from .image import OciImage
 from .reasons import ReasonKind
@@ -94,6 +94,16 @@ class RunSpec(UserModel):
         description="false: never stopped to make room for a higher-priority run (preemption)",
     )
 
+    @field_validator("requested_resources", mode="before")
+    @classmethod
+    def _no_nul_in_ask(cls, ask: Any) -> Any:
+        """No NUL in any string of the ask (labels, drives, models, ...): PostgreSQL reads
+        stored specs as `jsonb`, which takes none, in every workspace's pass."""
+        where = _nul_at(ask)
+        if where is not None:
+            raise ValueError(f"{where or 'a value'}: {NUL_PROBLEM}")
+        return ask
+
     @field_validator("retries")
     @classmethod
     def _retries_whole(cls, retries: int, info: ValidationInfo) -> int:
@@ -119,6 +129,26 @@ class RunSpec(UserModel):
                     f"{name} is {value[:20]!r}: a port is a whole number from 1 to 65535"
                 )
         return env
+
+
+def _nul_at(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (key or value) holding a NUL, or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and "\x00" in key:
+                return inner
+            found = _nul_at(item, inner)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
 
 
 class Shape(WireModel):

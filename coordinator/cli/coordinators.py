@@ -12,7 +12,7 @@ import urllib.error
 from typing import Any
 
 from .context import Context
-from .errors import CliError, Exit
+from .errors import Exit
 from .render import table
 
 HEADER = ["COORDINATOR", "ROLE", "LEADER", "EPOCH"]
@@ -43,8 +43,6 @@ def _ask(ctx: Context, url: str) -> dict[str, Any]:
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
-    except CliError:
-        raise
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, socket.timeout | TimeoutError):

@@ -26,3 +26,28 @@ async def test_a_worker_printing_a_nul_breaks_no_report(cluster: Cluster) -> Non
     status, logs = await c.call("GET", "/api/v1/tasks/nul-0/logs", member)
     assert status == 200, logs
     assert logs["data"] == "a\ufffdb\n"
+
+
+async def test_a_nul_anywhere_in_a_run_spec_is_refused(cluster: Cluster) -> None:
+    """A run spec's strings hold no NUL: one stored would break every PostgreSQL read that
+    casts the spec to `jsonb` (the pass's), for every workspace."""
+    c = cluster
+    member = await c.workspace("vision")
+    for field, value, problem in (
+        ("image", "repo/x\u0000y:1", "is not an OCI image reference"),
+        (
+            "requested_resources",
+            {"node_selection": {"match_labels": {"k": "v\u0000"}}},
+            "node_selection.match_labels.k: must not contain a NUL byte",
+        ),
+        (
+            "requested_resources",
+            {"drives": [{"name": "data\u0000"}]},
+            "drives[0].name: must not contain a NUL byte",
+        ),
+    ):
+        body = {"name": "nul", "command": ["true"], field: value}
+        status, answer = await c.call("POST", "/api/v1/runs", member, body)
+        assert status == 400, (field, answer)
+        assert answer["fields"][0]["field"] == field
+        assert problem in answer["fields"][0]["problem"]
