@@ -4,11 +4,12 @@
 
 Clusters of N machines × 8 H100 GPUs: racks of 32, InfiniBand fabrics of 256 machines, an
 18-machine NVLink domain in every fabric, 40 % of GPUs in use, 1 % at risk, 0.2 % faulted; each
-machine carries a report key as the store's snapshot does. The engine keeps a live state between
-passes (`placement/live.py`); every measure below starts from a new snapshot of the same cluster,
-so it includes bringing the live state up to date. The update is timed twice: with every view a
-new object of equal content (each machine compared field by field), and with the views reused
-(what the coordinator's snapshot gives for unchanged machines); the others reuse views:
+machine carries a report key as the store's snapshot does. The engine keeps a live state
+between passes (`placement/cache/live.py`); every measure below starts from a new snapshot of
+the same cluster, so it includes bringing the live state up to date. The update is timed twice:
+with every view a new object of equal content (each machine compared field by field), and with
+the views reused (what the coordinator's snapshot gives for unchanged machines); the others
+reuse views:
 
 - dry runs (1-GPU, 64-GPU gang, a run no machine can take): update + session + `place`, and for
   the last the explanation grouped by reason and written as JSON (`explain=grouped`);
@@ -43,7 +44,7 @@ from astraeus.coordinator.placement import (
     Placement,
     PlacementSession,
 )
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
 from astraeus.coordinator.scheduler.queue_walk import PassContext, decide, make_explanations

@@ -24,7 +24,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from astraeus.coordinator.placement import ClusterSnapshot, RunRequest
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.scheduler.preemption import Preemption
 from astraeus.coordinator.store.preemption import LiveRun, LiveTask
 from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run

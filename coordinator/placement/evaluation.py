@@ -12,11 +12,11 @@ from functools import cached_property
 from astraeus.shared import GpuHealthState, SelectionMode, labels
 
 from . import gpu_match, scores
+from .cache.prepared import Prepared
 from .cluster import Cluster
 from .facts import Free
 from .filters import DYNAMIC, FREE, Check, first_rejection
 from .needs import Needs, WorkerAsk
-from .prepared import Prepared
 from .rejection import Rejection
 from .shape import ShapeOption, options
 

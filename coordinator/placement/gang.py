@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from astraeus.shared import Spread
 
 from . import single
+from .cache.free_index import FreeIndex
 from .evaluation import RunEvaluation
-from .free_index import FreeIndex
 from .ladder import RUNGS, Key, Member, Rung
 from .shape import ShapeOption
 

@@ -8,14 +8,14 @@ from datetime import datetime
 from astraeus.shared.reasons import RejectionCode
 
 from . import assemble, explanation, gang, ladder, patience, survivors
+from .cache.live import LiveState, forget_oldest
+from .cache.prepared import Prepared
 from .cluster import Cluster
 from .evaluation import RunEvaluation
 from .facts import Free, MachineFacts
 from .filters import topology
-from .live import LiveState, forget_oldest
 from .model import ClusterSnapshot, Pending, Placement, RunRequest
 from .needs import Needs
-from .prepared import Prepared
 from .rejection import Rejection
 from .scores import ScoreInput
 

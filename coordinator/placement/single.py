@@ -9,8 +9,8 @@ import heapq
 import math
 from collections.abc import Iterator
 
+from .cache.free_index import Bucket, Capacity, Entry, FreeIndex
 from .evaluation import RunEvaluation
-from .free_index import Bucket, Capacity, Entry, FreeIndex
 from .needs import WorkerAsk
 from .scores import at_risk, cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
 

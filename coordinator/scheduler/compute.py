@@ -20,7 +20,7 @@ from typing import overload
 
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.db import Database
 from astraeus.coordinator.store.preemption import (

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from astraeus.coordinator.metrics import Metrics
 from astraeus.coordinator.placement import Placement, PlacementSession
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.reports import Reports
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Store

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.store.unstarted import Unstarted
 
 from .items import Candidate, QueueItem

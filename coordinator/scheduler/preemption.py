@@ -34,7 +34,7 @@ from astraeus.coordinator.placement import (
     PlacementSession,
     RunRequest,
 )
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.store.preemption import LiveRun
 
 from .queue_walk import EngineSession

@@ -13,7 +13,7 @@ from astraeus.coordinator.placement import (
     PlacementSession,
     Reservation,
 )
-from astraeus.coordinator.placement.live import KEPT_ASKS, LiveState
+from astraeus.coordinator.placement.cache import KEPT_ASKS, LiveState
 from astraeus.coordinator.testing.fake_cluster import gpus, machine, run
 from astraeus.shared import MachineState
 

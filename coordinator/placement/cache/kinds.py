@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from astraeus.shared import GpuInfo
 
-from .facts import Free, MachineFacts
+from ..facts import Free, MachineFacts
 
 GpuDescription = tuple[str, str, int, str]
 """A GPU's vendor, model, memory and health."""

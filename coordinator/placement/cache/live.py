@@ -15,19 +15,19 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from . import ladder
-from .cluster import Cluster
-from .fabrics import NetworkPlace, cluster_has_fabric_label, network_place
-from .facts import Free, MachineFacts, free_idle, free_now, machine_facts
+from .. import ladder
+from ..cluster import Cluster
+from ..fabrics import NetworkPlace, cluster_has_fabric_label, network_place
+from ..facts import Free, MachineFacts, free_idle, free_now, machine_facts
+from ..model import ClusterSnapshot, MachineSnapshot
 from .free_index import FreeIndex
 from .kinds import Kind, Kinds
-from .model import ClusterSnapshot, MachineSnapshot
 from .prepared import StaticVerdicts
 
 if TYPE_CHECKING:
-    from .evaluation import RunEvaluation
-    from .gang import Choice
-from .scores import Home
+    from ..evaluation import RunEvaluation
+    from ..gang import Choice
+from ..scores import Home
 
 
 class Frame:

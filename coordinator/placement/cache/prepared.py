@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import gpu_match
-from .cluster import Cluster
-from .facts import Free
-from .filters import EARLY, LATE, Check, first_rejection
-from .needs import Needs
-from .rejection import Rejection
+from .. import gpu_match
+from ..cluster import Cluster
+from ..facts import Free
+from ..filters import EARLY, LATE, Check, first_rejection
+from ..needs import Needs
+from ..rejection import Rejection
 
 
 @dataclass

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 
 from astraeus.shared import GpuHealthState
 
-from .facts import Free, MachineFacts
+from ..facts import Free, MachineFacts
+from ..scores import cores_free, memory_free
 from .kinds import FreeKind, Kind, free_kind
-from .scores import cores_free, memory_free
 
 Bucket = tuple[int, int]
 Capacity = tuple[bool, float, float, int, int, int, int]
