@@ -12,6 +12,7 @@ from functools import cached_property
 from astraeus.shared import GpuHealthState, SelectionMode, labels
 
 from . import gpu_match, scores
+from .cache.cycle import CycleState
 from .cache.prepared import Prepared
 from .cluster import Cluster
 from .facts import Free
@@ -23,8 +24,8 @@ from .shape import ShapeOption, options
 
 class RunEvaluation:
     """One run's filters, capacities and scores over a session's machines, each computed on
-    first use and kept for as long as the evaluation lives (one `place` call, or one ask's
-    idle evaluation kept with the live state's frame)."""
+    first use and kept in its `CycleState` for as long as the evaluation lives (one `place`
+    call, or one ask's idle evaluation kept with the live state's frame)."""
 
     def __init__(
         self,
@@ -53,15 +54,11 @@ class RunEvaluation:
         self.smallest: WorkerAsk = self.needs.worker(
             smallest if worker_gpus is None else worker_gpus
         )
-        self._rejections: dict[int, Rejection | None] = {}
-        self._passes: dict[int, bool] = {}
-        self._verdicts: dict[tuple[bool, Hashable], Rejection | None] = {}
-        self._supply: dict[Hashable, gpu_match.Supply] = {}
-        self._caps: dict[Hashable, int] = {}
-        self._scores: dict[tuple[int, int, bool], int] = {}
-        self._slots: dict[tuple[int, ShapeOption], int] = {}
-        self._holders: dict[ShapeOption, int] = {}
-        self._shares: dict[Hashable, int] = {}
+        self.memo = memo = CycleState()
+        # Bound once: read per machine in the searches' loops.
+        self._rejections, self._passes, self._verdicts = memo.rejections, memo.passes, memo.verdicts
+        self._supply, self._caps, self._shares = memo.supply, memo.caps, memo.shares
+        self._scores, self._slots, self._holders = memo.scores, memo.slots, memo.holders
         every = self.needs.mode is SelectionMode.ALL and not self.needs.array_element
         if every and not self.needs.gpus:
             self.options = (ShapeOption(self._every_machine(), 0),)
