@@ -37,13 +37,13 @@ class RunEvaluation:
         *,
         idle: bool = False,
     ) -> None:
-        """`free_gpus` counts each machine's free GPUs (faulted or not, of any model): a cheap
-        bound that skips machines before they are checked. `free_kinds` tells machines alike for
-        filters 7 and 8 in `free` (`kinds.FreeKind`; on an idle cluster, each machine's kind):
-        machines of one free kind share their verdicts, GPUs and caps. `worker_gpus` sets the
-        worker the filters check (default: the smallest any shape has); an explanation checks
-        the worker the run would really need. An `idle` evaluation looks at a cluster where no
-        run holds anything, so no worker of this run is anywhere yet either."""
+        """`free_gpus` counts each machine's free GPUs (faulted or not, of any model): a cheap bound
+        that skips machines before they are checked. `free_kinds` tells machines alike for the
+        `Reads.FREE` filters (`room`, `gpus`) in `free` (`kinds.FreeKind`; on an idle cluster, each
+        machine's kind): machines of one free kind share their verdicts, GPUs and caps.
+        `worker_gpus` sets the worker the filters check (default: the smallest any shape has); an
+        explanation checks the worker the run would really need. An `idle` evaluation looks at a
+        cluster where no run holds anything, so no worker of this run is anywhere yet either."""
         self.idle = idle
         self.prepared, self.free, self.free_gpus = prepared, free, free_gpus
         self.free_kinds = free_kinds
@@ -94,9 +94,10 @@ class RunEvaluation:
         return found
 
     def _dynamic(self, i: int) -> Rejection | None:
-        """Filters 6–8. For a fixed run and worker their verdict depends only on the machine's
-        free kind and whether a worker of the run is here, and many machines share both, so each
-        verdict is decided once, on the first machine found in it."""
+        """The filters that read where the run is or what is free (`Reads.RUN`, `Reads.FREE`:
+        `spread`, `room`, `gpus`). For a fixed run and worker their verdict depends only on the
+        machine's free kind and whether a worker of the run is here, and many machines share both,
+        so each verdict is decided once, on the first machine found in it."""
         if self.needs.gpu_requests.ids:
             return self._dynamic_check(i)
         here = not self.idle and self.needs.run.key in self.free[i].workers

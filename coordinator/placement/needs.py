@@ -98,8 +98,8 @@ class Needs:
 
     @cached_property
     def must_not_share(self) -> bool:
-        """Filter 6 applies: no two workers of this run on one machine. Each array element is
-        its own task, so the spread rule applies per element (one worker: never)."""
+        """The `spread` filter applies: no two workers of this run on one machine. Each array
+        element is its own task, so the spread rule applies per element (one worker: never)."""
         return not self.stacks and not self.array_element
 
     @cached_property
@@ -118,7 +118,8 @@ class Needs:
 
     @cached_property
     def static_key(self) -> tuple[object, ...]:
-        """Everything filters 1–5 and 9–11 and GPU matching read: runs with equal keys get the
+        """Everything the filters that read only what a machine is (`Reads.MACHINE`) and GPU
+        matching read: runs with equal keys get the
         same verdicts from them on every machine."""
         ask, gpus = self.ask, self.gpu_requests
         return (
@@ -150,7 +151,8 @@ class Needs:
         return WorkerAsk(gpus=gpus, cpu_cores=cores, memory_bytes=memory)
 
     def fits(self, gpus: int, free_cores: float, free_memory: int) -> bool:
-        """A worker with `gpus` GPUs fits in these free cores and memory (filter 7's test)."""
+        """A worker with `gpus` GPUs fits in these free cores and memory (the `room` filter's
+        test)."""
         worker = self.worker(gpus)
         return worker.cpu_cores <= free_cores and worker.memory_bytes <= free_memory
 

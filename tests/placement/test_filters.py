@@ -258,7 +258,8 @@ def test_down_machine_counts_as_down_and_is_listed() -> None:
 
 
 def test_first_rejecting_filter_wins() -> None:
-    """A cordoned machine under memory pressure reports the pressure: filter 1 comes first."""
+    """A cordoned machine under memory pressure reports the pressure: the `up` filter comes
+    first."""
     sick = machine("m", cordon="firmware update", conditions=[PressureCondition.MEMORY])
     result = place(run(ask=ONE_GPU), snapshot(sick), NOW)
     assert isinstance(result, Pending)

@@ -1,5 +1,5 @@
-"""Filters 7 and 8 decided once per free kind (`kinds.FreeKind`), and the explanation grouped
-without its per-machine list, say exactly what checking every machine and grouping the full
+"""The `room` and `gpus` filters decided once per free kind (`kinds.FreeKind`), and the explanation
+grouped without its per-machine list, say exactly what checking every machine and grouping the full
 answer say."""
 
 import pickle

@@ -1,15 +1,14 @@
 """Machines ordered for a single worker's search, in classes of machines alike for it.
 
 A class is every machine with the same (GPUs in all, GPUs free) bucket and the same cores and
-memory, in all and free: the search's exact bound (packing, CPU-only, cores-free and
-memory-free terms) is the same for all of them, so it is computed once per class, and since
-ties go to the lowest name, the class's members are tried in name order only until one of them
-can no longer beat the best found. Each bucket lists its classes by how much of their cores and
-memory is free. `update` keeps it current; `fork` gives a pass its own copy to change, sharing
-every bucket and class until the copy changes it (copy-on-write). It also keeps each machine's
-free kind (`kinds.FreeKind`), by which a run's evaluation checks filters 7 and 8 once per free
-kind.
-"""
+memory, in all and free: the search's exact bound (packing, CPU-only, cores-free and memory-free
+terms) is the same for all of them, so it is computed once per class, and since ties go to the
+lowest name, the class's members are tried in name order only until one of them can no longer beat
+the best found. Each bucket lists its classes by how much of their cores and memory is free.
+`update` keeps it current; `fork` gives a pass its own copy to change, sharing every bucket and
+class until the copy changes it (copy-on-write). It also keeps each machine's free kind
+(`kinds.FreeKind`), by which a run's evaluation checks the `Reads.FREE` filters once per free
+kind."""
 
 from __future__ import annotations
 

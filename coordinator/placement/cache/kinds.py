@@ -1,13 +1,12 @@
-"""Machines alike for filters 6–8: a machine's kind (what it is, as they read it) and its free
-kind (its kind and what is free on it).
+"""Machines alike for the filters that read what is free (`Reads.FREE`: `room`, `gpus`): a machine's
+kind (what it is, as they read it) and its free kind (its kind and what is free on it).
 
-Filters 7 (room) and 8 (GPUs) read a machine's cores and memory in all and free, and its GPUs'
+The `room` and `gpus` filters read a machine's cores and memory in all and free, and its GPUs'
 model, vendor, memory and health, with which of them are free. Two machines of the same free kind
-get the same verdicts from them for every run and worker, so a run's evaluation checks one
-machine per distinct free kind (`RunEvaluation`), not every machine: a large cluster has thousands
-of machines and a few dozen free kinds. Filter 6 (a worker of the run already here) is read per
-machine, as it is about the run, not the machine.
-"""
+get the same verdicts from them for every run and worker, so a run's evaluation checks one machine
+per distinct free kind (`RunEvaluation`), not every machine: a large cluster has thousands of
+machines and a few dozen free kinds. The `spread` filter (a worker of the run already here,
+`Reads.RUN`) is read per machine, as it is about the run, not the machine."""
 
 from __future__ import annotations
 
@@ -43,7 +42,7 @@ kind is alike, else their descriptions, sorted."""
 
 
 def describe(facts: MachineFacts) -> Description:
-    """Everything filters 7 and 8 read of what the machine is."""
+    """Everything the `Reads.FREE` filters read of what the machine is."""
     report = facts.report
     if report is None:
         return (False, 0.0, 0, ())

@@ -20,15 +20,16 @@ class StaticVerdicts:
     generation (what a machine is does not change within it)."""
 
     early: dict[int, Rejection | None] = field(default_factory=dict)
-    """Filters 1–5 for machines not held for a run ahead."""
+    """The `EARLY` filters (`Reads.MACHINE`, before the first that reads more), for machines not
+    held for a run ahead."""
     late: dict[int, Rejection | None] = field(default_factory=dict)
     matched: dict[int, gpu_match.Matched] = field(default_factory=dict)
 
 
 class Prepared:
-    """Filters 1–5 and 9–11 and the matching GPUs, per machine, computed on first use and kept
-    in `shared` (for every session of the generation); a machine held for a run ahead is
-    checked each time."""
+    """The `Reads.MACHINE` filters (`EARLY` and `LATE`) and the matching GPUs, per machine, computed
+    on first use and kept in `shared` (for every session of the generation); a machine held for a
+    run ahead is checked each time."""
 
     def __init__(
         self,

@@ -1,5 +1,5 @@
-"""Filter 2: accepting runs: not cordoned, not held for a run ahead, and, for a machine reserved
-for some labels, the run selects them."""
+"""The `accepting` filter: accepting runs: not cordoned, not held for a run ahead, and, for a
+machine reserved for some labels, the run selects them."""
 
 from __future__ import annotations
 

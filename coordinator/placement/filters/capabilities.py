@@ -1,5 +1,5 @@
-"""Filter 3: capabilities the run needs. A run with an image needs `container`; a Mac does not
-report it, so it runs only its native engines."""
+"""The `capabilities` filter: capabilities the run needs. A run with an image needs `container`; a
+Mac does not report it, so it runs only its native engines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Filter 10: drives: they exist, are reachable from the machine, and fit at its data location."""
+"""The `drives` filter: they exist, are reachable from the machine, and fit at its data location."""
 
 from __future__ import annotations
 

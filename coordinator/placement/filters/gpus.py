@@ -1,4 +1,4 @@
-"""Filter 8: GPUs: none faulted; of the model, vendor and memory asked; enough free (healthy
+"""The `gpus` filter: none faulted; of the model, vendor and memory asked; enough free (healthy
 ones, with `healthy_only`); pinned ids free."""
 
 from __future__ import annotations

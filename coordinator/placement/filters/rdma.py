@@ -1,4 +1,4 @@
-"""Filter 5: RDMA ports up (and fast enough), when the network asks for RDMA."""
+"""The `rdma` filter: RDMA ports up (and fast enough), when the network asks for RDMA."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Filter 11: machines reserved for another workspace, or soon reserved when the run has no time
-limit that ends first."""
+"""The `reservations` filter: machines reserved for another workspace, or soon reserved when the run
+has no time limit that ends first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Filter 7: free cores, then free memory, for the smallest worker the run could put here."""
+"""The `room` filter: free cores, then free memory, for the smallest worker the run could put
+here."""
 
 from __future__ import annotations
 

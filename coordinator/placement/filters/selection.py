@@ -1,4 +1,5 @@
-"""Filter 4: the run's selection: `names`, `match_labels`, and the workspace's pools."""
+"""The `selection` filter: the run's selection: `names`, `match_labels`, and the workspace's
+pools."""
 
 from __future__ import annotations
 

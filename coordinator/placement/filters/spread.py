@@ -1,4 +1,4 @@
-"""Filter 6: spread: no other worker of the run already here, when workers must not share
+"""The `spread` filter: no other worker of the run already here, when workers must not share
 (every mode but `Any`, and `Any` under a one-worker-per-machine rule). Each array element is its
 own task: the rule applies per element, so other elements of the run never keep one out."""
 

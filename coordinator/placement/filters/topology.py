@@ -1,5 +1,6 @@
-"""Filter 9: topology rules. Per machine: it has the rack, fabric or NVLink domain a rule needs.
-For the whole gang (see `gang`): some group of machines holds the run without breaking a rule."""
+"""The `topology` filter: topology rules. Per machine: it has the rack, fabric or NVLink domain a
+rule needs. For the whole gang (see `gang`): some group of machines holds the run without breaking a
+rule."""
 
 from __future__ import annotations
 

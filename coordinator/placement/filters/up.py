@@ -1,4 +1,4 @@
-"""Filter 1: up and reporting capacity; not under memory or disk pressure."""
+"""The `up` filter: up and reporting capacity; not under memory or disk pressure."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ PER_LABEL: Final = 5
 
 
 def points(s: ScoreInput) -> int:
-    # Filter 2 already let through only runs that select every label reservation that holds;
-    # the fewer labels a reservation requires, the less specific it is, so the fewer points.
+    # The `accepting` filter already let through only runs that select every label reservation that
+    # holds; the fewer labels a reservation requires, the less specific it is, so the fewer points.
     best = 0
     for reservation in label_reservations(s.facts.snapshot.reservations, s.now):
         if selects(s.needs, reservation.labels):
