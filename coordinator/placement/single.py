@@ -9,7 +9,7 @@ import heapq
 import math
 from collections.abc import Iterator
 
-from .cache.free_index import Bucket, Capacity, Entry, FreeIndex
+from .cache.free_index import Bucket, Capacity, ClassKey, Entry, FreeIndex
 from .evaluation import RunEvaluation
 from .needs import WorkerAsk
 from .scores import at_risk, cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
@@ -19,9 +19,9 @@ def best(evaluation: RunEvaluation, index: FreeIndex, gpus: int) -> int | None:
     """The machine a single worker with `gpus` GPUs goes to, or None when none can take it."""
     bonus = _bonus_bound(evaluation)
     streams = [
-        _bounds(bucket, entries, packing.of(*bucket, gpus) + cpu_only.of(bucket[0], gpus))
+        _bounds(bucket, entries, packing.of(*bucket, gpus) + cpu_only.of(bucket.gpus, gpus))
         for bucket, entries in index.buckets.items()
-        if bucket[1] >= gpus
+        if bucket.free_gpus >= gpus
     ]
     worker = evaluation.needs.worker(gpus)
     slack = _least_use(evaluation, worker)
@@ -32,7 +32,7 @@ def best(evaluation: RunEvaluation, index: FreeIndex, gpus: int) -> int | None:
             break
         if _too_small(capacity, bucket, worker):
             continue
-        members = index.classes[(bucket, capacity)]
+        members = index.classes[ClassKey(bucket, capacity)]
         # Alike for the exact bound: one check per class, not per machine.
         most = _exact_bound(evaluation, members[0], worker) + bonus + _risk(capacity, bucket, gpus)
         for i in members:
@@ -49,16 +49,18 @@ def best(evaluation: RunEvaluation, index: FreeIndex, gpus: int) -> int | None:
 def _too_small(capacity: Capacity, bucket: Bucket, worker: WorkerAsk) -> bool:
     """No machine of the class can take the worker: too few free GPUs that are not faulted,
     or too few free cores or too little free memory."""
-    _reported, _cores, free_cores, _memory, free_memory, faulted, _at_risk = capacity
-    if bucket[1] - faulted < worker.gpus:
+    if bucket.free_gpus - capacity.faulted_free < worker.gpus:
         return True
-    return worker.cpu_cores > free_cores or worker.memory_bytes > free_memory
+    return (
+        worker.cpu_cores > capacity.free_cpu_cores
+        or worker.memory_bytes > capacity.free_memory_bytes
+    )
 
 
 def _risk(capacity: Capacity, bucket: Bucket, gpus: int) -> int:
     """The at-risk term at best: healthy GPUs are taken first, so only those the free healthy
     ones cannot cover are at risk (pinned or model-matched GPUs can only take more)."""
-    healthy = bucket[1] - capacity[5] - capacity[6]
+    healthy = bucket.free_gpus - capacity.faulted_free - capacity.at_risk_free
     return at_risk.PER_GPU * max(gpus - healthy, 0)
 
 

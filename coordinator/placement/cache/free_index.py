@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from astraeus.shared import GpuHealthState
 
@@ -21,15 +22,43 @@ from ..facts import Free, MachineFacts
 from ..scores import cores_free, memory_free
 from .kinds import FreeKind, Kind, free_kind
 
-Bucket = tuple[int, int]
-Capacity = tuple[bool, float, float, int, int, int, int]
-"""(reported, cores in all, cores free, memory in all, memory free, free GPUs faulted, free GPUs
-at risk): no worker is ever given a faulted GPU, so a class whose other free GPUs are too few is
-skipped whole; and a worker takes healthy GPUs first, so the at-risk ones it must take bound its
-score too."""
-ClassKey = tuple[Bucket, Capacity]
-Entry = tuple[float, Capacity]
-"""A class in its bucket's list: the negated headroom, then its capacity."""
+
+class Bucket(NamedTuple):
+    """Machines with as many GPUs in all, and as many free."""
+
+    gpus: int
+    free_gpus: int
+
+
+class Capacity(NamedTuple):
+    """What a class's machines have in all and free besides their GPUs' count. No worker is
+    ever given a faulted GPU, so a class whose other free GPUs are too few is skipped whole;
+    and a worker takes healthy GPUs first, so the at-risk ones it must take bound its score
+    too."""
+
+    reported: bool
+    cpu_cores: float
+    free_cpu_cores: float
+    memory_bytes: int
+    free_memory_bytes: int
+    faulted_free: int
+    """Free GPUs that are faulted."""
+    at_risk_free: int
+    """Free GPUs at risk."""
+
+
+class ClassKey(NamedTuple):
+    """One class: machines alike for the single-worker search's exact bound."""
+
+    bucket: Bucket
+    capacity: Capacity
+
+
+class Entry(NamedTuple):
+    """A class in its bucket's list, which ascends: the most headroom first."""
+
+    negated_headroom: float
+    capacity: Capacity
 
 
 def headroom(facts: MachineFacts, free: Free) -> float:
@@ -50,13 +79,15 @@ def _class_of(facts: MachineFacts, free: Free) -> tuple[ClassKey, Entry]:
             faulted += state is GpuHealthState.FAULTED
             at_risk += state is GpuHealthState.AT_RISK
     if report is None:
-        capacity: Capacity = (False, 0.0, free.cpu_cores, 0, free.memory_bytes, faulted, at_risk)
+        capacity = Capacity(False, 0.0, free.cpu_cores, 0, free.memory_bytes, faulted, at_risk)
     else:
         cores, memory = report.cpu_cores, report.memory_bytes
-        capacity = (True, cores, free.cpu_cores, memory, free.memory_bytes, faulted, at_risk)
-    bucket = (len(facts.gpus), len(free.gpu_ids))
+        capacity = Capacity(
+            True, cores, free.cpu_cores, memory, free.memory_bytes, faulted, at_risk
+        )
+    bucket = Bucket(len(facts.gpus), len(free.gpu_ids))
     # Negated, so each bucket's list ascends from the class with the most room.
-    return (bucket, capacity), (-headroom(facts, free), capacity)
+    return ClassKey(bucket, capacity), Entry(-headroom(facts, free), capacity)
 
 
 class FreeIndex:
@@ -82,7 +113,7 @@ class FreeIndex:
             self._where.append((key, entry))
             members = self.classes.setdefault(key, [])
             if not members:
-                self.buckets.setdefault(key[0], []).append(entry)
+                self.buckets.setdefault(key.bucket, []).append(entry)
             members.append(i)
         for entries in self.buckets.values():
             entries.sort()
@@ -117,11 +148,11 @@ class FreeIndex:
         del members[bisect_left(members, i)]
         if not members:
             del self.classes[old_key]
-            entries = self._own_bucket(old_key[0])
+            entries = self._own_bucket(old_key.bucket)
             del entries[bisect_left(entries, old_entry)]
         members = self._own_class(key)
         if not members:
-            insort(self._own_bucket(key[0]), entry)
+            insort(self._own_bucket(key.bucket), entry)
         insort(members, i)
 
     def _own_class(self, key: ClassKey) -> list[int]:

@@ -11,16 +11,33 @@ machines and a few dozen free kinds. The `spread` filter (a worker of the run al
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from astraeus.shared import GpuInfo
 
 from ..facts import Free, MachineFacts
 
-GpuDescription = tuple[str, str, int, str]
-"""A GPU's vendor, model, memory and health."""
+
+class GpuDescription(NamedTuple):
+    """A GPU as the `Reads.FREE` filters read it."""
+
+    vendor: str
+    model: str
+    memory_bytes: int
+    health: str
+
+
 GpuDescriptions = tuple[GpuDescription, ...]
 """Sorted: which GPU is which does not matter, only how many of each there are."""
-Description = tuple[bool, float, int, GpuDescriptions]
+
+
+class Description(NamedTuple):
+    """What a machine is, as the `Reads.FREE` filters read it."""
+
+    reported: bool
+    cpu_cores: float
+    memory_bytes: int
+    gpus: GpuDescriptions
 
 
 class Kind:
@@ -36,22 +53,29 @@ class Kind:
         """Every GPU alike: which of them are free does not matter, only how many."""
 
 
-FreeKind = tuple[Kind, int | GpuDescriptions, float, int]
-"""(kind, free GPUs, free cores, free memory). Free GPUs are their count where every GPU of the
-kind is alike, else their descriptions, sorted."""
+class FreeKind(NamedTuple):
+    """A machine's kind and what is free on it: machines of one free kind get the same verdicts
+    from the `Reads.FREE` filters."""
+
+    kind: Kind
+    gpus: int | GpuDescriptions
+    """Free GPUs: their count where every GPU of the kind is alike, else their descriptions,
+    sorted."""
+    cpu_cores: float
+    memory_bytes: int
 
 
 def describe(facts: MachineFacts) -> Description:
     """Everything the `Reads.FREE` filters read of what the machine is."""
     report = facts.report
     if report is None:
-        return (False, 0.0, 0, ())
+        return Description(False, 0.0, 0, ())
     gpus = tuple(sorted(gpu_description(gpu) for gpu in facts.gpus))
-    return (True, report.cpu_cores, report.memory_bytes, gpus)
+    return Description(True, report.cpu_cores, report.memory_bytes, gpus)
 
 
 def gpu_description(gpu: GpuInfo) -> GpuDescription:
-    return (gpu.vendor.value, gpu.model, gpu.memory_bytes, gpu.health.state.value)
+    return GpuDescription(gpu.vendor.value, gpu.model, gpu.memory_bytes, gpu.health.state.value)
 
 
 class Kinds:
@@ -66,7 +90,7 @@ class Kinds:
         description = describe(facts)
         kind = self._known.get(description)
         if kind is None:
-            kind = self._known[description] = Kind(description, description[3])
+            kind = self._known[description] = Kind(description, description.gpus)
         return kind
 
     def prune(self, in_use: Sequence[Kind]) -> None:
@@ -79,6 +103,6 @@ def free_kind(kind: Kind, facts: MachineFacts, free: Free) -> FreeKind:
     alike), its free cores and memory."""
     ids = free.gpu_ids
     if kind.uniform:
-        return (kind, len(ids), free.cpu_cores, free.memory_bytes)
+        return FreeKind(kind, len(ids), free.cpu_cores, free.memory_bytes)
     gpus = tuple(sorted(gpu_description(gpu) for gpu in facts.gpus if gpu.uuid in ids))
-    return (kind, gpus, free.cpu_cores, free.memory_bytes)
+    return FreeKind(kind, gpus, free.cpu_cores, free.memory_bytes)
