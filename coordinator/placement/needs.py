@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
+from typing import Final
 
 from astraeus.shared import (
     GpuPolicy,
@@ -18,6 +20,40 @@ from astraeus.shared import (
 )
 
 from .model import RunRequest
+
+STATIC_READS: Final = (
+    "run.workspace",
+    "run.pools",
+    "run.time_limit_seconds",
+    "has_image",
+    "names",
+    "match_labels",
+    "ask.capabilities",
+    "interconnect",
+    "min_gbps",
+    "asks_rdma",
+    "link",
+    "keep_within",
+    "spread",
+    "drive_names",
+    "drive_bytes",
+    "gpu_requests.models",
+    "gpu_requests.vendor",
+    "gpu_requests.min_memory_gb",
+)
+"""What of the run the `Reads.MACHINE` filters and GPU matching may read, as attribute paths of
+`Needs`: the static key is made of exactly these, so their verdicts, kept per static key, hold
+for every run with the same key (a filter reading anything else fails
+`tests/placement/test_filter_reads.py`)."""
+_static_reads = attrgetter(*STATIC_READS)
+
+
+def _hashable(value: object) -> object:
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    if isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -117,28 +153,20 @@ class Needs:
         return sum(drive.size_bytes for drive in self.ask.drives)
 
     @cached_property
+    def has_image(self) -> bool:
+        """The run names a container image (the `capabilities` filter: it needs `container`)."""
+        return self.run.image is not None
+
+    @cached_property
+    def drive_names(self) -> tuple[str, ...]:
+        return tuple(drive.name for drive in self.ask.drives)
+
+    @cached_property
     def static_key(self) -> tuple[object, ...]:
         """Everything the filters that read only what a machine is (`Reads.MACHINE`) and GPU
-        matching read: runs with equal keys get the
-        same verdicts from them on every machine."""
-        ask, gpus = self.ask, self.gpu_requests
-        return (
-            self.run.workspace,
-            self.run.pools,
-            self.names,
-            tuple(sorted(self.match_labels.items())),
-            tuple(ask.capabilities),
-            self.run.image is not None,
-            self.interconnect,
-            self.min_gbps,
-            self.keep_within,
-            self.spread,
-            tuple((drive.name, drive.size_bytes) for drive in ask.drives),
-            self.run.time_limit_seconds,
-            tuple(gpus.models),
-            gpus.vendor,
-            gpus.min_memory_gb,
-        )
+        matching may read of the run (`STATIC_READS`, each made hashable): runs with equal keys
+        get the same verdicts from them on every machine."""
+        return tuple(_hashable(value) for value in _static_reads(self))
 
     def worker(self, gpus: int) -> WorkerAsk:
         """A worker with `gpus` GPUs: `per_gpu` scales with them, a fixed ask does not."""

@@ -39,6 +39,8 @@ GUIDE_ORDER = (
 """Each module declares its `NAME`, its `check` and what it `READS`."""
 
 FILTERS: Filters = tuple((module.NAME, module.check) for module in GUIDE_ORDER)
+READS_OF: dict[str, Reads] = {module.NAME: module.READS for module in GUIDE_ORDER}
+"""What each filter declares it reads: where its verdicts are kept (`placement/cache/`)."""
 
 
 def _reading(*kinds: Reads) -> Filters:
@@ -81,8 +83,10 @@ __all__ = [
     "FILTERS",
     "FREE",
     "LATE",
+    "READS_OF",
     "Check",
     "Filter",
+    "Filters",
     "Reads",
     "first_rejection",
 ]

@@ -21,7 +21,7 @@ def lacks_capability(capability: str) -> str:
 
 def needed(c: Check) -> list[str]:
     wanted = [capability.value for capability in c.needs.ask.capabilities]
-    if c.needs.run.image is not None:
+    if c.needs.has_image:
         wanted.insert(0, Capability.CONTAINER.value)
     return wanted
 

@@ -28,17 +28,17 @@ def no_data_room(need: int, free: int) -> str:
 
 
 def check(c: Check) -> Rejection | None:
-    drives = c.needs.ask.drives
+    drives = c.needs.drive_names
     if not drives:
         return None
     for drive in drives:
-        if drive.name not in c.known_drives:
+        if drive not in c.known_drives:
             return Rejection(
-                filter=NAME, reason=no_such_drive(drive.name), code=RejectionCode.NO_SUCH_DRIVE
+                filter=NAME, reason=no_such_drive(drive), code=RejectionCode.NO_SUCH_DRIVE
             )
-        if drive.name not in c.facts.reachable_drives:
+        if drive not in c.facts.reachable_drives:
             return Rejection(
-                filter=NAME, reason=unreachable(drive.name), code=RejectionCode.DRIVE_UNREACHABLE
+                filter=NAME, reason=unreachable(drive), code=RejectionCode.DRIVE_UNREACHABLE
             )
     report = c.facts.report
     free = report.data_free_bytes if report else None
