@@ -15,14 +15,17 @@
    changed, and its own copy-on-write list of free capacity and fork of the free index, which
    its `take` changes without changing the cluster cache. Its `prepared.Prepared` per (ask,
    moment, machines held for runs ahead) reads the frame's static verdicts.
-3. **The cycle state** of one run (the memo dicts of its `RunEvaluation`): the
+3. **The cycle state** of one run (`cycle.CycleState`, kept by its `RunEvaluation`): the
    verdicts of the filters that read where the run's workers are or what is free
    (`Reads.RUN`, `Reads.FREE`), decided once per (a worker of the run already here, the
    machine's free kind), and the GPUs, caps, slots and scores worked out for it.
 
 Where a filter's verdict is kept follows from what it declares it reads (`filters.Reads`, one
 `READS` per filter module): `Reads.MACHINE` verdicts in the cluster cache per ask, the others in
-the run's cycle state per free kind.
+the run's cycle state per free kind. So a filter may read only what its `Reads` allows
+(`reads.READABLE`; of the run, a `Reads.MACHINE` filter only `needs.STATIC_READS`, of which the
+static key is made): `tests/placement/conftest.py` runs every filter of every placement test
+through `reads.guarded`, which fails, naming the filter and the attribute, on any other read.
 
 The scheduler keeps one more memo above these, `scheduler/memo.py`'s `PassMemo` (a pass with
 no change since the last decides nothing again), keyed by the cluster cache's `generation`; it
