@@ -17,14 +17,10 @@ from astraeus.shared import GpuInfo
 
 from ..facts import Free, MachineFacts
 
-
-class GpuDescription(NamedTuple):
-    """A GPU as the `Reads.FREE` filters read it."""
-
-    vendor: str
-    model: str
-    memory_bytes: int
-    health: str
+GpuDescription = tuple[str, str, int, str]
+"""A GPU as the `Reads.FREE` filters read it: (vendor, model, memory, health). A plain tuple, not
+a `NamedTuple`: one is made per GPU of every machine read, and it is only sorted, hashed and
+compared, never read by position."""
 
 
 GpuDescriptions = tuple[GpuDescription, ...]
@@ -75,7 +71,7 @@ def describe(facts: MachineFacts) -> Description:
 
 
 def gpu_description(gpu: GpuInfo) -> GpuDescription:
-    return GpuDescription(gpu.vendor.value, gpu.model, gpu.memory_bytes, gpu.health.state.value)
+    return (gpu.vendor.value, gpu.model, gpu.memory_bytes, gpu.health.state.value)
 
 
 class Kinds:
