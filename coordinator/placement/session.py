@@ -10,9 +10,10 @@ from astraeus.shared.reasons import RejectionCode
 from . import assemble, explanation, gang, ladder, patience, survivors
 from .cache.live import LiveState, forget_oldest
 from .cache.prepared import Prepared
+from .cache.snapshot import SessionCache
 from .cluster import Cluster
 from .evaluation import RunEvaluation
-from .facts import Free, MachineFacts
+from .facts import MachineFacts
 from .filters import topology
 from .model import ClusterSnapshot, Pending, Placement, RunRequest
 from .needs import Needs
@@ -32,16 +33,12 @@ class PlacementSession:
         if live is None:
             live = LiveState()
             live.update(snapshot or ClusterSnapshot(machines=()))
-        frame = live.frame
-        self._frame = frame
+        self._cache = SessionCache(live)
+        frame = self._frame = self._cache.frame
         self._facts: tuple[MachineFacts, ...] = frame.facts
         self._index = frame.index
-        self._free: list[Free] = list(live.free)
-        self._owned: set[int] = set()
-        """Machines whose `Free` this session copied before changing it."""
+        self._free, self._free_index = self._cache.free, self._cache.free_index
         self._idle, self._idle_gpus = frame.idle, frame.idle_gpus
-        self._free_index = live.free_index.fork(self._facts, self._free, frame.kinds)
-        self._prepared: dict[tuple[object, ...], Prepared] = {}
         self._idle_fits = frame.idle_fits
 
     def place(
@@ -138,19 +135,7 @@ class PlacementSession:
         """Record the placement's GPUs, cores and memory as used for the rest of this pass."""
         for worker in placement.workers:
             i = self._index[worker.machine]
-            free = self._own(i)
-            free.gpu_ids.difference_update(worker.gpu_ids)
-            free.cpu_cores = max(free.cpu_cores - worker.cpu_cores, 0)
-            free.memory_bytes = max(free.memory_bytes - worker.memory_bytes, 0)
-            self._free_index.update(i)
-
-    def _own(self, i: int) -> Free:
-        """Machine `i`'s free capacity, copied first if shared with the live state."""
-        if i not in self._owned:
-            was = self._free[i]
-            self._free[i] = Free(set(was.gpu_ids), was.cpu_cores, was.memory_bytes, was.workers)
-            self._owned.add(i)
-        return self._free[i]
+            self._cache.take(i, worker.gpu_ids, worker.cpu_cores, worker.memory_bytes)
 
     def score_input(
         self, run: RunRequest, machine: str, gpus: int, now: datetime, rdma_work: bool
@@ -195,17 +180,7 @@ class PlacementSession:
         return RunEvaluation(prepared, self._idle, self._idle_gpus, kinds, worker_gpus, idle=True)
 
     def _prepare(self, needs: Needs, now: datetime, exclude: frozenset[str]) -> Prepared:
-        key = (needs.static_key, now, exclude)
-        if key not in self._prepared:
-            cluster = self._cluster(needs.min_gbps)
-            shared = self._frame.verdicts(needs.static_key, now)
-            self._prepared[key] = Prepared(cluster, self._free, needs, now, exclude, shared)
-        prepared = self._prepared[key]
-        # Static verdicts are shared, but each run keeps its own name, shape and sizes.
-        return prepared if prepared.needs is needs else prepared.for_needs(needs)
-
-    def _cluster(self, min_gbps: float | None) -> Cluster:
-        return self._frame.cluster(min_gbps)
+        return self._cache.prepared(needs, now, exclude)
 
 
 def _names(cluster: Cluster, choice: gang.Choice | None) -> tuple[str, ...]:

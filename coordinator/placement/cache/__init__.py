@@ -11,10 +11,11 @@
    machine is (`Reads.MACHINE`: `prepared.StaticVerdicts`, keyed by the ask's `static_key`) and
    the run's evaluation against the idle cluster. A new generation starts when a machine's
    description changes; what only its holdings change moves it in the free index.
-2. **The snapshot** one pass or dry run reads (`PlacementSession`): the frame, shared and never
-   changed, and its own copy-on-write list of free capacity and fork of the free index, which
-   its `take` changes without changing the cluster cache. Its `prepared.Prepared` per (ask,
-   moment, machines held for runs ahead) reads the frame's static verdicts.
+2. **The snapshot** one pass or dry run reads (`snapshot.SessionCache`, kept by its
+   `PlacementSession`): the frame, shared and never changed, and its own copy-on-write list of
+   free capacity and fork of the free index, which its `take` changes without changing the
+   cluster cache. Its `prepared.Prepared` per (ask, moment, machines held for runs ahead) reads
+   the frame's static verdicts.
 3. **The cycle state** of one run (`cycle.CycleState`, kept by its `RunEvaluation`): the
    verdicts of the filters that read where the run's workers are or what is free
    (`Reads.RUN`, `Reads.FREE`), decided once per (a worker of the run already here, the

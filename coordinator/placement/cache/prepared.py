@@ -23,6 +23,8 @@ class StaticVerdicts:
     """The `EARLY` filters (`Reads.MACHINE`, before the first that reads more), for machines not
     held for a run ahead."""
     late: dict[int, Rejection | None] = field(default_factory=dict)
+    """The `LATE` filters (`Reads.MACHINE`, after those that read more), for machines not held
+    for a run ahead."""
     matched: dict[int, gpu_match.Matched] = field(default_factory=dict)
 
 
@@ -70,6 +72,8 @@ class Prepared:
         return early[i]
 
     def late(self, i: int) -> Rejection | None:
+        if self.held and self.cluster.names[i] in self.held:
+            return first_rejection(self.check(i), LATE)
         late = self.shared.late
         if i not in late:
             late[i] = first_rejection(self.check(i), LATE)
