@@ -9,7 +9,7 @@ import heapq
 import math
 from collections.abc import Iterator
 
-from .cache.free_index import Bucket, Capacity, ClassKey, Entry, FreeIndex
+from .cache.free_index import Bucket, Capacity, Entry, FreeIndex
 from .evaluation import RunEvaluation
 from .needs import WorkerAsk
 from .scores import at_risk, cores_free, cpu_only, drive_here, memory_free, packing, reserved_labels
@@ -32,7 +32,7 @@ def best(evaluation: RunEvaluation, index: FreeIndex, gpus: int) -> int | None:
             break
         if _too_small(capacity, bucket, worker):
             continue
-        members = index.classes[ClassKey(bucket, capacity)]
+        members = index.classes[(bucket, capacity)]
         # Alike for the exact bound: one check per class, not per machine.
         most = _exact_bound(evaluation, members[0], worker) + bonus + _risk(capacity, bucket, gpus)
         for i in members:

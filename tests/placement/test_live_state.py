@@ -127,7 +127,7 @@ def index_of(session: PlacementSession) -> tuple[Any, ...]:
     machine's free kind with its kind's description for the kind, interned per free kind)."""
     index = session._free_index
     buckets = {bucket: entries for bucket, entries in index.buckets.items() if entries}
-    states = [(state.kind.description, *state[1:]) for state in index.free_kinds]
+    states = [(kind.description, *rest) for kind, *rest in index.free_kinds]
     return (session._free, index.free_gpus, buckets, index.classes, states)
 
 

@@ -47,18 +47,14 @@ class Capacity(NamedTuple):
     """Free GPUs at risk."""
 
 
-class ClassKey(NamedTuple):
-    """One class: machines alike for the single-worker search's exact bound."""
+ClassKey = tuple[Bucket, Capacity]
+"""One class: machines alike for the single-worker search's exact bound."""
+Entry = tuple[float, Capacity]
+"""A class in its bucket's list, which ascends: the negated headroom (the most first), then its
+capacity.
 
-    bucket: Bucket
-    capacity: Capacity
-
-
-class Entry(NamedTuple):
-    """A class in its bucket's list, which ascends: the most headroom first."""
-
-    negated_headroom: float
-    capacity: Capacity
+These two, made for every machine the index reads and only hashed, compared or unpacked, are
+plain tuples: as `NamedTuple`s they made the live state's build measurably slower."""
 
 
 def headroom(facts: MachineFacts, free: Free) -> float:
@@ -87,7 +83,7 @@ def _class_of(facts: MachineFacts, free: Free) -> tuple[ClassKey, Entry]:
         )
     bucket = Bucket(len(facts.gpus), len(free.gpu_ids))
     # Negated, so each bucket's list ascends from the class with the most room.
-    return ClassKey(bucket, capacity), Entry(-headroom(facts, free), capacity)
+    return (bucket, capacity), (-headroom(facts, free), capacity)
 
 
 class FreeIndex:
@@ -113,7 +109,8 @@ class FreeIndex:
             self._where.append((key, entry))
             members = self.classes.setdefault(key, [])
             if not members:
-                self.buckets.setdefault(key.bucket, []).append(entry)
+                bucket, _capacity = key
+                self.buckets.setdefault(bucket, []).append(entry)
             members.append(i)
         for entries in self.buckets.values():
             entries.sort()
@@ -148,11 +145,13 @@ class FreeIndex:
         del members[bisect_left(members, i)]
         if not members:
             del self.classes[old_key]
-            entries = self._own_bucket(old_key.bucket)
+            old_bucket, _capacity = old_key
+            entries = self._own_bucket(old_bucket)
             del entries[bisect_left(entries, old_entry)]
         members = self._own_class(key)
         if not members:
-            insort(self._own_bucket(key.bucket), entry)
+            bucket, _capacity = key
+            insort(self._own_bucket(bucket), entry)
         insort(members, i)
 
     def _own_class(self, key: ClassKey) -> list[int]:

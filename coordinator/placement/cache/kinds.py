@@ -49,16 +49,11 @@ class Kind:
         """Every GPU alike: which of them are free does not matter, only how many."""
 
 
-class FreeKind(NamedTuple):
-    """A machine's kind and what is free on it: machines of one free kind get the same verdicts
-    from the `Reads.FREE` filters."""
-
-    kind: Kind
-    gpus: int | GpuDescriptions
-    """Free GPUs: their count where every GPU of the kind is alike, else their descriptions,
-    sorted."""
-    cpu_cores: float
-    memory_bytes: int
+FreeKind = tuple[Kind, int | GpuDescriptions, float, int]
+"""A machine's kind and what is free on it, (kind, free GPUs, free cores, free memory): machines of
+one free kind get the same verdicts from the `Reads.FREE` filters. Free GPUs are their count
+where every GPU of the kind is alike, else their descriptions, sorted. Made for every machine
+the index reads and only hashed, so a plain tuple (see `free_index.ClassKey`)."""
 
 
 def describe(facts: MachineFacts) -> Description:
@@ -99,6 +94,6 @@ def free_kind(kind: Kind, facts: MachineFacts, free: Free) -> FreeKind:
     alike), its free cores and memory."""
     ids = free.gpu_ids
     if kind.uniform:
-        return FreeKind(kind, len(ids), free.cpu_cores, free.memory_bytes)
+        return (kind, len(ids), free.cpu_cores, free.memory_bytes)
     gpus = tuple(sorted(gpu_description(gpu) for gpu in facts.gpus if gpu.uuid in ids))
-    return FreeKind(kind, gpus, free.cpu_cores, free.memory_bytes)
+    return (kind, gpus, free.cpu_cores, free.memory_bytes)
