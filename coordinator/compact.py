@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime
 from enum import Enum
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pydantic import BaseModel
 
@@ -75,14 +75,25 @@ def decode(text: str) -> tuple[MachineReport, str]:
         raise FormError(f"compact form {FORM} unreadable: {error}") from error
 
 
-_PLANS: dict[type[BaseModel], tuple[tuple[str, Convert | None, Any], ...]] = {}
-"""Each model's fields: name, how its JSON value becomes the field's, and its default."""
+class _Plan(NamedTuple):
+    """How one model is built from its compact form."""
+
+    template: dict[str, Any]
+    """Every field, in the model's order, with its default (a shared part's one object);
+    copied for each instance, then the stored fields written over it."""
+    converters: dict[str, Convert | None]
+    """How each field's JSON value becomes the field's (None: as it is)."""
+    factories: tuple[tuple[str, Callable[[], Any]], ...]
+    """Fields whose default is made for each instance (an empty list) when not stored."""
+    required: frozenset[str]
+
+
+_PLANS: dict[type[BaseModel], _Plan] = {}
 _FIELDS_SET: dict[type[BaseModel], set[str]] = {}
 """One set of field names per model, shared by the instances built here (pydantic keeps which
 fields were given; here every field is, and nothing reads it but `exclude_unset`)."""
 _SHARED: weakref.WeakValueDictionary[tuple[object, ...], BaseModel] = weakref.WeakValueDictionary()
 """The shared parts in use, by model and value; a part no machine holds any more is dropped."""
-_NO_DEFAULT: Final = object()
 
 
 def build(model: type[Model], value: dict[str, Any]) -> Model:
@@ -93,21 +104,17 @@ def build(model: type[Model], value: dict[str, Any]) -> Model:
         found = _SHARED.get(key)
         if found is not None:
             return typing.cast(Model, found)
-    fields = {}
-    for name, convert, default in _plan(model):
-        if name in value:
-            raw = value[name]
-            fields[name] = raw if convert is None or raw is None else convert(raw)
-        elif default is _NO_DEFAULT:
-            raise FormError(f"{model.__name__}.{name} missing")
-        else:
-            fields[name] = (
-                default.value
-                if isinstance(default, _Kept)
-                else default()
-                if callable(default)
-                else default
-            )
+    plan = _plan(model)
+    if not plan.required <= value.keys():
+        raise FormError(f"{model.__name__}: {sorted(plan.required - value.keys())} missing")
+    fields = plan.template.copy()
+    for name, factory in plan.factories:
+        if name not in value:
+            fields[name] = factory()
+    converters = plan.converters
+    for name, raw in value.items():
+        convert = converters[name]  # a field the model has not: KeyError, not this form
+        fields[name] = raw if convert is None or raw is None else convert(raw)
     built = _assigned(model, fields)
     if key is not None:
         _SHARED[key] = built
@@ -125,44 +132,35 @@ def _assigned(model: type[Model], fields: dict[str, Any]) -> Model:
     return built
 
 
-def _plan(model: type[BaseModel]) -> tuple[tuple[str, Convert | None, Any], ...]:
+def _plan(model: type[BaseModel]) -> _Plan:
     plan = _PLANS.get(model)
-    if plan is None:
-        plain = model.model_config.get("extra") != "allow" and not model.__pydantic_post_init__
-        if not plain or model.__pydantic_root_model__ or model.__private_attributes__:
-            raise FormError(f"{model.__name__} is not built by assignment")
-        steps = []
-        for name, info in model.model_fields.items():
-            if info.default_factory is not None:
-                default: Any = _defaulted(info.default_factory)
-            elif info.is_required():
-                default = _NO_DEFAULT
+    if plan is not None:
+        return plan
+    plain = model.model_config.get("extra") != "allow" and not model.__pydantic_post_init__
+    if not plain or model.__pydantic_root_model__ or model.__private_attributes__:
+        raise FormError(f"{model.__name__} is not built by assignment")
+    template: dict[str, Any] = {}
+    factories = []
+    required = []
+    for name, info in model.model_fields.items():
+        template[name] = None
+        factory = info.default_factory
+        if factory is not None:
+            made = factory()  # type: ignore[call-arg]  # a factory of no arguments
+            if isinstance(made, BaseModel) and type(made) in SHARED:
+                template[name] = build(
+                    type(made), made.model_dump(mode="json", exclude_defaults=True)
+                )
             else:
-                default = info.default
-                if callable(default):  # never, for a report; kept apart from factories
-                    raise FormError(f"{model.__name__}.{name}: a callable default")
-            steps.append((name, _converter(info.annotation), default))
-        _FIELDS_SET[model] = set(model.model_fields)
-        plan = _PLANS[model] = tuple(steps)
+                factories.append((name, typing.cast(Callable[[], Any], factory)))
+        elif info.is_required():
+            required.append(name)
+        else:
+            template[name] = info.default
+    converters = {name: _converter(info.annotation) for name, info in model.model_fields.items()}
+    _FIELDS_SET[model] = set(model.model_fields)
+    plan = _PLANS[model] = _Plan(template, converters, tuple(factories), frozenset(required))
     return plan
-
-
-def _defaulted(factory: Callable[..., Any]) -> Any:
-    """The default a factory makes: a shared part made once, and kept (a healthy GPU's health
-    is one object for every GPU); anything else (an empty list) made for each instance."""
-    made = factory()
-    if isinstance(made, BaseModel) and type(made) in SHARED:
-        return _Kept(build(type(made), made.model_dump(mode="json", exclude_defaults=True)))
-    return factory
-
-
-class _Kept:
-    """A default shared by every instance (not called: `build` tells it by its type)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: BaseModel) -> None:
-        self.value = value
 
 
 def _converter(annotation: Any) -> Convert | None:
@@ -176,6 +174,9 @@ def _converter(annotation: Any) -> Convert | None:
             raise FormError(f"no compact reading of {annotation!r}")
         return _converter(inner[0])  # None is kept as it is (`build`)
     if origin is list:
+        if isinstance(args[0], type) and issubclass(args[0], BaseModel):
+            part = args[0]  # a report's GPUs, ports, drives: one call each, not two
+            return lambda value: [build(part, one) for one in value]
         each = _converter(args[0])
         if each is None:
             return None  # JSON's list, as it is
