@@ -210,10 +210,16 @@ def cli_dry_run(c: Coordinator, count: int) -> float:
 
 
 async def idle(
-    machines: int, repeat: int, submissions: int, server: Any = None, *, start_only: bool = False
+    machines: int,
+    repeat: int,
+    submissions: int,
+    server: Any = None,
+    *,
+    start_only: bool = False,
+    start_seconds: float = 60.0,
 ) -> dict[str, float]:
     """The idle cluster's figures, printed; their medians returned. `start_only`: only the
-    figures of a start (`first_after_start`)."""
+    figures of a start (`first_after_start`); `start_seconds`: how long a start may take."""
     store = "sqlite" if server is None else "postgresql"
     print(f"== an idle cluster of {machines} machines, {store}")
     cluster = Cluster(machines, server=server)
@@ -227,7 +233,7 @@ async def idle(
     }
     try:
         for i in range(repeat):
-            async with Coordinator(cluster) as c:
+            async with Coordinator(cluster, start_seconds=start_seconds) as c:
                 for key, value in (await first_after_start(c)).items():
                     figures[key].append(value)
                 print(
@@ -356,6 +362,12 @@ def main() -> None:
         help="idle: only the figures of a start (start, first placement, first dry run, memory)",
     )
     parser.add_argument(
+        "--start-seconds",
+        type=float,
+        default=60.0,
+        help="how long a coordinator may take to start (50,000 machines on a busy machine: more)",
+    )
+    parser.add_argument(
         "--store",
         choices=[*STORES, "both"],
         default="sqlite",
@@ -372,7 +384,14 @@ def main() -> None:
             if not args.skip_idle:
                 for size in (int(s) for s in args.sizes.split(",")):
                     figures = asyncio.run(
-                        idle(size, args.repeat, args.submissions, on, start_only=args.start_only)
+                        idle(
+                            size,
+                            args.repeat,
+                            args.submissions,
+                            on,
+                            start_only=args.start_only,
+                            start_seconds=args.start_seconds,
+                        )
                     )
                     if size == args.machines:
                         found[store].update(figures)
