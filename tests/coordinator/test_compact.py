@@ -206,8 +206,8 @@ def test_a_form_this_coordinator_does_not_write_is_refused(text: str) -> None:
         compact.decode(text)
 
 
-def _store_with(tmp_path: Path, *reports: MachineReport) -> Store:
-    store = Store.open(tmp_path / "astraeus.db")
+def _store_with(where: Path | str, *reports: MachineReport) -> Store:
+    store = Store.open(where)
     records = MachineRecords(store)
     for report in reports:
         with store.database.write() as conn:
@@ -217,18 +217,18 @@ def _store_with(tmp_path: Path, *reports: MachineReport) -> Store:
 
 
 def test_a_worker_reads_every_record_without_parsing(
-    tmp_path: Path, reports: list[MachineReport], monkeypatch: pytest.MonkeyPatch
+    database_location: Path | str, reports: list[MachineReport], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A second process's records (the pass worker's) come from the compact forms the
-    service wrote: equal to the service's, and no report parsed."""
-    store = _store_with(tmp_path, *reports)
+    service wrote, on either engine: equal to the service's, and no report parsed."""
+    store = _store_with(database_location, *reports)
     service = MachineRecords(store)
 
     def parse(*_: object, **__: object) -> None:
         raise AssertionError("a stored report was parsed again")
 
     monkeypatch.setattr(MachineReport, "model_validate_json", parse)
-    worker = MachineRecords(Store.open(tmp_path / "astraeus.db"))
+    worker = MachineRecords(Store.open(database_location))
     names = sorted(r.name for r in reports)
     assert [r.name for r in worker.all()] == names
     for name in names:
@@ -248,7 +248,7 @@ def test_a_report_stored_before_migration_17_is_parsed_in_full(
 ) -> None:
     """No compact form (or one of another version): the JSON, checked, as before."""
     report = _made()[1]
-    store = _store_with(tmp_path, report, _made()[2])
+    store = _store_with(tmp_path / "astraeus.db", report, _made()[2])
     with store.database.write() as conn:
         conn.execute("UPDATE machines SET compact = NULL WHERE name = ?", ("nvl",))
         conn.execute("UPDATE machines SET compact = '{\"form\": 0}' WHERE name = ?", ("ib",))
@@ -268,7 +268,7 @@ def test_access_labels_in_a_stored_compact_form_are_still_taken_out(tmp_path: Pa
     """A label listed in `access_labels` after its report was stored stays out of the
     record (`admit`), read from the compact form as from the JSON."""
     report = _made()[3]  # labels team=a
-    store = _store_with(tmp_path, report)
+    store = _store_with(tmp_path / "astraeus.db", report)
     records = MachineRecords(store, access_labels=("team",))
     found = records.get("pressed")
     assert found is not None
