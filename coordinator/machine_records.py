@@ -330,10 +330,11 @@ class MachineRecords:
             # Nothing that matters changed: a heartbeat, not a new report worth writing.
             self._rows.write_beat(conn, report.name, address, now, acked_seq)
             # Memory keeps the newest report (timestamps, free counters); the file keeps the
-            # newest one that could change placement.
-            updated = replace(
-                old, report=report, address=address, last_seen=now, acked_seq=acked_seq
-            )
+            # newest one that could change placement. The old report's parts are kept (the
+            # same content), as a heartbeat keeps them: a fresh parse is ~3 times the memory.
+            volatile = {field: getattr(report, field) for field in VOLATILE}
+            kept = old.report.model_copy(update=volatile)
+            updated = replace(old, report=kept, address=address, last_seen=now, acked_seq=acked_seq)
             return updated, old
         report_json = report.model_dump_json()
         form = compact.encode(report, printed)
@@ -341,7 +342,9 @@ class MachineRecords:
         base = old or MachineRecord(report.name)
         new = replace(
             base,
-            report=report,
+            # Kept as a start reads it (`compact.decode`: alike parts shared), not as parsed
+            # from the wire, so a long-running service holds what a fresh one does.
+            report=compact.decode(form)[0],
             address=address,
             last_seen=now,
             acked_seq=acked_seq,

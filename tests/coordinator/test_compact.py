@@ -285,3 +285,29 @@ def test_gpus_are_read_as_gpus() -> None:
     assert isinstance(gpu, GpuInfo)
     assert gpu.health.state is report.gpus[2].health.state
     assert gpu.vendor is report.gpus[2].vendor
+
+
+def test_a_report_received_is_kept_as_a_start_reads_it(tmp_path: Path) -> None:
+    """A new report is kept in its compact reading (alike parts shared with other machines),
+    and one that changes nothing placement reads keeps the old report's parts: a long-running
+    service holds what a fresh one does."""
+    one, two = (MachineReport.model_validate(wire_report(name)) for name in ("w-1", "w-2"))
+    store = Store.open(tmp_path / "astraeus.db")
+    records = MachineRecords(store)
+    for report in (one, two):
+        with store.database.write() as conn:
+            record, _ = records.write_report(conn, report, None, NOW, 0)
+        records.remember(record)
+    first, second = records.get("w-1"), records.get("w-2")
+    assert first is not None
+    assert second is not None
+    assert first.report == one
+    assert first.report is not None
+    assert second.report is not None
+    assert first.report.gpus[0].health is second.report.gpus[0].health
+    newer = one.model_copy(update={"free_cpu_cores": 3.0})
+    with store.database.write() as conn:
+        again, _ = records.write_report(conn, newer, None, NOW, 1)
+    assert again.report is not None
+    assert again.report.free_cpu_cores == 3.0
+    assert again.report.gpus[0] is first.report.gpus[0]
