@@ -352,6 +352,18 @@ class Scheduler:
                 asyncio.to_thread(warm, self._pass_state, inputs), name="warm"
             )
 
+    async def warmed(self) -> None:
+        """Wait for the live state built at start (`start`): the service listens once it is,
+        so its first dry run reads a built state. A failure (a storage fault at start) is
+        logged: the first dry run builds the state then, as before."""
+        if self._warming is None:
+            return
+        try:
+            await self._warming
+        except Exception as error:  # the state is built by the first dry run instead
+            log.warning("the live state was not built at start: %s", error)
+        self._warming = None
+
     async def stop(self) -> None:
         """Stop between transactions: a pass being decided is dropped (nothing of it was
         written), one being committed stops after its current chunk, whole. The pass worker
@@ -360,12 +372,7 @@ class Scheduler:
         self._stopping.set()
         self._wake.set()
         self._now.set()  # no debounce to sit out either
-        if self._warming is not None:
-            try:
-                await self._warming  # a thread: it cannot be cancelled, only waited for
-            except Exception as error:  # stopping: the next start warms again
-                log.info("the live state was not built at start: %s", error)
-            self._warming = None
+        await self.warmed()  # a thread: it cannot be cancelled, only waited for
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
