@@ -47,6 +47,15 @@ from slurm_peer import SlurmPeer
 
 MB = 1024 * 1024
 
+START = {
+    "start": ("start to /healthz", "s"),
+    "first_placed": ("start to first placement (a run submitted at /healthz)", "s"),
+    "first_dry": ("first 1-GPU dry run after start, over HTTP", "ms"),
+    "rss_service": ("resident memory, service, after the first placement", "MB"),
+    "rss_worker": ("resident memory, pass worker, after the first placement", "MB"),
+}
+"""The figures of a start, measured in every idle run (`first_after_start`)."""
+
 STORES = ("sqlite", "postgresql")
 
 
@@ -137,6 +146,36 @@ async def submit_to_placed(c: Coordinator, count: int) -> float:
     return percentile(took, 0.5) * 1000
 
 
+async def first_after_start(c: Coordinator) -> dict[str, float]:
+    """Right after `/healthz` answers: the first dry run (a user's first `--dry-run` after a
+    restart, with nothing queued), then one 1-GPU run submitted as it answers and its placement
+    waited for. Seconds from the process's start to `/healthz` and to that run placed (its
+    submission follows the dry run's answer), the dry run in ms, and the resident memory of the
+    service and of its pass worker once it is placed (MB)."""
+    started = time.perf_counter()
+    answer = await c.call("POST", "/api/v1/runs?dry_run=1", c.cluster.member, ONE_GPU)
+    dry = (time.perf_counter() - started) * 1000
+    if not answer["would_start"]:  # a pass's time ran out before the run was looked at
+        print(f"    the first dry run did not place: {answer['reason']}", flush=True)
+    name = f"first-{time.monotonic_ns()}"
+    await c.call("POST", "/api/v1/runs", c.cluster.member, {**ONE_GPU, "name": name})
+    query = "SELECT count(*) FROM runs WHERE name = ? AND state = 'Pending'"
+    for _ in range(600_000):  # ten minutes at most
+        if not c.count(query, (name,)):
+            break
+        await asyncio.sleep(0.001)
+    placed = time.perf_counter() - c.launched
+    await asyncio.sleep(1)  # the pass that placed it has ended: memory as it is kept
+    rss = c.rss()
+    return {
+        "start": c.ready - c.launched,
+        "first_placed": placed,
+        "first_dry": dry,
+        "rss_service": rss["service"] / MB,
+        "rss_worker": rss.get("worker", 0) / MB,
+    }
+
+
 async def http_dry_run(
     c: Coordinator, count: int, body: dict[str, Any], *, starts: bool = True
 ) -> float:
@@ -171,9 +210,16 @@ def cli_dry_run(c: Coordinator, count: int) -> float:
 
 
 async def idle(
-    machines: int, repeat: int, submissions: int, server: Any = None
+    machines: int,
+    repeat: int,
+    submissions: int,
+    server: Any = None,
+    *,
+    start_only: bool = False,
+    start_seconds: float = 60.0,
 ) -> dict[str, float]:
-    """The idle cluster's figures, printed; their medians returned."""
+    """The idle cluster's figures, printed; their medians returned. `start_only`: only the
+    figures of a start (`first_after_start`); `start_seconds`: how long a start may take."""
     store = "sqlite" if server is None else "postgresql"
     print(f"== an idle cluster of {machines} machines, {store}")
     cluster = Cluster(machines, server=server)
@@ -183,10 +229,23 @@ async def idle(
         "gang": [],
         "never": [],
         "cli": [],
+        **{key: [] for key in START},
     }
     try:
         for i in range(repeat):
-            async with Coordinator(cluster) as c:
+            async with Coordinator(cluster, start_seconds=start_seconds) as c:
+                for key, value in (await first_after_start(c)).items():
+                    figures[key].append(value)
+                print(
+                    f"  run {i + 1}: start {figures['start'][-1]:.1f} s, start to first placement"
+                    f" {figures['first_placed'][-1]:.1f} s, first dry run after start"
+                    f" {figures['first_dry'][-1]:.0f} ms, RSS service"
+                    f" {figures['rss_service'][-1]:.0f} MB, pass worker"
+                    f" {figures['rss_worker'][-1]:.0f} MB ({load()})",
+                    flush=True,
+                )
+                if start_only:
+                    continue
                 await asyncio.sleep(3)  # the first pass after the start is over
                 figures["http"].append(await http_dry_run(c, 20, ONE_GPU))
                 figures["gang"].append(await http_dry_run(c, 20, GANG))
@@ -204,6 +263,12 @@ async def idle(
     finally:
         cluster.remove()
     medians = {}
+    for key, (label, unit) in START.items():
+        spread = ", ".join(f"{f:.1f}" for f in figures[key])
+        medians[key] = statistics.median(figures[key])
+        print(f"{label} at {machines} machines: median {medians[key]:.1f} {unit} of [{spread}]")
+    if start_only:
+        return medians
     for key, label in (
         ("placed", "submission to placed, 1-GPU, p50"),
         ("http", "1-GPU dry run over HTTP, median"),
@@ -292,6 +357,17 @@ def main() -> None:
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-idle", action="store_true")
     parser.add_argument(
+        "--start-only",
+        action="store_true",
+        help="idle: only the figures of a start (start, first placement, first dry run, memory)",
+    )
+    parser.add_argument(
+        "--start-seconds",
+        type=float,
+        default=60.0,
+        help="how long a coordinator may take to start (50,000 machines on a busy machine: more)",
+    )
+    parser.add_argument(
         "--store",
         choices=[*STORES, "both"],
         default="sqlite",
@@ -307,7 +383,16 @@ def main() -> None:
             on = server if store == "postgresql" else None
             if not args.skip_idle:
                 for size in (int(s) for s in args.sizes.split(",")):
-                    figures = asyncio.run(idle(size, args.repeat, args.submissions, on))
+                    figures = asyncio.run(
+                        idle(
+                            size,
+                            args.repeat,
+                            args.submissions,
+                            on,
+                            start_only=args.start_only,
+                            start_seconds=args.start_seconds,
+                        )
+                    )
                     if size == args.machines:
                         found[store].update(figures)
             if not args.skip_throughput:

@@ -178,6 +178,7 @@ class Coordinator:
             **env,
         }
         self.process: asyncio.subprocess.Process | None = None
+        self.launched = self.ready = 0.0
         self.reader: Any = (
             PgConnection(pg_connect(self.url, application="benchmark"))
             if self.url
@@ -185,6 +186,8 @@ class Coordinator:
         )
 
     async def __aenter__(self) -> Coordinator:
+        self.launched = time.perf_counter()
+        """When the process was started: `start → first placement` counts from here."""
         self.process = await asyncio.create_subprocess_exec(
             *self.launch,
             *self.where,
@@ -201,6 +204,7 @@ class Coordinator:
             with contextlib.suppress(aiohttp.ClientConnectionError):
                 async with self.http.get(f"{self.base}/healthz") as response:
                     if response.status == 200:
+                        self.ready = time.perf_counter()
                         return self
             await asyncio.sleep(0.05)
         raise RuntimeError(f"the coordinator did not start in {self.start_seconds:g} s")

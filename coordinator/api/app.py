@@ -121,5 +121,6 @@ async def _scheduler_loop(app: web.Application) -> AsyncIterator[None]:
     if app[SETTINGS].scheduler:
         scheduler.start()
         scheduler.poke()  # pending runs resume at once after a restart
+        await scheduler.warmed()  # listening once dry runs read a built live state
     yield
     await scheduler.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from astraeus.shared import GpuInfo, MachineReport, MachineState, labels
@@ -25,8 +27,6 @@ class MachineFacts:
     """The agent can give a worker IMEX channel 0 (`report.imex.available`): a worker placed
     in a multi-node NVLink domain needs it."""
     gpus: tuple[GpuInfo, ...]
-    gpu_by_id: dict[str, GpuInfo]
-    """Each GPU under its UUID and under its index as a string, for pinned `ids`."""
     local_drives: frozenset[str]
     """Drives held here that the agent could read at its last scan."""
     reachable_drives: frozenset[str]
@@ -36,6 +36,12 @@ class MachineFacts:
     @property
     def name(self) -> str:
         return self.snapshot.name
+
+    @functools.cached_property
+    def gpu_by_id(self) -> dict[str, GpuInfo]:
+        """Each GPU under its UUID and under its index as a string, for pinned `ids`: made for
+        the machines a pinned run looks at, not kept for every machine (16 keys each)."""
+        return {gpu.uuid: gpu for gpu in self.gpus} | {str(gpu.index): gpu for gpu in self.gpus}
 
 
 @dataclass
@@ -52,7 +58,6 @@ class Free:
 def machine_facts(machine: MachineSnapshot) -> MachineFacts:
     report = machine.report
     gpus = tuple(report.gpus) if report else ()
-    by_id = {gpu.uuid: gpu for gpu in gpus} | {str(gpu.index): gpu for gpu in gpus}
     drives = report.drives if report else []
     site = machine.site or (report.labels.get(labels.SITE, "") if report else "")
     return MachineFacts(
@@ -64,19 +69,40 @@ def machine_facts(machine: MachineSnapshot) -> MachineFacts:
         nvlink_domain=fabrics.nvlink_domain(report),
         imex=report is not None and report.imex.available,
         gpus=gpus,
-        gpu_by_id=by_id,
-        local_drives=frozenset(d.name for d in drives if d.local and d.reachable),
-        reachable_drives=frozenset(d.name for d in drives if d.reachable),
-        reported_drives=frozenset(d.name for d in drives),
+        local_drives=_names(d.name for d in drives if d.local and d.reachable),
+        reachable_drives=_names(d.name for d in drives if d.reachable),
+        reported_drives=_names(d.name for d in drives),
     )
 
 
-def free_now(facts: MachineFacts, machine: MachineSnapshot | None = None) -> Free:
+_NAMES: dict[frozenset[str], frozenset[str]] = {frozenset(): frozenset()}
+"""Sets of drive names in use, one object each: alike machines (most have no drive at all)
+share one instead of three each. Bounded by the distinct sets reported, as drives are few."""
+
+
+def _names(names: Iterable[str]) -> frozenset[str]:
+    found = frozenset(names)
+    return _NAMES.setdefault(found, found) if len(_NAMES) < KEPT_NAME_SETS else found
+
+
+KEPT_NAME_SETS = 4096
+"""At most this many distinct sets of drive names are shared; any more are kept per machine."""
+
+
+def free_now(
+    facts: MachineFacts, machine: MachineSnapshot | None = None, idle: Free | None = None
+) -> Free:
     """Free capacity from the coordinator's own ledger of what live tasks hold: `machine`'s
-    holdings (the facts' own snapshot by default; a newer one when only holdings changed)."""
+    holdings (the facts' own snapshot by default; a newer one when only holdings changed).
+    `idle`, the machine's `free_idle`, is returned itself where nothing is held: most machines
+    of an idle cluster keep one `Free` (and one set of GPU ids) instead of two. Sessions copy a
+    `Free` before they take from it (`PlacementSession._own`), so sharing one is safe."""
     report, machine = facts.report, machine or facts.snapshot
     if report is None:
         return Free(set(), 0, 0, machine.workers)
+    held = machine.used_gpu_ids or machine.used_cpu_cores or machine.used_memory_bytes
+    if idle is not None and not held and not machine.workers:
+        return idle
     gpu_ids = {gpu.uuid for gpu in facts.gpus} - machine.used_gpu_ids
     return Free(
         gpu_ids,

@@ -170,6 +170,17 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
     return decisions
 
 
+def warm(state: PassState, inputs: PassInputs) -> None:
+    """Read the store and build the live state as a dry run would, deciding nothing: at a start,
+    so the first dry run after it costs what any other does (at 20,000 machines the first one
+    built the snapshot, the live state and the cluster's ladder, ~2 s)."""
+    with state.lock:
+        read = read_store(state, inputs, dry=True)
+        session_over(state, read.snapshot)
+        if state.live is not None:
+            state.live.frame.cluster(None)  # what a run without a network ask reads
+
+
 def read_store(state: PassState, inputs: PassInputs, *, dry: bool = False) -> Reading:
     """The snapshot (views kept in `state`), the queue (asks parsed once, kept in `state`;
     in fair-share order) and the context. The caller holds `state.lock`. `dry`: for a dry

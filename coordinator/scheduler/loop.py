@@ -39,7 +39,7 @@ from astraeus.shared.clock import Clock
 from astraeus.shared.machines import ForgottenMachine
 from astraeus.shared.reasons import ReasonKind
 
-from .compute import PassInputs, PassState, compute_pass, dry_pass
+from .compute import PassInputs, PassState, compute_pass, dry_pass, warm
 from .gc_policy import GcPolicy
 from .items import Candidate, Waiting, candidate
 from .pass_rows import PassRows, as_rows
@@ -105,6 +105,8 @@ class Scheduler:
         """A submission asked for the next pass without the debounce (it cuts one short)."""
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._warming: asyncio.Task[None] | None = None
+        """Builds the live state at start (`compute.warm`), so the first dry run is quick."""
         self.heard_since = clock.now()
         """Since when this coordinator could hear reports: its start, or the end of the last
         storage fault. Silence before it is the coordinator's, never a machine's."""
@@ -342,7 +344,25 @@ class Scheduler:
             log.warning("scheduler passes wait: %s", error)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="scheduler")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._loop(), name="scheduler")
+        if self._pass_state.live is not None:
+            inputs = self._inputs(self._clock.now())
+            self._warming = loop.create_task(
+                asyncio.to_thread(warm, self._pass_state, inputs), name="warm"
+            )
+
+    async def warmed(self) -> None:
+        """Wait for the live state built at start (`start`): the service listens once it is,
+        so its first dry run reads a built state. A failure (a storage fault at start) is
+        logged: the first dry run builds the state then, as before."""
+        if self._warming is None:
+            return
+        try:
+            await self._warming
+        except Exception as error:  # the state is built by the first dry run instead
+            log.warning("the live state was not built at start: %s", error)
+        self._warming = None
 
     async def stop(self) -> None:
         """Stop between transactions: a pass being decided is dropped (nothing of it was
@@ -352,6 +372,7 @@ class Scheduler:
         self._stopping.set()
         self._wake.set()
         self._now.set()  # no debounce to sit out either
+        await self.warmed()  # a thread: it cannot be cancelled, only waited for
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

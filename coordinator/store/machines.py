@@ -51,17 +51,18 @@ class Machines:
     def count(self) -> int:
         return int(self._database.tuples("SELECT count(*) FROM machines")[0][0])
 
-    def reports(self, names: list[str]) -> dict[str, str | None]:
-        """The stored report (JSON) of each of `names`."""
-        found: dict[str, str | None] = {}
+    def reports(self, names: list[str]) -> dict[str, tuple[str | None, str | None]]:
+        """The stored report of each of `names`: its JSON and its compact form (migration 17;
+        None for a report stored before it)."""
+        found: dict[str, tuple[str | None, str | None]] = {}
         for start in range(0, len(names), 500):  # within SQLite's limit on parameters
             chunk = names[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._database.read(
-                f"SELECT name, report FROM machines WHERE name IN ({marks})",  # noqa: S608
+            for name, report, compact in self._database.tuples(
+                f"SELECT name, report, compact FROM machines WHERE name IN ({marks})",  # noqa: S608
                 tuple(chunk),
             ):
-                found[row["name"]] = row["report"]
+                found[str(name)] = (report, compact)
         return found
 
     def write_seen(self, seen: dict[str, tuple[str | None, datetime]]) -> None:
@@ -88,17 +89,21 @@ class Machines:
         conn: Connection,
         name: str,
         report_json: str,
+        compact: str,
         address: str | None,
         now: datetime,
         acked_seq: int,
     ) -> None:
-        """A new report, inside the caller's transaction (the machine's row made if new)."""
+        """A new report, as JSON and in its compact form, inside the caller's transaction (the
+        machine's row made if new)."""
         conn.execute(
-            "INSERT INTO machines (name, report, address, last_seen, acked_seq, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET report = excluded.report,"
+            "INSERT INTO machines"
+            " (name, report, compact, address, last_seen, acked_seq, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+            " report = excluded.report, compact = excluded.compact,"
             " address = excluded.address, last_seen = excluded.last_seen,"
             " acked_seq = excluded.acked_seq, report_version = machines.report_version + 1",
-            (name, report_json, address, now.isoformat(), acked_seq, now.isoformat()),
+            (name, report_json, compact, address, now.isoformat(), acked_seq, now.isoformat()),
         )
 
     def cordon(self, name: str, reason: str | None) -> None:

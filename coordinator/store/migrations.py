@@ -309,6 +309,13 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE UNIQUE INDEX runs_uid ON runs (uid);
     ALTER TABLE runs ADD COLUMN retired_at TEXT;
     """,
+    # 17: each machine's report also in the compact form the coordinator reads back without
+    # parsing it again (`coordinator/compact.py`), written with the report in one transaction;
+    # NULL for a report stored before (read in full, as before, until the machine's next new
+    # report). The report's JSON stays: it is what the agent said, for a machine's details.
+    """
+    ALTER TABLE machines ADD COLUMN compact TEXT;
+    """,
 )
 
 POSTGRESQL_STEPS: Final[dict[int, str]] = {

@@ -175,13 +175,13 @@ class LiveState:
         free = (
             list(self.free)
             if not rebuild
-            else [free_now(one, machines[i]) for i, one in enumerate(facts)]
+            else [free_now(one, machines[i], self.frame.idle[i]) for i, one in enumerate(facts)]
         )
         if rebuild:
             self.free, self.free_index = free, FreeIndex(facts, free, self.frame.kinds)
             return
         for i in changed:
-            free[i] = free_now(facts[i], machines[i])
+            free[i] = free_now(facts[i], machines[i], self.frame.idle[i])
         index = self.free_index.fork(facts, free, self.frame.kinds)
         for i in changed:
             index.update(i)
