@@ -6,7 +6,7 @@ change the state, nor one machine's answer another's."""
 from datetime import UTC, datetime
 
 from astraeus.coordinator.placement import Placement, PlacementSession
-from astraeus.coordinator.placement.live import LiveState
+from astraeus.coordinator.placement.cache.live import LiveState
 from astraeus.coordinator.testing.fake_cluster import machine, run, snapshot
 from astraeus.shared import DriveInfo
 
