@@ -16,7 +16,7 @@ from astraeus.shared import Vendor
 from astraeus.shared.clock import Clock
 
 from .base import BackendUnavailableError, FabricSample, GpuSample, XidEvent
-from .nvml_fields import read_fields
+from .nvml_fields import FieldReader
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class NvmlBackend:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._known: dict[int, str] = {}
+        self.fields = FieldReader(lib)
 
     # --- sampling
     def sample(self) -> list[GpuSample]:
@@ -124,10 +125,11 @@ class NvmlBackend:
         self._counter(s, "pcie_replays", opt(s, lib.nvmlDeviceGetPcieReplayCounter, h))
         s.pcie_gen = opt(s, lib.nvmlDeviceGetCurrPcieLinkGeneration, h)
         s.pcie_width = opt(s, lib.nvmlDeviceGetCurrPcieLinkWidth, h)
-        links = self._nvlinks(h, s)
+        plan = self.fields.read(self, h, s)
+        if plan is None or not plan.link_fields:
+            self._nvlinks(h, s)
         self._throttle(h, s)
         s.fabric = self._fabric(h, s)
-        read_fields(self, h, s, links)
         self._telemetry(h, s)
 
     def _telemetry(self, h: Any, s: GpuSample) -> None:
@@ -140,7 +142,8 @@ class NvmlBackend:
         s.utilization_percent = float(rates.gpu) if rates is not None else None
 
     def _nvlinks(self, h: Any, s: GpuSample) -> int:
-        """Reads each link's state and error counters; returns how many links the GPU has."""
+        """Reads each link's state and error counters by per-link calls, for a driver without
+        the link fields (`nvml_fields`); returns how many links the GPU has."""
         lib = self.lib
         kinds = {
             "nvlink_replay": (lib.NVML_NVLINK_ERROR_DL_REPLAY,),

@@ -1,11 +1,21 @@
-"""NVML field values read in one `nvmlDeviceGetFieldValues` call per GPU: the GPU recovery
-action (field 230, R570+) and, per NVLink, the NVLink5 (Blackwell) error counters that replace
-`nvmlDeviceGetNvLinkErrorCounter` there (docs/hardware.md §1.7, §1.11).
+"""NVML field values read in ONE `nvmlDeviceGetFieldValues` call per GPU per scan: the GPU
+recovery action (field 230, R570+), the NVLink link count (91), each link's state (165, link in
+`scopeId`), the NVLink error totals over all links (CRC flit 38, CRC data 45, replay 52,
+recovery 59: DCGM's NVLink fields) and, per link, the NVLink5 (Blackwell) error counters that
+replace the per-link error counters there (docs/hardware.md §1.7, §1.8, §1.11).
 
 Each value carries its own return code: a field this GPU or driver does not have answers
 `NVML_ERROR_NOT_SUPPORTED` and is skipped quietly (every pre-Blackwell GPU lacks the NVLink5
-counters); only a driver without the call itself is worth a scan warning."""
+counters); only a driver without the call itself is worth a scan warning.
 
+What a GPU supports is fixed by its chip and driver, so each GPU's *plan* (its link count and
+the fields it answered NOT_SUPPORTED) is learnt by asking for everything, then kept: later scans
+ask only what the GPU has. The plan is made again when the GPU's link count answer changes, when
+its UUID is new (a GPU swapped in, or one that came back) and every `REPROBE_SCANS` scans (a
+driver upgraded under a running agent). A driver without the link count or link state fields
+leaves the links to the per-link calls (`NvmlBackend._nvlinks`)."""
+
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .base import GpuSample
@@ -27,30 +37,157 @@ NVLINK5_COUNTERS = {
 """The counters DCGM's NVLink5 health watch fails on any growth of (`MonitorNVLink5Fields`);
 summed over the GPU's links into `counters["nvlink5_<name>"]`."""
 
+NVLINK_TOTALS = {
+    "nvlink_replay": ("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",),
+    "nvlink_recovery": ("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",),
+    "nvlink_crc": (
+        "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    ),
+}
+"""`counters[key]` ← the sum of these fields: the driver's totals over all the GPU's links, the
+same four counters `nvmlDeviceGetNvLinkErrorCounter` gives per link. A total over every link
+(not only the active ones) never falls when a link goes down, which the health history would
+read as a reset."""
+
+LINK_UP_STATES = ("NVML_NVLINK_STATE_ACTIVE", "NVML_NVLINK_STATE_SLEEP")
+"""Field 165 answers these for a link that carries traffic (asleep in low power counts as up);
+INACTIVE and ACTIVE_TRAFFIC_DISABLED put the link in `nvlinks_down`."""
+
+REPROBE_SCANS = 100
+"""A GPU's plan is remade from a full ask this often (about 17 minutes at a 10 s scan)."""
+
 _VALUE = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 """`NVML_VALUE_TYPE_*` → the member of `c_nvmlValue_t` that holds it."""
 
+Wanted = tuple[int, int]
+"""`(fieldId, scopeId)`, as `nvmlDeviceGetFieldValues` takes it."""
 
-def read_fields(backend: "NvmlBackend", h: Any, s: GpuSample, links: int) -> None:
-    lib = backend.lib
-    recovery = lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
-    wanted: list[tuple[int, int]] = [(recovery, 0)]
-    names = {getattr(lib, const): name for name, const in NVLINK5_COUNTERS.items()}
-    wanted += [(field, link) for link in range(links) for field in names]
-    values = backend.optional(s, lib.nvmlDeviceGetFieldValues, h, wanted)
-    if values is None:
-        return
-    totals: dict[str, float] = {}
-    for value in values:
-        if value.nvmlReturn != lib.NVML_SUCCESS:
-            continue
-        number = _number(value)
-        if value.fieldId == recovery:
-            s.recovery_action = int(number)
-        elif value.fieldId in names:
-            key = "nvlink5_" + names[value.fieldId]
-            totals[key] = totals.get(key, 0.0) + number
-    s.counters.update(totals)
+
+@dataclass
+class FieldPlan:
+    """What to ask one GPU for, and what it lacks."""
+
+    uuid: str
+    links: int | None
+    """From field 91; None when the driver does not give it (links by per-link calls then)."""
+    wanted: list[Wanted]
+    unsupported: frozenset[Wanted]
+    scans: int = 0
+    """Scans read with this plan since it was made."""
+
+    @property
+    def link_fields(self) -> bool:
+        """True when this plan reads the links' states from fields."""
+        return self.links is not None
+
+
+class FieldReader:
+    """One per NVML backend: the field ids resolved once from the module, and each GPU's plan
+    (by NVML index, checked against the UUID)."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib = lib
+        self.recovery = int(lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
+        self.link_count = int(lib.NVML_FI_DEV_NVLINK_LINK_COUNT)
+        self.link_state = int(lib.NVML_FI_DEV_NVLINK_GET_STATE)
+        self.up_states = frozenset(int(getattr(lib, name)) for name in LINK_UP_STATES)
+        self.nvlink5 = {int(getattr(lib, const)): name for name, const in NVLINK5_COUNTERS.items()}
+        self.totals = {
+            int(getattr(lib, const)): key
+            for key, consts in NVLINK_TOTALS.items()
+            for const in consts
+        }
+        self.success = int(lib.NVML_SUCCESS)
+        self.not_supported = int(lib.NVML_ERROR_NOT_SUPPORTED)
+        self.plans: dict[int, FieldPlan] = {}
+
+    def read(self, backend: "NvmlBackend", h: Any, s: GpuSample) -> FieldPlan | None:
+        """Fill `s` from this GPU's one field call; the plan used, or None when the driver has
+        no field values at all (the links are then read by per-link calls)."""
+        plan = self.plans.get(s.index)
+        if plan is None or plan.uuid != s.uuid or plan.scans >= REPROBE_SCANS:
+            plan = self._probe(backend, h, s)
+            if plan is None:
+                return None
+        values = self._ask(backend, h, s, plan.wanted) if plan.wanted else []
+        if values is None:
+            self.plans.pop(s.index, None)
+            return None
+        if plan.links is not None and self._links(values) != plan.links:
+            plan = self._probe(backend, h, s)  # links came or went: ask for everything again
+            if plan is None:
+                return None
+            values = self._ask(backend, h, s, plan.wanted) if plan.wanted else []
+            if values is None:
+                return None
+        plan.scans += 1
+        self._apply(values, s, plan)
+        return plan
+
+    def forget(self, index: int) -> None:
+        self.plans.pop(index, None)
+
+    def _probe(self, backend: "NvmlBackend", h: Any, s: GpuSample) -> FieldPlan | None:
+        """Ask for every field this agent reads; keep what the GPU answered."""
+        self.plans.pop(s.index, None)
+        first = self._ask(backend, h, s, [(self.recovery, 0), (self.link_count, 0)])
+        if first is None:
+            return None
+        links = self._links(first)
+        wanted: list[Wanted] = [(self.recovery, 0)]
+        if links is not None:
+            wanted.append((self.link_count, 0))
+            if links:
+                wanted += [(field, 0) for field in self.totals]
+                wanted += [(self.link_state, link) for link in range(links)]
+                wanted += [(field, link) for link in range(links) for field in self.nvlink5]
+        values = self._ask(backend, h, s, wanted)
+        if values is None:
+            return None
+        lacking = frozenset(
+            (int(v.fieldId), int(v.scopeId)) for v in values if v.nvmlReturn == self.not_supported
+        )
+        states = [w for w in wanted if w[0] == self.link_state]
+        if states and all(w in lacking for w in states):
+            links = None  # a driver with a link count but no link state field: per-link calls
+            lacking |= {w for w in wanted if w[0] != self.recovery}
+        plan = FieldPlan(s.uuid, links, [w for w in wanted if w not in lacking], lacking)
+        self.plans[s.index] = plan
+        return plan
+
+    def _ask(self, backend: "NvmlBackend", h: Any, s: GpuSample, wanted: list[Wanted]) -> Any:
+        return backend.optional(s, self.lib.nvmlDeviceGetFieldValues, h, wanted)
+
+    def _links(self, values: Any) -> int | None:
+        for value in values:
+            if value.fieldId == self.link_count:
+                return int(_number(value)) if value.nvmlReturn == self.success else None
+        return None
+
+    def _apply(self, values: Any, s: GpuSample, plan: FieldPlan) -> None:
+        nvlink5: dict[str, float] = {}
+        totals: dict[str, float] = {}
+        down: list[int] = []
+        for value in values:
+            if value.nvmlReturn != self.success:
+                continue
+            field = value.fieldId
+            if field == self.link_state:
+                if int(_number(value)) not in self.up_states:
+                    down.append(int(value.scopeId))
+            elif field in self.nvlink5:
+                key = "nvlink5_" + self.nvlink5[field]
+                nvlink5[key] = nvlink5.get(key, 0.0) + _number(value)
+            elif field in self.totals:
+                key = self.totals[field]
+                totals[key] = totals.get(key, 0.0) + _number(value)
+            elif field == self.recovery:
+                s.recovery_action = int(_number(value))
+        if plan.links:
+            s.nvlinks_down = sorted(down)
+            s.counters.update(totals)
+        s.counters.update(nvlink5)
 
 
 def _number(value: Any) -> float:
