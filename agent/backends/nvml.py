@@ -10,6 +10,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from astraeus.shared import Vendor
@@ -24,8 +25,26 @@ WAIT_MS = 1000
 """How long the event thread blocks in one `nvmlEventSetWait_v2` call."""
 
 
+REREAD_SCANS = 100
+"""A GPU's identity (name, bus id, NUMA node, device node) is read again this often."""
+
+
 class _LostError(Exception):
     pass
+
+
+@dataclass
+class _Identity:
+    """What does not change while the same GPU answers at an NVML index."""
+
+    uuid: str
+    model: str
+    pci_bus_id: str
+    numa_node: int | None
+    device_node: str | None
+    unavailable: list[str]
+    """The identity calls this driver lacks, said again in every sample's `unavailable`."""
+    scans: int = 0
 
 
 def nvml_busid_to_sysfs(bus_id: str) -> str:
@@ -59,6 +78,7 @@ class NvmlBackend:
         self._thread: threading.Thread | None = None
         self._known: dict[int, str] = {}
         self.fields = FieldReader(lib)
+        self._identities: dict[int, _Identity] = {}
 
     # --- sampling
     def sample(self) -> list[GpuSample]:
@@ -93,18 +113,42 @@ class NvmlBackend:
         return sample
 
     def _identity(self, index: int, h: Any) -> GpuSample:
+        """The UUID (read every scan: it says which GPU answers at this index now) and memory
+        (the used figure moves); the name, bus id, NUMA node and device node are kept per GPU
+        and read again only for a new UUID, after `refresh()` or every `REREAD_SCANS` scans."""
         lib = self.lib
         uuid_text = lib.nvmlDeviceGetUUID(h)
         self._known[index] = uuid_text
         sample = GpuSample(index=index, uuid=uuid_text, vendor=Vendor.NVIDIA)
-        sample.model = lib.nvmlDeviceGetName(h)
         memory = lib.nvmlDeviceGetMemoryInfo(h)
         sample.memory_bytes, sample.memory_used_bytes = int(memory.total), int(memory.used)
-        sample.pci_bus_id = nvml_busid_to_sysfs(lib.nvmlDeviceGetPciInfo(h).busId)
-        sample.numa_node = self._optional(sample, lib.nvmlDeviceGetNumaNodeId, h)
-        minor = self._optional(sample, lib.nvmlDeviceGetMinorNumber, h)
-        sample.device_node = None if minor is None else f"/dev/nvidia{minor}"
+        kept = self._identities.get(index)
+        if kept is None or kept.uuid != uuid_text or kept.scans >= REREAD_SCANS:
+            kept = self._read_identity(index, h, uuid_text)
+        kept.scans += 1
+        sample.model, sample.pci_bus_id = kept.model, kept.pci_bus_id
+        sample.numa_node, sample.device_node = kept.numa_node, kept.device_node
+        sample.unavailable += kept.unavailable
         return sample
+
+    def _read_identity(self, index: int, h: Any, uuid_text: str) -> "_Identity":
+        lib = self.lib
+        probe = GpuSample(index=index, uuid=uuid_text, vendor=Vendor.NVIDIA)
+        model = lib.nvmlDeviceGetName(h)
+        bus_id = nvml_busid_to_sysfs(lib.nvmlDeviceGetPciInfo(h).busId)
+        numa = self._optional(probe, lib.nvmlDeviceGetNumaNodeId, h)
+        minor = self._optional(probe, lib.nvmlDeviceGetMinorNumber, h)
+        node = None if minor is None else f"/dev/nvidia{minor}"
+        kept = _Identity(uuid_text, model, bus_id, numa, node, list(probe.unavailable))
+        self._identities[index] = kept
+        return kept
+
+    def refresh(self) -> None:
+        """Read every GPU's identity and field plan afresh at the next sample (a udev event:
+        a device came, went or changed)."""
+        with self._lock:
+            self._identities.clear()
+            self.fields.plans.clear()
 
     def _health(self, h: Any, s: GpuSample) -> None:
         lib, opt = self.lib, self._optional
