@@ -148,7 +148,7 @@ class Scanner:
         host = read_host(self.proc_root, self.sysfs_root, self._disk_dir(), self._disk)
         gpus, warnings, samples = self._gpus(now)
         interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
-        counters = self.port_reader.counters()
+        ports, counters = self.port_reader.scan()
         drives = [drive for reader in self.drives for drive in reader.read()]
         problems = [problem for reader in self.drives for problem in reader.problems]
         self.warnings = host.problems + net_problems + warnings + problems
@@ -169,7 +169,7 @@ class Scanner:
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),
-            rdma_ports=self.ports.classify(self.port_reader.read(), counters, now),
+            rdma_ports=self.ports.classify(ports, counters, now),
             network_interfaces=interfaces,
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,

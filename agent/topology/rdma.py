@@ -94,9 +94,19 @@ class PortReader:
 
     def read(self) -> list[RdmaPort]:
         """Every port of every RDMA device, sorted by device and port (as `read_ports`)."""
-        ports = []
+        return self.scan()[0]
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        """As `read_counters`."""
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[RdmaPort], dict[str, dict[str, float]]]:
+        """`(read(), counters())` from one listing of the devices and their ports."""
+        ports: list[RdmaPort] = []
+        found: dict[str, dict[str, float]] = {}
         seen: dict[str, _Seen] = {}
-        for device, port_dir in self._port_dirs(sort=True):
+        paths: dict[str, list[tuple[str, str]]] = {}
+        for device, port_dir in self._port_dirs():
             key = f"{device}:{port_dir.name}"
             where = str(port_dir)
             live = tuple(_fast_text(f"{where}/{name}") for name in _LIVE)
@@ -107,17 +117,8 @@ class PortReader:
             seen[key] = before
             if before.port is not None:
                 ports.append(before.port)
-        self._seen = seen
-        return ports
-
-    def counters(self) -> dict[str, dict[str, float]]:
-        """As `read_counters`."""
-        found: dict[str, dict[str, float]] = {}
-        paths: dict[str, list[tuple[str, str]]] = {}
-        for device, port_dir in self._port_dirs(sort=False):
-            key = f"{device}:{port_dir.name}"
             files = self._counter_paths.get(key) or [
-                (name, f"{port_dir}/counters/{name}") for name in PORT_COUNTERS
+                (name, f"{where}/counters/{name}") for name in PORT_COUNTERS
             ]
             paths[key] = files
             values = {}
@@ -127,16 +128,14 @@ class PortReader:
                     values[name] = float(text)
             if values:
                 found[key] = values
-        self._counter_paths = paths
-        return found
+        self._seen, self._counter_paths = seen, paths
+        return ports, found
 
-    def _port_dirs(self, *, sort: bool) -> list[tuple[str, Path]]:
+    def _port_dirs(self) -> list[tuple[str, Path]]:
         try:
-            devices = os.listdir(self.base)
+            devices = sorted(os.listdir(self.base))
         except OSError:
             return []
-        if sort:
-            devices.sort()
         return [(d, port_dir) for d in devices for port_dir in _port_dirs(self.base / d)]
 
 
