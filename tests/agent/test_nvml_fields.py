@@ -282,3 +282,30 @@ def test_driver_without_link_fields_reads_links_by_calls(
         sample = backend.sample()[0]
         assert (sample.nvlinks_down, sample.counters["nvlink_replay"]) == ([5], 0)
         assert sample.recovery_action == 0
+
+
+def test_fake_link_fields_agree_with_its_calls(machine_factory: Factory) -> None:
+    """The fake's link fields answer as its per-link calls do: the link count, each link's
+    state (INVALID_ARGUMENT past the last link), and NOT_SUPPORTED on a GPU without NVLink."""
+    lib = FakeNvml(machine_factory("h100-sxm"))
+    lib.nvmlInit()
+    h = lib.nvmlDeviceGetHandleByIndex(0)
+    count, state, past = lib.nvmlDeviceGetFieldValues(
+        h,
+        [
+            pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT,
+            (pynvml.NVML_FI_DEV_NVLINK_GET_STATE, 17),
+            (pynvml.NVML_FI_DEV_NVLINK_GET_STATE, 18),
+        ],
+    )
+    assert (count.nvmlReturn, count.value.uiVal) == (pynvml.NVML_SUCCESS, 18)
+    assert state.value.uiVal == pynvml.NVML_NVLINK_STATE_ACTIVE
+    assert lib.nvmlDeviceGetNvLinkState(h, 17) == pynvml.NVML_FEATURE_ENABLED
+    assert past.nvmlReturn == pynvml.NVML_ERROR_INVALID_ARGUMENT
+    pcie = FakeNvml(machine_factory("l40s-pcie"))
+    pcie.nvmlInit()
+    h = pcie.nvmlDeviceGetHandleByIndex(0)
+    (count,) = pcie.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT])
+    assert count.nvmlReturn == pynvml.NVML_ERROR_NOT_SUPPORTED
+    with pytest.raises(pynvml.NVMLError_NotSupported):
+        pcie.nvmlDeviceGetNvLinkState(h, 0)
