@@ -24,25 +24,27 @@ if TYPE_CHECKING:
     from .nvml import NvmlBackend
 
 NVLINK5_COUNTERS = {
-    "malformed_packet_errors": "NVML_FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS",
-    "buffer_overrun_errors": "NVML_FI_DEV_NVLINK_COUNT_BUFFER_OVERRUN_ERRORS",
-    "rcv_errors": "NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS",
-    "rcv_remote_errors": "NVML_FI_DEV_NVLINK_COUNT_RCV_REMOTE_ERRORS",
-    "rcv_general_errors": "NVML_FI_DEV_NVLINK_COUNT_RCV_GENERAL_ERRORS",
-    "local_link_integrity_errors": "NVML_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS",
-    "link_recovery_failed_events": "NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS",
-    "effective_errors": "NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS",
-    "symbol_errors": "NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS",
+    "malformed_packet_errors": ("NVML_FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS", 206),
+    "buffer_overrun_errors": ("NVML_FI_DEV_NVLINK_COUNT_BUFFER_OVERRUN_ERRORS", 207),
+    "rcv_errors": ("NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS", 208),
+    "rcv_remote_errors": ("NVML_FI_DEV_NVLINK_COUNT_RCV_REMOTE_ERRORS", 209),
+    "rcv_general_errors": ("NVML_FI_DEV_NVLINK_COUNT_RCV_GENERAL_ERRORS", 210),
+    "local_link_integrity_errors": ("NVML_FI_DEV_NVLINK_COUNT_LOCAL_LINK_INTEGRITY_ERRORS", 211),
+    "link_recovery_failed_events": ("NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS", 214),
+    "effective_errors": ("NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS", 219),
+    "symbol_errors": ("NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS", 221),
 }
 """The counters DCGM's NVLink5 health watch fails on any growth of (`MonitorNVLink5Fields`);
-summed over the GPU's links into `counters["nvlink5_<name>"]`."""
+summed over the GPU's links into `counters["nvlink5_<name>"]`. Each id is nvml.h's number, used
+where an older nvidia-ml-py (the agent accepts 12.535 on) lacks the name: the driver answers
+by number, and NOT_SUPPORTED for a field it does not know."""
 
 NVLINK_TOTALS = {
-    "nvlink_replay": ("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",),
-    "nvlink_recovery": ("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",),
+    "nvlink_replay": (("NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", 52),),
+    "nvlink_recovery": (("NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", 59),),
     "nvlink_crc": (
-        "NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        "NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        ("NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", 38),
+        ("NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL", 45),
     ),
 }
 """`counters[key]` ← the sum of these fields: the driver's totals over all the GPU's links, the
@@ -50,9 +52,12 @@ same four counters `nvmlDeviceGetNvLinkErrorCounter` gives per link. A total ove
 (not only the active ones) never falls when a link goes down, which the health history would
 read as a reset."""
 
-LINK_UP_STATES = ("NVML_NVLINK_STATE_ACTIVE", "NVML_NVLINK_STATE_SLEEP")
+RECOVERY_ACTION = ("NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", 230)
+LINK_COUNT = ("NVML_FI_DEV_NVLINK_LINK_COUNT", 91)
+LINK_STATE = ("NVML_FI_DEV_NVLINK_GET_STATE", 165)
+LINK_UP_STATES = (("NVML_NVLINK_STATE_ACTIVE", 1), ("NVML_NVLINK_STATE_SLEEP", 2))
 """Field 165 answers these for a link that carries traffic (asleep in low power counts as up);
-INACTIVE and ACTIVE_TRAFFIC_DISABLED put the link in `nvlinks_down`."""
+INACTIVE (0) and ACTIVE_TRAFFIC_DISABLED (3) put the link in `nvlinks_down`."""
 
 REPROBE_SCANS = 100
 """A GPU's plan is remade from a full ask this often (about 17 minutes at a 10 s scan)."""
@@ -88,15 +93,13 @@ class FieldReader:
 
     def __init__(self, lib: Any) -> None:
         self.lib = lib
-        self.recovery = int(lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION)
-        self.link_count = int(lib.NVML_FI_DEV_NVLINK_LINK_COUNT)
-        self.link_state = int(lib.NVML_FI_DEV_NVLINK_GET_STATE)
-        self.up_states = frozenset(int(getattr(lib, name)) for name in LINK_UP_STATES)
-        self.nvlink5 = {int(getattr(lib, const)): name for name, const in NVLINK5_COUNTERS.items()}
+        self.recovery = _const(lib, RECOVERY_ACTION)
+        self.link_count = _const(lib, LINK_COUNT)
+        self.link_state = _const(lib, LINK_STATE)
+        self.up_states = frozenset(_const(lib, state) for state in LINK_UP_STATES)
+        self.nvlink5 = {_const(lib, field): name for name, field in NVLINK5_COUNTERS.items()}
         self.totals = {
-            int(getattr(lib, const)): key
-            for key, consts in NVLINK_TOTALS.items()
-            for const in consts
+            _const(lib, field): key for key, fields in NVLINK_TOTALS.items() for field in fields
         }
         self.success = int(lib.NVML_SUCCESS)
         self.not_supported = int(lib.NVML_ERROR_NOT_SUPPORTED)
@@ -188,6 +191,12 @@ class FieldReader:
             s.nvlinks_down = sorted(down)
             s.counters.update(totals)
         s.counters.update(nvlink5)
+
+
+def _const(lib: Any, named: tuple[str, int]) -> int:
+    """The module's constant of that name, else nvml.h's number for it."""
+    name, number = named
+    return int(getattr(lib, name, number))
 
 
 def _number(value: Any) -> float:

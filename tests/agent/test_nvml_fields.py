@@ -309,3 +309,38 @@ def test_fake_link_fields_agree_with_its_calls(machine_factory: Factory) -> None
     assert count.nvmlReturn == pynvml.NVML_ERROR_NOT_SUPPORTED
     with pytest.raises(pynvml.NVMLError_NotSupported):
         pcie.nvmlDeviceGetNvLinkState(h, 0)
+
+
+def test_field_numbers_match_the_binding() -> None:
+    """The numbers used where an older nvidia-ml-py lacks a field's name are the binding's."""
+    named = [
+        nvml_fields.RECOVERY_ACTION,
+        nvml_fields.LINK_COUNT,
+        nvml_fields.LINK_STATE,
+        *nvml_fields.LINK_UP_STATES,
+        *nvml_fields.NVLINK5_COUNTERS.values(),
+        *(field for fields in nvml_fields.NVLINK_TOTALS.values() for field in fields),
+    ]
+    assert [(name, getattr(pynvml, name)) for name, _ in named] == named
+
+
+def test_older_binding_without_the_names_reads_by_number(
+    machine_factory: Factory, clock: FakeClock
+) -> None:
+    """A pynvml without the newer constants (12.535 has no recovery action or NVLink5 names)
+    still reads the fields by number."""
+
+    class OldBinding(FakeNvml):
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith(("NVML_FI_DEV_NVLINK_COUNT_", "NVML_NVLINK_STATE_")) or name in (
+                "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION",
+                "NVML_FI_DEV_NVLINK_GET_STATE",
+            ):
+                raise AttributeError(name)
+            return super().__getattr__(name)
+
+    machine = machine_factory("gb200-nvl72-tray")
+    machine.spec.gpu[1] = {"recovery_action": 3, "nvlinks_down": [4]}
+    sample = NvmlBackend(OldBinding(machine), clock=clock).sample()[1]
+    assert (sample.recovery_action, sample.nvlinks_down) == (3, [4])
+    assert sample.counters["nvlink5_symbol_errors"] == 0
