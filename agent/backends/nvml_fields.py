@@ -173,20 +173,20 @@ class FieldReader:
         totals: dict[str, float] = {}
         down: list[int] = []
         for value in values:
-            if value.nvmlReturn != self.success:
+            if _member(value, "nvmlReturn") != self.success:
                 continue
-            field = value.fieldId
+            field, number = _member(value, "fieldId"), _number(value)
             if field == self.link_state:
-                if int(_number(value)) not in self.up_states:
-                    down.append(int(value.scopeId))
+                if int(number) not in self.up_states:
+                    down.append(int(_member(value, "scopeId")))
             elif field in self.nvlink5:
                 key = "nvlink5_" + self.nvlink5[field]
-                nvlink5[key] = nvlink5.get(key, 0.0) + _number(value)
+                nvlink5[key] = nvlink5.get(key, 0.0) + number
             elif field in self.totals:
                 key = self.totals[field]
-                totals[key] = totals.get(key, 0.0) + _number(value)
+                totals[key] = totals.get(key, 0.0) + number
             elif field == self.recovery:
-                s.recovery_action = int(_number(value))
+                s.recovery_action = int(number)
         if plan.links:
             s.nvlinks_down = sorted(down)
             s.counters.update(totals)
@@ -199,5 +199,12 @@ def _const(lib: Any, named: tuple[str, int]) -> int:
     return int(getattr(lib, name, number))
 
 
+_member = object.__getattribute__
+"""A member of an NVML struct read straight from its ctypes field: pynvml's structs look at every
+read to turn bytes into str, which a field value's numbers never are, and a scan reads some 150
+of them per GPU."""
+
+
 def _number(value: Any) -> float:
-    return float(getattr(value.value, _VALUE.get(int(value.valueType), "ullVal")))
+    kind = _VALUE.get(int(_member(value, "valueType")), "ullVal")
+    return float(getattr(_member(value, "value"), kind))
