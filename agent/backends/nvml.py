@@ -17,7 +17,7 @@ from astraeus.shared import Vendor
 from astraeus.shared.clock import Clock
 
 from .base import BackendUnavailableError, FabricSample, GpuSample, XidEvent
-from .nvml_fields import FieldReader
+from .nvml_fields import FieldReader, stagger
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,10 @@ class NvmlBackend:
         sample.memory_bytes, sample.memory_used_bytes = int(memory.total), int(memory.used)
         kept = self._identities.get(index)
         if kept is None or kept.uuid != uuid_text or kept.scans >= REREAD_SCANS:
+            due = kept is not None and kept.uuid == uuid_text
             kept = self._read_identity(index, h, uuid_text)
+            if not due:
+                kept.scans = -stagger(index, REREAD_SCANS)
         kept.scans += 1
         sample.model, sample.pci_bus_id = kept.model, kept.pci_bus_id
         sample.numa_node, sample.device_node = kept.numa_node, kept.device_node

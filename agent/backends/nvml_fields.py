@@ -79,7 +79,7 @@ class FieldPlan:
     wanted: list[Wanted]
     unsupported: frozenset[Wanted]
     scans: int = 0
-    """Scans read with this plan since it was made."""
+    """Scans read with this plan since it was made (less its `stagger` for a first plan)."""
 
     @property
     def link_fields(self) -> bool:
@@ -110,9 +110,12 @@ class FieldReader:
         no field values at all (the links are then read by per-link calls)."""
         plan = self.plans.get(s.index)
         if plan is None or plan.uuid != s.uuid or plan.scans >= REPROBE_SCANS:
+            due = plan is not None and plan.uuid == s.uuid
             plan = self._probe(backend, h, s)
             if plan is None:
                 return None
+            if not due:  # GPUs met together are asked again apart, not all in one scan
+                plan.scans = -stagger(s.index, REPROBE_SCANS)
         values = self._ask(backend, h, s, plan.wanted) if plan.wanted else []
         if values is None:
             self.plans.pop(s.index, None)
@@ -191,6 +194,13 @@ class FieldReader:
             s.nvlinks_down = sorted(down)
             s.counters.update(totals)
         s.counters.update(nvlink5)
+
+
+def stagger(index: int, period: int) -> int:
+    """How many scans GPU `index`'s first re-read waits beyond `period`: spread over the period
+    (0, 61, 22, 83, … for 100), so the GPUs of a machine, met in one scan, are re-read in
+    different scans after it and no scan pays for all of them."""
+    return index * 61 % period
 
 
 def _const(lib: Any, named: tuple[str, int]) -> int:

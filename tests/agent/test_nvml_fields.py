@@ -344,3 +344,25 @@ def test_older_binding_without_the_names_reads_by_number(
     sample = NvmlBackend(OldBinding(machine), clock=clock).sample()[1]
     assert (sample.recovery_action, sample.nvlinks_down) == (3, [4])
     assert sample.counters["nvlink5_symbol_errors"] == 0
+
+
+def test_gpus_met_together_are_asked_again_apart(
+    machine_factory: Factory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 8 GPUs are first asked for everything in one scan; their later full asks fall in
+    different scans, so no scan pays for all of them at once."""
+    monkeypatch.setattr(nvml_fields, "REPROBE_SCANS", 16)
+    lib = RecordingNvml(machine_factory("h100-sxm"))
+    backend = NvmlBackend(lib, clock=clock)
+    backend.sample()
+    lib.take()
+    reasked: dict[int, list[int]] = {}
+    for scan in range(1, 41):
+        backend.sample()
+        calls = [index for index, _ in lib.take()]
+        for index in set(calls):
+            if calls.count(index) > 1:
+                reasked.setdefault(scan, []).append(index)
+    assert {i for gpus in reasked.values() for i in gpus} == set(range(8))
+    assert all(len(gpus) == 1 for gpus in reasked.values())
+    assert reasked[16] == [0]  # GPU 0 waits the period alone; the others wait longer, apart
