@@ -16,6 +16,7 @@ from astraeus.shared import SCHEMA_VERSION, BackendStatus, GpuInfo, MachineRepor
 from astraeus.shared.clock import SYSTEM_CLOCK, Clock
 
 from .backends import GpuBackend, GpuSample
+from .backends.nvml import NvmlBackend
 from .backends.select import open_backend, open_fake_backend
 from .drives import DriveConfig, DriveReader
 from .fake import FakeMachine, load_fake_machine
@@ -28,7 +29,7 @@ from .topology.ifaddrs import live_addresses
 from .topology.imex import imex_status
 from .topology.netifs import AddressReader, read_interfaces
 from .topology.nvlink import machine_domain
-from .topology.rdma import read_counters, read_ports
+from .topology.rdma import PortReader
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class Scanner:
             data_dir / KNOWN_FILE, self.backend.name, self._vendors(), read_only=read_only
         )
         self.ports = PortHealthTracker(policy)
+        self.port_reader = PortReader(sysfs_root)
         self.warnings: list[str] = []
         self.telemetry = Telemetry()
 
@@ -146,7 +148,7 @@ class Scanner:
         host = read_host(self.proc_root, self.sysfs_root, self._disk_dir(), self._disk)
         gpus, warnings, samples = self._gpus(now)
         interfaces, net_problems = read_interfaces(self.sysfs_root, self._addresses())
-        counters = read_counters(self.sysfs_root)
+        ports, counters = self.port_reader.scan()
         drives = [drive for reader in self.drives for drive in reader.read()]
         problems = [problem for reader in self.drives for problem in reader.problems]
         self.warnings = host.problems + net_problems + warnings + problems
@@ -167,11 +169,20 @@ class Scanner:
             data_free_bytes=host.disk.free_bytes if host.disk else None,
             gpus=gpus,
             gpu_backend=BackendStatus(name=self.backend.name, detail=self.backend.detail),
-            rdma_ports=self.ports.classify(read_ports(self.sysfs_root), counters, now),
+            rdma_ports=self.ports.classify(ports, counters, now),
             network_interfaces=interfaces,
             imex=imex_status(self.proc_root, self.dev_root),
             reported_at=now,
         )
+
+    def refresh(self) -> None:
+        """Forget the facts kept between scans as unchanging (ports' link layers, GIDs, PCI
+        devices; NVML GPUs' names, bus ids and field plans): the next scan reads them afresh.
+        The scanning loop calls it on a udev event; scans otherwise re-read them on a change
+        they see and every 100 scans (docs/agent.md, *What a scan reads*)."""
+        self.port_reader.refresh()
+        if isinstance(self.backend, NvmlBackend):
+            self.backend.refresh()
 
     def start_listening(self, wake: Callable[[], None]) -> None:
         """Hear Xid events as they happen (a thread) and call `wake` for each."""

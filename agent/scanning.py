@@ -37,6 +37,8 @@ class ScanService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._udev: UdevWatch | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._refresh = False
+        """A udev event came: the next scan reads the unchanging facts afresh."""
 
     def request_rescan(self, cause: str) -> None:
         """Ask for a scan now; safe from any thread."""
@@ -73,7 +75,15 @@ class ScanService:
             self._udev.detach()
         await asyncio.to_thread(self.scanner.close)
 
+    def device_changed(self, cause: str) -> None:
+        """A udev event: rescan now, reading every device's unchanging facts afresh."""
+        self._refresh = True
+        self.request_rescan(cause)
+
     async def scan_now(self) -> MachineReport:
+        if self._refresh:
+            self._refresh = False
+            self.scanner.refresh()  # between scans: they run one at a time
         self.report = await asyncio.to_thread(self.scanner.scan)
         self.scans += 1
         return self.report
@@ -85,7 +95,7 @@ class ScanService:
             self.watching = f"{exc}; scanning every {self.scan_seconds:g} s and polling ports"
             log.warning("%s", self.watching)
             return
-        self._udev = UdevWatch(monitor, self.request_rescan)
+        self._udev = UdevWatch(monitor, self.device_changed)
         self._udev.attach(asyncio.get_running_loop())
         self.watching = "udev events for " + ", ".join(("infiniband", "net", "pci", "drm"))
 

@@ -10,13 +10,14 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from astraeus.shared import Vendor
 from astraeus.shared.clock import Clock
 
 from .base import BackendUnavailableError, FabricSample, GpuSample, XidEvent
-from .nvml_fields import read_fields
+from .nvml_fields import FieldReader, stagger
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +25,26 @@ WAIT_MS = 1000
 """How long the event thread blocks in one `nvmlEventSetWait_v2` call."""
 
 
+REREAD_SCANS = 100
+"""A GPU's identity (name, bus id, NUMA node, device node) is read again this often."""
+
+
 class _LostError(Exception):
     pass
+
+
+@dataclass
+class _Identity:
+    """What does not change while the same GPU answers at an NVML index."""
+
+    uuid: str
+    model: str
+    pci_bus_id: str
+    numa_node: int | None
+    device_node: str | None
+    unavailable: list[str]
+    """The identity calls this driver lacks, said again in every sample's `unavailable`."""
+    scans: int = 0
 
 
 def nvml_busid_to_sysfs(bus_id: str) -> str:
@@ -58,6 +77,8 @@ class NvmlBackend:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._known: dict[int, str] = {}
+        self.fields = FieldReader(lib)
+        self._identities: dict[int, _Identity] = {}
 
     # --- sampling
     def sample(self) -> list[GpuSample]:
@@ -92,18 +113,45 @@ class NvmlBackend:
         return sample
 
     def _identity(self, index: int, h: Any) -> GpuSample:
+        """The UUID (read every scan: it says which GPU answers at this index now) and memory
+        (the used figure moves); the name, bus id, NUMA node and device node are kept per GPU
+        and read again only for a new UUID, after `refresh()` or every `REREAD_SCANS` scans."""
         lib = self.lib
         uuid_text = lib.nvmlDeviceGetUUID(h)
         self._known[index] = uuid_text
         sample = GpuSample(index=index, uuid=uuid_text, vendor=Vendor.NVIDIA)
-        sample.model = lib.nvmlDeviceGetName(h)
         memory = lib.nvmlDeviceGetMemoryInfo(h)
         sample.memory_bytes, sample.memory_used_bytes = int(memory.total), int(memory.used)
-        sample.pci_bus_id = nvml_busid_to_sysfs(lib.nvmlDeviceGetPciInfo(h).busId)
-        sample.numa_node = self._optional(sample, lib.nvmlDeviceGetNumaNodeId, h)
-        minor = self._optional(sample, lib.nvmlDeviceGetMinorNumber, h)
-        sample.device_node = None if minor is None else f"/dev/nvidia{minor}"
+        kept = self._identities.get(index)
+        if kept is None or kept.uuid != uuid_text or kept.scans >= REREAD_SCANS:
+            due = kept is not None and kept.uuid == uuid_text
+            kept = self._read_identity(index, h, uuid_text)
+            if not due:
+                kept.scans = -stagger(index, REREAD_SCANS)
+        kept.scans += 1
+        sample.model, sample.pci_bus_id = kept.model, kept.pci_bus_id
+        sample.numa_node, sample.device_node = kept.numa_node, kept.device_node
+        sample.unavailable += kept.unavailable
         return sample
+
+    def _read_identity(self, index: int, h: Any, uuid_text: str) -> "_Identity":
+        lib = self.lib
+        probe = GpuSample(index=index, uuid=uuid_text, vendor=Vendor.NVIDIA)
+        model = lib.nvmlDeviceGetName(h)
+        bus_id = nvml_busid_to_sysfs(lib.nvmlDeviceGetPciInfo(h).busId)
+        numa = self._optional(probe, lib.nvmlDeviceGetNumaNodeId, h)
+        minor = self._optional(probe, lib.nvmlDeviceGetMinorNumber, h)
+        node = None if minor is None else f"/dev/nvidia{minor}"
+        kept = _Identity(uuid_text, model, bus_id, numa, node, list(probe.unavailable))
+        self._identities[index] = kept
+        return kept
+
+    def refresh(self) -> None:
+        """Read every GPU's identity and field plan afresh at the next sample (a udev event:
+        a device came, went or changed)."""
+        with self._lock:
+            self._identities.clear()
+            self.fields.plans.clear()
 
     def _health(self, h: Any, s: GpuSample) -> None:
         lib, opt = self.lib, self._optional
@@ -124,10 +172,11 @@ class NvmlBackend:
         self._counter(s, "pcie_replays", opt(s, lib.nvmlDeviceGetPcieReplayCounter, h))
         s.pcie_gen = opt(s, lib.nvmlDeviceGetCurrPcieLinkGeneration, h)
         s.pcie_width = opt(s, lib.nvmlDeviceGetCurrPcieLinkWidth, h)
-        links = self._nvlinks(h, s)
+        plan = self.fields.read(self, h, s)
+        if plan is None or not plan.link_fields:
+            self._nvlinks(h, s)
         self._throttle(h, s)
         s.fabric = self._fabric(h, s)
-        read_fields(self, h, s, links)
         self._telemetry(h, s)
 
     def _telemetry(self, h: Any, s: GpuSample) -> None:
@@ -140,7 +189,8 @@ class NvmlBackend:
         s.utilization_percent = float(rates.gpu) if rates is not None else None
 
     def _nvlinks(self, h: Any, s: GpuSample) -> int:
-        """Reads each link's state and error counters; returns how many links the GPU has."""
+        """Reads each link's state and error counters by per-link calls, for a driver without
+        the link fields (`nvml_fields`); returns how many links the GPU has."""
         lib = self.lib
         kinds = {
             "nvlink_replay": (lib.NVML_NVLINK_ERROR_DL_REPLAY,),

@@ -28,6 +28,19 @@ _HEALTH_MASKS = {
 
 _NVLINK5_FIELDS = frozenset(range(206, 223))
 """`NVML_FI_DEV_NVLINK_COUNT_MALFORMED_PACKET_ERRORS` (206) … `_SYMBOL_BER` (222)."""
+_NVLINK_TOTALS = {
+    pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: (pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,),
+    pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: (pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,),
+    pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: (pynvml.NVML_NVLINK_ERROR_DL_REPLAY,),
+    pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: (pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,),
+}
+"""The driver's error totals over all links (38, 45, 52, 59): the sum of the per-link counter
+`nvmlDeviceGetNvLinkErrorCounter` gives for each link, active or not."""
+_NVLINK_FIELDS = frozenset(
+    {pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT, pynvml.NVML_FI_DEV_NVLINK_GET_STATE, *_NVLINK_TOTALS}
+)
+"""What a GPU without NVLink answers NOT_SUPPORTED for, as its per-link calls raise NotSupported."""
+_LINK_ACTIVE = pynvml.NVML_NVLINK_STATE_ACTIVE
 
 
 @dataclass
@@ -145,10 +158,31 @@ class FakeNvml:
         return values
 
     def _field(self, gpu: Any, value: Any) -> None:
-        if value.fieldId == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
+        field, scope = value.fieldId, value.scopeId
+        if field == pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION:
             value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
             value.value.uiVal = gpu.recovery_action
-        elif value.fieldId in _NVLINK5_FIELDS and gpu.nvlink5 and value.scopeId < gpu.nvlinks:
+        elif field in _NVLINK_FIELDS and gpu.nvlinks == 0:
+            value.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED  # as the per-link calls answer
+            return
+        elif field == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
+            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+            value.value.uiVal = gpu.nvlinks
+        elif field == pynvml.NVML_FI_DEV_NVLINK_GET_STATE:
+            if scope >= gpu.nvlinks:
+                value.nvmlReturn = pynvml.NVML_ERROR_INVALID_ARGUMENT
+                return
+            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+            down = scope in gpu.nvlinks_down
+            value.value.uiVal = pynvml.NVML_NVLINK_STATE_INACTIVE if down else _LINK_ACTIVE
+        elif field in _NVLINK_TOTALS:
+            value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            value.value.ullVal = sum(
+                self._link_errors(gpu, link, counter)
+                for link in range(gpu.nvlinks)
+                for counter in _NVLINK_TOTALS[field]
+            )
+        elif field in _NVLINK5_FIELDS and gpu.nvlink5 and scope < gpu.nvlinks:
             value.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
             symbol = value.fieldId == pynvml.NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS
             grown = symbol and value.scopeId == 0
@@ -212,6 +246,10 @@ class FakeNvml:
     def nvmlDeviceGetNvLinkErrorCounter(self, h: FakeHandle, link: int, counter: int) -> int:  # noqa: N802
         gpu = self._device(h, "nvmlDeviceGetNvLinkErrorCounter")
         self._link(gpu.nvlinks, link)
+        return self._link_errors(gpu, link, counter)
+
+    def _link_errors(self, gpu: Any, link: int, counter: int) -> int:
+        """One link's error counter: the GPU's errors all fall on link 0."""
         per_link = {
             pynvml.NVML_NVLINK_ERROR_DL_REPLAY: gpu.nvlink_replays_per_min,
             pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT: gpu.nvlink_crc_per_min,

@@ -162,6 +162,12 @@ class FakeMachine:
         """GPU `index` disappears from the driver's list altogether."""
         self._removed.add(index)
 
+    def restore_gpu(self, index: int) -> None:
+        """GPU `index` is listed again (re-seated, or the driver reloaded), whole."""
+        self._removed.discard(index)
+        self._lost.discard(index)
+        self._gpu.cache_clear()
+
     def set_port_state(self, index: int, state: str, phys_state: str) -> None:
         """Rewrite port `index`'s sysfs state files, e.g. `1: DOWN`, `2: Polling`."""
         port_dir = self._port_dir(index)

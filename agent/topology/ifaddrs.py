@@ -6,6 +6,7 @@ see. Link-local IPv6 addresses are left out: they need a scope and route nowhere
 
 import ctypes
 import ctypes.util
+import functools
 import ipaddress
 import logging
 import socket
@@ -42,10 +43,17 @@ _Ifaddrs._fields_ = [
 ]
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, found once: `find_library` runs `ldconfig -p` in a child process, which
+    cost more CPU than all the rest of a scan when it ran every scan."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def live_addresses() -> AddressBook:
     """Every interface's addresses now; empty (with a log line) where getifaddrs is missing."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = _libc()
         head = ctypes.POINTER(_Ifaddrs)()
         if libc.getifaddrs(ctypes.byref(head)) != 0:
             raise OSError(ctypes.get_errno(), "getifaddrs failed")

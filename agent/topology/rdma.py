@@ -4,6 +4,7 @@ import ipaddress
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from astraeus.shared import LinkLayer, RdmaPort
@@ -56,6 +57,104 @@ def read_ports(sysfs_root: Path) -> list[RdmaPort]:
             if port is not None:
                 ports.append(port)
     return ports
+
+
+REREAD_SCANS = 100
+"""A port's unchanging facts are read again this often even when nothing said they changed."""
+
+
+@dataclass
+class _Seen:
+    """A port as last read in full, and the state, physical state and rate texts beside it."""
+
+    port: RdmaPort | None
+    """None: a port of another link layer (Omni-Path's own, say), skipped."""
+    live: tuple[str | None, ...]
+    scans: int = 0
+
+
+class PortReader:
+    """The ports, scan after scan, without reading what does not change.
+
+    Each scan lists the devices and their ports and reads three files per port: `state`,
+    `phys_state` and `rate`. The rest of a port (link layer, GID 0 subnet prefix, PCI device,
+    driver, NUMA node, RoCE netdev) is read in full when the port appears, when any of those
+    three changed (a link that comes back may come back on another subnet, at another rate),
+    after `refresh()` (the scanning loop calls it on a udev event) and every `REREAD_SCANS`
+    scans. The counters are read every scan, from paths worked out once per port."""
+
+    def __init__(self, sysfs_root: Path) -> None:
+        self.base = sysfs_root / "class/infiniband"
+        self._seen: dict[str, _Seen] = {}
+        self._counter_paths: dict[str, list[tuple[str, str]]] = {}
+
+    def refresh(self) -> None:
+        """Read every port in full at the next scan."""
+        self._seen.clear()
+
+    def read(self) -> list[RdmaPort]:
+        """Every port of every RDMA device, sorted by device and port (as `read_ports`)."""
+        return self.scan()[0]
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        """As `read_counters`."""
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[RdmaPort], dict[str, dict[str, float]]]:
+        """`(read(), counters())` from one listing of the devices and their ports."""
+        ports: list[RdmaPort] = []
+        found: dict[str, dict[str, float]] = {}
+        seen: dict[str, _Seen] = {}
+        paths: dict[str, list[tuple[str, str]]] = {}
+        for device, port_dir in self._port_dirs():
+            key = f"{device}:{port_dir.name}"
+            where = str(port_dir)
+            live = tuple(_fast_text(f"{where}/{name}") for name in _LIVE)
+            before = self._seen.get(key)
+            if before is None or before.live != live or before.scans >= REREAD_SCANS:
+                before = _Seen(_read_port(self.base / device, port_dir), live)
+            before.scans += 1
+            seen[key] = before
+            if before.port is not None:
+                ports.append(before.port)
+            files = self._counter_paths.get(key) or [
+                (name, f"{where}/counters/{name}") for name in PORT_COUNTERS
+            ]
+            paths[key] = files
+            values = {}
+            for name, path in files:
+                text = _fast_text(path) or ""
+                if text.isdigit():
+                    values[name] = float(text)
+            if values:
+                found[key] = values
+        self._seen, self._counter_paths = seen, paths
+        return ports, found
+
+    def _port_dirs(self) -> list[tuple[str, Path]]:
+        try:
+            devices = sorted(os.listdir(self.base))
+        except OSError:
+            return []
+        return [(d, port_dir) for d in devices for port_dir in _port_dirs(self.base / d)]
+
+
+_LIVE = ("state", "phys_state", "rate")
+
+
+def _fast_text(path: str) -> str | None:
+    """A small sysfs file's text, stripped; None when it cannot be read. (`Path.read_text`
+    costs several times more, which adds up over every port's files every scan.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_states(sysfs_root: Path) -> dict[str, str]:

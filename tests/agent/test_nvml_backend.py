@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pynvml
 import pytest
 
-from astraeus.agent.backends import BackendUnavailableError
+from astraeus.agent.backends import BackendUnavailableError, nvml
 from astraeus.agent.backends.nvml import NvmlBackend, nvml_busid_to_sysfs
 from astraeus.agent.fake import FakeMachine
 from astraeus.agent.fake.nvml import FakeNvml
@@ -158,3 +158,52 @@ def test_one_gpus_error_spares_the_others(
     samples = NvmlBackend(FakeNvml(machine), clock=clock).sample()
     assert (samples[1].reset_required, samples[1].unavailable) == (reset_required, unavailable)
     assert [s.reset_required or bool(s.unavailable) for s in samples].count(True) == 1
+
+
+def test_identity_follows_gpus_that_go_and_come(machine_factory: Factory, clock: FakeClock) -> None:
+    """Names, bus ids and device nodes are kept per GPU, not per index: when a GPU leaves the
+    driver's list the others shift down an index with their own identity, and when it comes
+    back it has its own again."""
+    machine = machine_factory("h100-sxm")
+    backend = NvmlBackend(FakeNvml(machine), clock=clock)
+    before = backend.sample()
+    machine.remove_gpu(1)
+    shifted = backend.sample()
+    assert [s.uuid for s in shifted] == [machine.gpu_uuid(i) for i in (0, 2, 3, 4, 5, 6, 7)]
+    assert [(s.pci_bus_id, s.device_node) for s in shifted[1:]] == [
+        (s.pci_bus_id, s.device_node) for s in before[2:]
+    ]
+    machine.restore_gpu(1)
+    back = backend.sample()
+    assert [(s.uuid, s.pci_bus_id, s.device_node, s.numa_node) for s in back] == [
+        (s.uuid, s.pci_bus_id, s.device_node, s.numa_node) for s in before
+    ]
+
+
+def test_identity_is_read_again_on_refresh_and_every_so_often(
+    machine_factory: Factory, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fact of the same GPU that changes unannounced (its NUMA node, after a firmware
+    setting) shows after `refresh()` (a udev event) or REREAD_SCANS scans, not before."""
+    monkeypatch.setattr(nvml, "REREAD_SCANS", 3)
+    machine = machine_factory("h100-sxm")
+    backend = NvmlBackend(FakeNvml(machine), clock=clock)
+    assert backend.sample()[0].numa_node == 0
+    machine.spec_gpu(0).numa_node = 1
+    assert backend.sample()[0].numa_node == 0
+    backend.refresh()
+    assert backend.sample()[0].numa_node == 1
+    machine.spec_gpu(0).numa_node = 0
+    assert [backend.sample()[0].numa_node for _ in range(3)] == [1, 1, 0]
+
+
+def test_kept_identity_keeps_its_warnings(machine_factory: Factory, clock: FakeClock) -> None:
+    """A driver without an identity call says so in every sample, not only the first."""
+    machine = machine_factory("h100-sxm")
+    machine.spec.gpus.unsupported = ["nvmlDeviceGetMinorNumber"]
+    backend = NvmlBackend(FakeNvml(machine), clock=clock)
+    for _ in range(2):
+        sample = backend.sample()[0]
+        assert (sample.device_node, sample.unavailable) == (
+            None, ["nvmlDeviceGetMinorNumber: Function Not Found"],
+        )  # fmt: skip

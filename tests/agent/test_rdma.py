@@ -1,11 +1,20 @@
 """RDMA ports read from a sysfs tree laid out exactly like /sys/class/infiniband."""
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from astraeus.agent.topology.rdma import parse_rate, parse_state, read_ports, read_states
+from astraeus.agent.topology.rdma import (
+    REREAD_SCANS,
+    PortReader,
+    parse_rate,
+    parse_state,
+    read_counters,
+    read_ports,
+    read_states,
+)
 from astraeus.shared import LinkLayer
 
 SPEEDS = {
@@ -121,3 +130,45 @@ def test_no_infiniband_class_means_no_ports(tmp_path: Path) -> None:
 def test_states_snapshot_names_each_port(sys_root: Path) -> None:
     """The polling snapshot keys ports the NCCL way and holds both state files."""
     assert read_states(sys_root)["ibp12s0:1"] == "4: ACTIVE/5: LinkUp"
+
+
+def test_port_reader_matches_a_full_read_and_sees_changes(sys_root: Path) -> None:
+    """Scan after scan the reader gives what a full read gives. A state or rate change re-reads
+    the whole port (a link back up may be on another subnet); a change nothing visible points
+    to shows after `refresh()` (a udev event) or after REREAD_SCANS scans; ports that come and
+    go come and go at once."""
+    reader = PortReader(sys_root)
+    assert reader.read() == read_ports(sys_root)
+    port = sys_root / "class/infiniband/ibp12s0/ports/1"
+    _put(port / "gids/0", "fe80:0000:0000:00b2:0c42:a103:0065:ab12")  # a new subnet manager
+    assert reader.read()[0].subnet_prefix == "fe800000000000a1"  # nothing said it changed
+    _put(port / "state", "1: DOWN")
+    down = reader.read()[0]
+    assert (down.state, down.subnet_prefix) == ("DOWN", "fe800000000000b2")
+    _put(port / "gids/0", "fe80:0000:0000:00c3:0c42:a103:0065:ab12")
+    reader.refresh()
+    assert reader.read()[0].subnet_prefix == "fe800000000000c3"
+    _put(port / "rate", "100 Gb/sec (4X EDR)")
+    assert reader.read()[0].rate_gbps == 100
+    _put(port / "link_layer", "Ethernet")
+    for _ in range(REREAD_SCANS):
+        found = reader.read()
+    assert found[0].link_layer == LinkLayer.ETHERNET
+    assert found == read_ports(sys_root)
+    shutil.rmtree(sys_root / "class/infiniband/rocep193s0f0")
+    assert [p.device for p in reader.read()] == ["ibp12s0"]
+    _port(sys_root, "mlx5_9", "InfiniBand", bdf="0000:e1:00.0")
+    assert [p.device for p in reader.read()] == ["ibp12s0", "mlx5_9"]
+
+
+def test_port_reader_counters_match_a_full_read(sys_root: Path) -> None:
+    """The counters, read every scan from paths kept per port, are `read_counters`'s."""
+    counters = sys_root / "class/infiniband/ibp12s0/ports/1/counters"
+    _put(counters / "symbol_error", "3")
+    _put(counters / "port_rcv_errors", "N/A (no PMA)")
+    reader = PortReader(sys_root)
+    assert reader.counters() == read_counters(sys_root) == {"ibp12s0:1": {"symbol_error": 3.0}}
+    _put(counters / "symbol_error", "5")
+    assert reader.counters() == {"ibp12s0:1": {"symbol_error": 5.0}}
+    shutil.rmtree(sys_root / "class/infiniband/ibp12s0")
+    assert reader.counters() == {}

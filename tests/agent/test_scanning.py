@@ -167,3 +167,25 @@ async def test_an_xid_appended_to_the_fake_machines_log_faults_its_gpu(
     )
     assert [gpu.health.state for gpu in service.report.gpus].count("faulted") == 1
     await service.stop()
+
+
+async def test_udev_event_reads_unchanging_facts_afresh(
+    machine_factory: Factory, tmp_path: Path, clock: FakeClock
+) -> None:
+    """What a scan keeps as unchanging (a port's GID subnet) is read again after a udev event,
+    though the port's state never changed; without the event it stays as read."""
+    machine = machine_factory("h100-sxm")
+    monitor = FakeMonitor()
+    service = _service(machine, tmp_path, clock, monitor)
+    await service.start()
+    assert machine.root is not None
+    gid = machine.root / "sys/class/infiniband/mlx5_0/ports/1/gids/0"
+    gid.write_text("fe80:0000:0000:00b2:0c42:a103:0065:ab12\n")
+    await service.scan_now()
+    assert service.report is not None
+    assert service.report.rdma_ports[0].subnet_prefix == "fe80000000000000"
+    monitor.emit(FakeDevice("change", "infiniband", "mlx5_0"))
+    await until_async("a rescan", lambda: service.scans == 3)
+    assert service.report.rdma_ports[0].subnet_prefix == "fe800000000000b2"
+    await service.stop()
+    monitor.close()
