@@ -18,9 +18,9 @@ from astraeus.coordinator import compact
 from astraeus.coordinator.api.machines import _summary
 from astraeus.coordinator.machine_records import MachineRecords, fingerprint
 from astraeus.coordinator.placement import MachineSnapshot
+from astraeus.coordinator.placement.cache.kinds import describe
 from astraeus.coordinator.placement.fabrics import network_place
 from astraeus.coordinator.placement.facts import MachineFacts, free_idle, machine_facts
-from astraeus.coordinator.placement.cache.kinds import describe
 from astraeus.coordinator.reports import faulted_gpus
 from astraeus.coordinator.store import Store
 from astraeus.coordinator.store.queue import Usage
