@@ -207,6 +207,9 @@ class Coordinator:
                         self.ready = time.perf_counter()
                         return self
             await asyncio.sleep(0.05)
+        # `async with` calls no __aexit__ when __aenter__ raises: stop the process here, or it
+        # outlives the benchmark (and loads the machine for every figure after it).
+        await self.__aexit__()
         raise RuntimeError(f"the coordinator did not start in {self.start_seconds:g} s")
 
     async def __aexit__(self, *exc: object) -> None:
