@@ -16,7 +16,7 @@ from .cache.cycle import CycleState
 from .cache.prepared import Prepared
 from .cluster import Cluster
 from .facts import Free
-from .filters import DYNAMIC, FREE, Check, first_rejection
+from .filters import DYNAMIC, FREE, OTHER_DYNAMIC, OTHER_FREE, Check, first_rejection
 from .needs import Needs, WorkerAsk
 from .rejection import Rejection
 from .shape import ShapeOption, options
@@ -45,6 +45,7 @@ class RunEvaluation:
         explanation checks the worker the run would really need. An `idle` evaluation looks at a
         cluster where no run holds anything, so no worker of this run is anywhere yet either."""
         self.idle = idle
+        self._others = OTHER_FREE if idle else OTHER_DYNAMIC
         self.prepared, self.free, self.free_gpus = prepared, free, free_gpus
         self.free_kinds = free_kinds
         self.cluster: Cluster = prepared.cluster
@@ -108,7 +109,10 @@ class RunEvaluation:
         return verdict
 
     def _dynamic_check(self, i: int) -> Rejection | None:
-        check = Check(
+        return first_rejection(self._check(i), FREE if self.idle else DYNAMIC)
+
+    def _check(self, i: int) -> Check:
+        return Check(
             needs=self.needs,
             facts=self.cluster.facts[i],
             free=self.free[i],
@@ -117,7 +121,6 @@ class RunEvaluation:
             place=self.cluster.places[i],
             known_supply=self.supply(i) if self.needs.gpus else None,
         )
-        return first_rejection(check, FREE if self.idle else DYNAMIC)
 
     def passes(self, i: int) -> bool:
         """No filter rejects machine `i`: `rejection(i) is None`, without writing the reason."""
@@ -135,7 +138,18 @@ class RunEvaluation:
             return self.rejection(i) is None
         if self.cap(i) < max(self.smallest.gpus, 1 if needs.gpus == 0 else 0):
             return False
+        if self._others and self._other(i) is not None:
+            return False
         return prepared.late(i) is None
+
+    def _other(self, i: int) -> Rejection | None:
+        """The dynamic filters besides those `passes` decides apart, once per free kind (no
+        worker of the run is here: else every filter runs)."""
+        key = self.free_kinds[i]
+        if key not in self.memo.others:
+            check = self._check(i)
+            self.memo.others[key] = first_rejection(check, self._others)
+        return self.memo.others[key]
 
     def _every_machine(self) -> int:
         """`mode: All`: one worker on every machine that can take one, in the site with most."""

@@ -1,6 +1,7 @@
 """A filter reads only what its `READS` declares (`cache/reads.py`), and the verdicts kept by that
 declaration equal the verdicts worked out afresh for each run and machine."""
 
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -9,17 +10,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.placement import PlacementSession, Rejection, place
+from astraeus.coordinator.placement import (
+    Pending,
+    Placement,
+    PlacementSession,
+    Rejection,
+    evaluation,
+    place,
+)
 from astraeus.coordinator.placement.cache import prepared
 from astraeus.coordinator.placement.cache.reads import UndeclaredReadError, guarded
 from astraeus.coordinator.placement.fabrics import network_place
 from astraeus.coordinator.placement.facts import free_now, machine_facts
 from astraeus.coordinator.placement.filters import (
+    DYNAMIC,
     EARLY,
     FILTERS,
     LATE,
+    OTHER_DYNAMIC,
     READS_OF,
     Check,
+    Filter,
     Reads,
     first_rejection,
 )
@@ -70,7 +81,7 @@ def test_a_read_beyond_the_declaration_fails_naming_it(
 ) -> None:
     """Each declaration refuses what its verdicts are not kept by: what is free for a
     `Reads.MACHINE` filter, what the free kind does not say for a `Reads.FREE` one."""
-    with pytest.raises(UndeclaredReadError, match=rf"filter 'wrong' reads {path},"):
+    with pytest.raises(UndeclaredReadError, match=re.escape(f"filter 'wrong' reads {path},")):
         reader(guarded(check(ONE), "wrong", reads))
 
 
@@ -106,6 +117,58 @@ def test_a_wrongly_declared_filter_fails_in_the_engine(monkeypatch: pytest.Monke
     monkeypatch.setitem(READS_OF, "wrong", Reads.MACHINE)
     with pytest.raises(UndeclaredReadError, match="filter 'wrong' reads free,"):
         place(run(ask=ONE), snapshot(machine("a"), machine("b")), NOW)
+
+
+def site_filter(c: Check) -> Rejection | None:
+    """Declared `Reads.FREE`, but reads the machine's site, which its free kind does not say:
+    its verdict, decided once per free kind, would hold for machines of other sites too."""
+    if c.facts.site == "far":
+        return Rejection(filter="far", reason="far away", code="Far")
+    return None
+
+
+def add_dynamic(monkeypatch: pytest.MonkeyPatch, name: str, decide: Filter, reads: Reads) -> None:
+    """Register a filter among the dynamic ones, as a new filter module would be."""
+    monkeypatch.setattr(evaluation, "DYNAMIC", (*DYNAMIC, (name, decide)))
+    monkeypatch.setattr(evaluation, "OTHER_DYNAMIC", (*OTHER_DYNAMIC, (name, decide)))
+    monkeypatch.setitem(READS_OF, name, reads)
+
+
+def test_a_wrongly_declared_free_filter_fails_in_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same for the filters a run's evaluation decides per free kind."""
+    add_dynamic(monkeypatch, "far", site_filter, Reads.FREE)
+    with pytest.raises(UndeclaredReadError, match=re.escape("filter 'far' reads facts.site,")):
+        place(run(ask=ONE), snapshot(machine("a"), machine("b")), NOW)
+
+
+def half_idle(c: Check) -> Rejection | None:
+    """A new `Reads.FREE` filter, declared rightly: half the machine's cores must be free."""
+    report = c.facts.report
+    if report is not None and c.free.cpu_cores < report.cpu_cores / 2:
+        return Rejection(filter="half_idle", reason="too busy", code="TooBusy")
+    return None
+
+
+def test_a_new_filter_needs_no_cache_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registered with its `READS`, a new filter keeps machines out of placements and shows in
+    explanations, with nothing else changed: the busier machine, which packing prefers, is
+    kept out."""
+    snap = snapshot(machine("a", used_gpus=range(4), used_cores=60), machine("b"))
+    first = place(run(ask=ONE), snap, NOW)
+    assert isinstance(first, Placement)
+    assert first.workers[0].machine == "a"
+    add_dynamic(monkeypatch, "half_idle", half_idle, Reads.FREE)
+    then = place(run(ask=ONE), snap, NOW)
+    assert isinstance(then, Placement)
+    assert then.workers[0].machine == "b"
+    only_a = {"gpu_requests": {"count": 4}, "node_selection": {"names": ["a"]}}
+    waiting = place(run(ask=only_a), snap, NOW)
+    assert isinstance(waiting, Pending)
+    assert [node.reasons for node in waiting.explanation.nodes if node.name == "a"] == [
+        ["too busy"]
+    ]
 
 
 def test_every_filter_declares_one_of_the_three() -> None:

@@ -31,6 +31,8 @@ class CycleState:
     """Whether no filter keeps each machine out."""
     verdicts: dict[VerdictKey, Rejection | None] = field(default_factory=dict)
     """The `Reads.RUN` and `Reads.FREE` filters' first rejection."""
+    others: dict[Hashable, Rejection | None] = field(default_factory=dict)
+    """The dynamic filters `passes` runs besides `spread`, `room` and `gpus`, by free kind."""
     supply: dict[Hashable, gpu_match.Supply] = field(default_factory=dict)
     """The machine's GPUs of the kind asked, by free kind."""
     caps: dict[Hashable, int] = field(default_factory=dict)

@@ -63,6 +63,14 @@ FREE = _reading(Reads.FREE)
 """`DYNAMIC` on an idle cluster, where no worker of the run is anywhere yet."""
 LATE = tuple(f for f in _reading(Reads.MACHINE) if f not in EARLY)
 """The static filters after the dynamic ones."""
+DECIDED_APART = frozenset({spread.NAME, room.NAME, gpus.NAME})
+"""Dynamic filters a run's evaluation decides, for placement, without running them: `spread` by
+whether a worker of the run is on the machine (then every filter runs), `room` and `gpus` by the
+most GPUs a worker can get there (`RunEvaluation.cap`)."""
+OTHER_DYNAMIC = tuple(f for f in DYNAMIC if f[0] not in DECIDED_APART)
+"""The dynamic filters placement must run besides (none of the guide's; a new one lands here)."""
+OTHER_FREE = tuple(f for f in FREE if f[0] not in DECIDED_APART)
+"""`OTHER_DYNAMIC` on an idle cluster."""
 
 if EARLY + DYNAMIC + LATE != FILTERS:
     raise ImportError("filters reading free capacity must come together, between static ones")
@@ -83,6 +91,8 @@ __all__ = [
     "FILTERS",
     "FREE",
     "LATE",
+    "OTHER_DYNAMIC",
+    "OTHER_FREE",
     "READS_OF",
     "Check",
     "Filter",
