@@ -3,19 +3,24 @@
 Given several coordinators, a request goes to the one that led last in this command, then, if
 that one is refused, silent or a standby, to the next (`shared/coordinators.py` orders them),
 each at most once a request. The token goes only to the addresses given: a standby's named
-leader reorders them, and no redirect is followed."""
+leader reorders them, and no redirect is followed.
+
+A request is one `http.client` connection, closed after its answer: the standard library's
+lightest client, so `astra status` loads no `urllib.request` (nor its `hashlib`, `tempfile`,
+`base64`). Where a proxy is set in the environment (`HTTPS_PROXY`, `http_proxy`, …), requests go
+through `urllib.request` instead, which honours it and `NO_PROXY` as `curl` does; both ways
+answer alike (`_Reply`), so every rule below holds for both."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import ssl
-import urllib.error
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from astraeus.shared.coordinators import (
     LEADER_HEADER,
@@ -29,6 +34,9 @@ from astraeus.shared.tls import CaFileError, client_context
 from .config import Target
 from .errors import CliError, Exit, refusal
 
+if TYPE_CHECKING:
+    import urllib.request
+
 TIMEOUT_SECONDS = 30.0
 
 _IN_WORKSPACE = ("/runs", "/tasks")
@@ -37,23 +45,46 @@ _IN_WORKSPACE = ("/runs", "/tasks")
 _STATUS_EXIT = {400: Exit.USAGE, 401: Exit.AUTH, 403: Exit.AUTH, 404: Exit.NOT_FOUND}
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as the error it is to `astra`: following it would send the token
-    to an address the user did not give."""
-
-    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
-        return None
+def segment(name: str) -> str:
+    """`name` as one path segment (`/runs/<name>`): a `/`, `?` or `#` in what a user typed
+    stays in the name, so it can only ever name a run, task or machine, never another path."""
+    return urllib.parse.quote(name, safe="")
 
 
-@dataclass
-class _Answer:
+def proxied(environ: Mapping[str, str]) -> bool:
+    """Whether the environment names a proxy (`<scheme>_proxy`, any case, as `urllib.request`
+    reads them): then requests go through `urllib.request`, which follows it."""
+    return any(
+        value and key.lower().endswith("_proxy") and key.lower() != "no_proxy"
+        for key, value in environ.items()
+    )
+
+
+class _Reply(NamedTuple):
+    """One answer, whatever its status."""
+
+    status: int
+    reason: str
+    header: Callable[[str], str | None]
+    body: bytes
+
+
+class _NotSentError(Exception):
+    """The connection or the sending failed (`reason`): the coordinator never saw the request,
+    so another one may be asked."""
+
+    def __init__(self, reason: object) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Answer(NamedTuple):
     """What the leader answered: the JSON, parsed."""
 
     data: Any
 
 
-@dataclass
-class _Missed:
+class _Missed(NamedTuple):
     """One coordinator that did not answer as the leader: `why` in a list of several, `alone`
     the whole sentence when it is the only coordinator."""
 
@@ -68,19 +99,39 @@ class Api:
         self.target = target
         self.timeout = timeout
         self.coordinators = Coordinators(target.apis)
+        self.answers = 0
+        """How many answers were read: `dispatch` tells an answer it cannot read from a fault
+        of its own by it."""
+        self._context: ssl.SSLContext | None = None
         self._openers: dict[bool, urllib.request.OpenerDirector] = {}
+        self._proxied = proxied(os.environ)
+
+    def tls(self) -> ssl.SSLContext:
+        """For https: the CA file's or the system's trust, built once."""
+        if self._context is None:
+            try:
+                self._context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
+            except CaFileError as exc:
+                raise CliError(str(exc), Exit.USAGE) from None
+        return self._context
 
     def opener(self, base: str) -> urllib.request.OpenerDirector:
-        """For https: the CA file's or the system's trust, built once; never a redirect."""
+        """`urllib.request`'s, for https with `tls()`, following the environment's proxy and
+        never a redirect; for `coordinators` and behind a proxy."""
+        import urllib.request  # only behind a proxy, and for `coordinators`
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            """A redirect is answered as the error it is to `astra`: following it would send
+            the token to an address the user did not give."""
+
+            def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+                return None
+
         secure = base.startswith("https://")
         if secure not in self._openers:
-            handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+            handlers: list[urllib.request.BaseHandler] = [NoRedirect()]
             if secure:
-                try:
-                    context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
-                except CaFileError as exc:
-                    raise CliError(str(exc), Exit.USAGE) from None
-                handlers.append(urllib.request.HTTPSHandler(context=context))
+                handlers.append(urllib.request.HTTPSHandler(context=self.tls()))
             self._openers[secure] = urllib.request.build_opener(*handlers)
         return self._openers[secure]
 
@@ -122,6 +173,7 @@ class Api:
         while (base := attempt.next()) is not None:
             sent = self._send(attempt, base, method, self.url(path, kept, base), data)
             if isinstance(sent, _Answer):
+                self.answers += 1
                 return sent.data
             missed = sent
         raise self._none_answered(attempt, missed)
@@ -132,29 +184,14 @@ class Api:
         """One try at `base`: its answer as the leader, else why it is passed over (recorded in
         `attempt`). A refusal (4xx, or a 5xx that is not a standby's) is raised: it is the
         leader's answer."""
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in config.resolve
-            url,
-            data=data,
-            method=method,
-            headers={
-                "Authorization": f"Bearer {self.target.token}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
-        )
-        opener = self.opener(base)
+        headers = {
+            "Authorization": f"Bearer {self.target.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+        }
         try:
-            with opener.open(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            answer = exc.read()
-            standby = standby_answer(exc.code, exc.headers.get(LEADER_HEADER), answer)
-            if standby is None:
-                attempt.answered(base)
-                raise self._refused(exc, answer, base) from None
-            why = attempt.standby(base, standby)
-            return _Missed(why, f"the coordinator at {base} is {why}; {_ADD_THE_LEADER}")
-        except urllib.error.URLError as exc:  # before the request was sent: safe to try another
+            reply = self._exchange(base, method, url, data, headers)
+        except _NotSentError as exc:  # before the request was sent: safe to try another
             return self._unreachable(attempt, base, exc.reason)
         except (OSError, http.client.HTTPException) as exc:  # sent, and no answer came
             if method != "GET" and len(self.coordinators.urls) > 1:
@@ -165,11 +202,66 @@ class Api:
                     Exit.UNREACHABLE,
                 ) from None
             return self._unreachable(attempt, base, exc)
+        if not 200 <= reply.status < 300:
+            standby = standby_answer(reply.status, reply.header(LEADER_HEADER), reply.body)
+            if standby is None:
+                attempt.answered(base)
+                raise self._refused(reply, base)
+            why = attempt.standby(base, standby)
+            return _Missed(why, f"the coordinator at {base} is {why}; {_ADD_THE_LEADER}")
         attempt.answered(base)
         try:
-            return _Answer(json.loads(raw) if raw else None)
+            return _Answer(json.loads(reply.body) if reply.body else None)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise self.not_the_api(base) from None
+
+    def _exchange(
+        self, base: str, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> _Reply:
+        """Send one request on a connection of its own and read the whole answer. Raises
+        `_NotSentError` when it could not be sent (no connection, a certificate not trusted), the
+        socket's or `http.client`'s error when it was sent and no answer came."""
+        if self._proxied:
+            return self._through_urllib(base, method, url, data, headers)
+        parts = urllib.parse.urlsplit(url)
+        connection: http.client.HTTPConnection
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(
+                parts.netloc, timeout=self.timeout, context=self.tls()
+            )
+        else:
+            connection = http.client.HTTPConnection(parts.netloc, timeout=self.timeout)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        try:
+            try:
+                connection.request(method, target, body=data, headers=headers)
+            except OSError as exc:
+                raise _NotSentError(exc) from None
+            response = connection.getresponse()
+            body = response.read()
+            return _Reply(response.status, response.reason, response.getheader, body)
+        finally:
+            connection.close()
+
+    def _through_urllib(
+        self, base: str, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> _Reply:
+        """`_exchange` through `urllib.request`, which follows the environment's proxy."""
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in config.resolve
+            url, data=data, method=method, headers=headers
+        )
+        try:
+            with self.opener(base).open(request, timeout=self.timeout) as response:
+                return _Reply(
+                    response.status, response.reason, response.headers.get, response.read()
+                )
+        except urllib.error.HTTPError as exc:
+            return _Reply(exc.code, str(exc.reason), exc.headers.get, exc.read())
+        except urllib.error.URLError as exc:
+            raise _NotSentError(exc.reason) from None
 
     def _unreachable(self, attempt: Round, base: str, reason: object) -> _Missed:
         if isinstance(reason, ssl.SSLCertVerificationError):
@@ -208,22 +300,22 @@ class Api:
             Exit.UNREACHABLE,
         )
 
-    def _refused(self, exc: urllib.error.HTTPError, raw: bytes, base: str) -> CliError:
-        if 300 <= exc.code < 400:
-            where = exc.headers.get("Location") or "elsewhere"
+    def _refused(self, reply: _Reply, base: str) -> CliError:
+        if 300 <= reply.status < 400:
+            where = reply.header("Location") or "elsewhere"
             return CliError(
                 f"the coordinator at {base} sent this request on to {shown(where)}; astra sends "
                 "its token only to the coordinators in ASTRA_API or --api: list that one there",
                 Exit.UNREACHABLE,
             )
         try:
-            data = json.loads(raw or b"{}")
+            data = json.loads(reply.body or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError):
             data = {}
         if not isinstance(data, dict):
             data = {}
-        error = str(data.get("error") or exc.reason)
-        if exc.code == 401:
+        error = str(data.get("error") or reply.reason)
+        if reply.status == 401:
             return CliError(
                 f"the coordinator at {base} does not know this token ({error}). "
                 "Check ASTRA_TOKEN or --token.",
@@ -234,7 +326,7 @@ class Api:
             for field in data.get("fields") or []
             if isinstance(field, dict)
         ]
-        return CliError(refusal(error, fields), _STATUS_EXIT.get(exc.code, Exit.FAILED))
+        return CliError(refusal(error, fields), _STATUS_EXIT.get(reply.status, Exit.FAILED))
 
 
 _HUNG_UP = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError)
