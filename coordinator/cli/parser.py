@@ -111,7 +111,11 @@ def _add(
     return parser
 
 
-def build() -> argparse.ArgumentParser:
+def build(verb: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the `astraeus` command about to run (`status`), only that
+    one's parser under `astraeus`: the others (two dozen, with their flags) would be built for
+    nothing on every `astra status`. What that command parses, prints for `--help` and says of a
+    usage error is the same either way (`tests/cli/test_verbs.py`)."""
     top = Parser(
         prog="astra", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -129,7 +133,7 @@ def build() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=0, help="the coordinator's port (default: any)")
     validate = products.add_parser("validate", help="check a run spec file without a coordinator")
     validate.add_argument("file")
-    _astraeus(astraeus.add_subparsers(dest="verb", metavar="<command>", required=True))
+    _astraeus(astraeus.add_subparsers(dest="verb", metavar="<command>", required=True), verb)
     return top
 
 
@@ -325,10 +329,11 @@ def command_modules(verbs: tuple[Verb, ...] = COMMANDS) -> list[str]:
     return list(found)
 
 
-def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
+def _astraeus(sub: argparse._SubParsersAction[Parser], only: str | None = None) -> None:
     common = _common()
     for verb in COMMANDS:
-        _verb(sub, verb, common)
+        if only is None or verb.name == only:
+            _verb(sub, verb, common)
 
 
 def _verb(sub: argparse._SubParsersAction[Parser], verb: Verb, common: Parser) -> None:
