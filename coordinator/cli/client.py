@@ -5,21 +5,21 @@ that one is refused, silent or a standby, to the next (`shared/coordinators.py` 
 each at most once a request. The token goes only to the addresses given: a standby's named
 leader reorders them, and no redirect is followed.
 
-A request is one `http.client` connection, closed after its answer: the standard library's
-lightest client, so `astra status` loads no `urllib.request` (nor its `hashlib`, `tempfile`,
-`base64`). Where a proxy is set in the environment (`HTTPS_PROXY`, `http_proxy`, …), requests go
-through `urllib.request` instead, which honours it and `NO_PROXY` as `curl` does; both ways
-answer alike (`_Reply`), so every rule below holds for both."""
+A request is one connection of its own, closed after its answer (`transport.py`: the socket
+module, and `ssl` for https), so `astra status` loads neither `urllib.request` nor `http.client`
+and the `email` package it parses headers with. Where a proxy is set in the environment
+(`HTTPS_PROXY`, `http_proxy`, …), requests go through `urllib.request` instead, which honours it
+and `NO_PROXY` as `curl` does; both ways answer alike (`Reply`), so every rule below holds for
+both."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import socket
 import ssl
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from astraeus.shared.coordinators import (
@@ -33,6 +33,7 @@ from astraeus.shared.tls import CaFileError, client_context
 
 from .config import Target
 from .errors import CliError, Exit, refusal
+from .transport import BadAnswerError, HungUpError, NotSentError, Reply, exchange
 
 if TYPE_CHECKING:
     import urllib.request
@@ -58,24 +59,6 @@ def proxied(environ: Mapping[str, str]) -> bool:
         value and key.lower().endswith("_proxy") and key.lower() != "no_proxy"
         for key, value in environ.items()
     )
-
-
-class _Reply(NamedTuple):
-    """One answer, whatever its status."""
-
-    status: int
-    reason: str
-    header: Callable[[str], str | None]
-    body: bytes
-
-
-class _NotSentError(Exception):
-    """The connection or the sending failed (`reason`): the coordinator never saw the request,
-    so another one may be asked."""
-
-    def __init__(self, reason: object) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class _Answer(NamedTuple):
@@ -164,6 +147,12 @@ class Api:
                 f"{self.target.config}",
                 Exit.AUTH,
             )
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in self.target.token):
+            raise CliError(
+                "the API token has a line break or another control character in it: check "
+                "ASTRA_TOKEN, --token, the token file or the config file",
+                Exit.USAGE,
+            )
         kept = {k: v for k, v in (query or {}).items() if v is not None}
         if self.target.workspace and path.startswith(_IN_WORKSPACE) and "workspace" not in kept:
             kept["workspace"] = self.target.workspace
@@ -188,12 +177,13 @@ class Api:
             "Authorization": f"Bearer {self.target.token}",
             "Content-Type": "application/json",
             "Accept": "application/json",
+            "User-Agent": "astra",
         }
         try:
             reply = self._exchange(base, method, url, data, headers)
-        except _NotSentError as exc:  # before the request was sent: safe to try another
+        except NotSentError as exc:  # before the request was sent: safe to try another
             return self._unreachable(attempt, base, exc.reason)
-        except (OSError, http.client.HTTPException) as exc:  # sent, and no answer came
+        except OSError as exc:  # sent, and no answer came
             if method != "GET" and len(self.coordinators.urls) > 1:
                 raise CliError(
                     f"the coordinator at {base} took the request but gave no answer "
@@ -217,36 +207,24 @@ class Api:
 
     def _exchange(
         self, base: str, method: str, url: str, data: bytes | None, headers: dict[str, str]
-    ) -> _Reply:
+    ) -> Reply:
         """Send one request on a connection of its own and read the whole answer. Raises
-        `_NotSentError` when it could not be sent (no connection, a certificate not trusted), the
-        socket's or `http.client`'s error when it was sent and no answer came."""
+        `NotSentError` when it could not be sent (no connection, a certificate not trusted), an
+        `OSError` when it was sent and no answer came."""
         if self._proxied:
             return self._through_urllib(base, method, url, data, headers)
         parts = urllib.parse.urlsplit(url)
-        connection: http.client.HTTPConnection
-        if parts.scheme == "https":
-            connection = http.client.HTTPSConnection(
-                parts.netloc, timeout=self.timeout, context=self.tls()
-            )
-        else:
-            connection = http.client.HTTPConnection(parts.netloc, timeout=self.timeout)
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        try:
-            try:
-                connection.request(method, target, body=data, headers=headers)
-            except OSError as exc:
-                raise _NotSentError(exc) from None
-            response = connection.getresponse()
-            body = response.read()
-            return _Reply(response.status, response.reason, response.getheader, body)
-        finally:
-            connection.close()
+        context = self.tls() if parts.scheme == "https" else None
+        return exchange(
+            parts.scheme, parts.netloc, method, target, headers, data, self.timeout, context
+        )
 
     def _through_urllib(
         self, base: str, method: str, url: str, data: bytes | None, headers: dict[str, str]
-    ) -> _Reply:
+    ) -> Reply:
         """`_exchange` through `urllib.request`, which follows the environment's proxy."""
+        import http.client
         import urllib.error
         import urllib.request
 
@@ -255,13 +233,14 @@ class Api:
         )
         try:
             with self.opener(base).open(request, timeout=self.timeout) as response:
-                return _Reply(
-                    response.status, response.reason, response.headers.get, response.read()
-                )
+                body = response.read()
+                return Reply(response.status, response.reason, _lower(response.headers), body)
         except urllib.error.HTTPError as exc:
-            return _Reply(exc.code, str(exc.reason), exc.headers.get, exc.read())
+            return Reply(exc.code, str(exc.reason), _lower(exc.headers), exc.read())
         except urllib.error.URLError as exc:
-            raise _NotSentError(exc.reason) from None
+            raise NotSentError(exc.reason) from None
+        except http.client.HTTPException as exc:  # not an OSError: said as one
+            raise BadAnswerError(str(exc) or type(exc).__name__) from None
 
     def _unreachable(self, attempt: Round, base: str, reason: object) -> _Missed:
         if isinstance(reason, ssl.SSLCertVerificationError):
@@ -300,7 +279,7 @@ class Api:
             Exit.UNREACHABLE,
         )
 
-    def _refused(self, reply: _Reply, base: str) -> CliError:
+    def _refused(self, reply: Reply, base: str) -> CliError:
         if 300 <= reply.status < 400:
             where = reply.header("Location") or "elsewhere"
             return CliError(
@@ -329,8 +308,20 @@ class Api:
         return CliError(refusal(error, fields), _STATUS_EXIT.get(reply.status, Exit.FAILED))
 
 
-_HUNG_UP = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError)
-"""A connection taken, then closed or reset before any answer."""
+_HUNG_UP = (HungUpError, BadAnswerError, ConnectionResetError)
+"""A connection taken, then closed or reset before any answer, or answered with what is not
+HTTP (a TLS port's alert)."""
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    """`urllib`'s headers by lower-cased name, as `transport.Reply` keeps them."""
+    found: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        found[key] = f"{found[key]}, {value}" if key in found else value
+    return found
+
+
 _ADD_THE_LEADER = "list every coordinator in ASTRA_API or --api, comma-separated (docs/cli.md)"
 
 

@@ -95,3 +95,14 @@ def test_a_proxy_in_the_environment_is_used(
     assert main(["astraeus", "machines"]) == 0
     assert capsys.readouterr().out.startswith("no machines yet")
     assert _Fake.seen == ["GET http://127.0.0.1:1/api/v1/machines HTTP/1.1"]
+
+
+def test_a_token_with_a_line_break_is_refused_unsent(
+    fake: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A token pasted with its line break would split the request: refused, exit 2, nothing
+    sent."""
+    monkeypatch.setenv("ASTRA_TOKEN", "astr_t\r\nX-Injected: 1")
+    assert main(["astraeus", "list"]) == 2
+    assert "the API token has a line break" in capsys.readouterr().err
+    assert _Fake.seen == []
