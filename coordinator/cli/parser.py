@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
@@ -34,6 +36,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"astra: {message}\n{hint(self.prog)}\n")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        """argparse's formatter, told the width argparse would find: without it, each
+        `add_argument` imports `shutil` (and zlib, bz2 and lzma with it) to ask the terminal."""
+        width = terminal_columns() - 2  # every argparse formatter takes it; typeshed says prog
+        return self.formatter_class(prog=self.prog, width=width)  # type: ignore[call-arg]
+
+
+def terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, found the same way: `COLUMNS`, else the width of
+    the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    try:
+        return (os.get_terminal_size(stdout.fileno()).columns if stdout else 0) or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def hint(prog: str) -> str:

@@ -9,7 +9,14 @@ import importlib
 import pytest
 
 from astraeus.coordinator.cli import main
-from astraeus.coordinator.cli.parser import COMMANDS, VERBS, Verb, build, command_modules
+from astraeus.coordinator.cli.parser import (
+    COMMANDS,
+    VERBS,
+    Verb,
+    build,
+    command_modules,
+    terminal_columns,
+)
 
 
 def _leaves(
@@ -98,3 +105,15 @@ def test_a_usage_error_reads_the_same_with_one_command_built(
         "astra: the following arguments are required: name\n"
         "Run 'astra astraeus status --help' to see what it takes.\n"
     )
+
+
+@pytest.mark.parametrize("columns", ["", "50", "200", "0", "wide"])
+def test_help_is_as_wide_as_argparse_makes_it(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The width `astra` gives argparse's formatter is the one argparse finds with `shutil`
+    (`COLUMNS`, else the terminal's, else 80), which `astra` does not import."""
+    import shutil
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
