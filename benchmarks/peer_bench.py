@@ -94,7 +94,7 @@ def whole_process_ms(
     with tempfile.TemporaryDirectory() as directory:
         out = Path(directory) / "hyperfine.json"
         names = [arg for key in commands for arg in ("--command-name", key)]
-        subprocess.run(  # noqa: S603 - hyperfine with our own commands
+        done = subprocess.run(  # noqa: S603 - hyperfine with our own commands
             [
                 HYPERFINE,
                 "--shell=none",
@@ -110,9 +110,11 @@ def whole_process_ms(
                 *(shlex.join(command) for command in commands.values()),
             ],
             env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
         )
+        if done.returncode != 0:  # its outlier warnings are not news: the load is printed
+            raise RuntimeError(f"hyperfine: {done.stderr.decode()[-2000:]}")
         results = json.loads(out.read_text())["results"]
     return {result["command"]: result["median"] * 1000 for result in results}
 
@@ -290,7 +292,10 @@ def main() -> None:
         missing = " and ".join(
             name for name, found in (("hyperfine", HYPERFINE), ("Slurm", peer)) if found is None
         )
-        print(f"Not run: {missing} missing; whole-process times by this script's own timer")
+        print(
+            f"Not run: hyperfine/Slurm missing ({missing} not installed); Astraeus's whole-process"
+            " times by this script's own timer"
+        )
     runs: dict[str, list[dict[str, float]]] = {"astraeus": [], "slurm": []}
     for i in range(args.repeat):
         ours = asyncio.run(
