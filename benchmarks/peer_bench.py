@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -87,10 +88,15 @@ def whole_process_ms(
     commands: dict[str, list[str]], env: dict[str, str], runs: int
 ) -> dict[str, float]:
     """Each command's median wall time in ms, a new process each run: `hyperfine` where it is
-    installed (no shell between it and the command), else this script's own timer. A command
-    that fails stops the benchmark (a fast error is not an answer)."""
+    installed (no shell between it and the command), else this script's own timer; and, as
+    `<key> cpu`, the mean CPU time (user + system) of a run, which other programs' load blurs
+    less than the wall time. A command that fails stops the benchmark (a fast error is not an
+    answer)."""
     if HYPERFINE is None:
-        return {key: _own_timer(command, env, runs) for key, command in commands.items()}
+        found: dict[str, float] = {}
+        for key, command in commands.items():
+            found[key], found[f"{key} cpu"] = _own_timer(command, env, runs)
+        return found
     with tempfile.TemporaryDirectory() as directory:
         out = Path(directory) / "hyperfine.json"
         names = [arg for key in commands for arg in ("--command-name", key)]
@@ -116,18 +122,26 @@ def whole_process_ms(
         if done.returncode != 0:  # its outlier warnings are not news: the load is printed
             raise RuntimeError(f"hyperfine: {done.stderr.decode()[-2000:]}")
         results = json.loads(out.read_text())["results"]
-    return {result["command"]: result["median"] * 1000 for result in results}
+    found = {result["command"]: result["median"] * 1000 for result in results}
+    for result in results:
+        found[f"{result['command']} cpu"] = (result["user"] + result["system"]) * 1000
+    return found
 
 
-def _own_timer(command: list[str], env: dict[str, str], runs: int) -> float:
+def _own_timer(command: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+    """Median wall ms of `runs` runs after 3 warm-up runs, and their mean CPU ms."""
     took = []
-    for _ in range(runs + 3):
+    for i in range(runs + 3):
+        if i == 3:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(command, env=env, capture_output=True, check=False)  # noqa: S603
         took.append(time.perf_counter() - started)
         if done.returncode != 0:
             raise RuntimeError(f"{shlex.join(command)}: {done.returncode} {done.stderr.decode()}")
-    return statistics.median(took[3:]) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return statistics.median(took[3:]) * 1000, cpu / runs * 1000
 
 
 def astra_commands(astra: Path) -> dict[str, list[str]]:
@@ -247,11 +261,23 @@ def report(runs: dict[str, list[dict[str, float]]]) -> None:
         theirs = _median(runs["slurm"], SLURM_OF[key]) if runs["slurm"] else None
         ratio = f"{ours / theirs:.2f}" if theirs else "—"
         shown = f"{theirs:.1f}{unit}" if theirs is not None else "not measured"
-        print(f"| {label} | {ours:.1f}{unit} | {shown} | {ratio} |")
+        if f"{key} cpu" in runs["astraeus"][0]:  # a whole process: its CPU time beside
+            cpu = _median(runs["slurm"], f"{SLURM_OF[key]} cpu") if runs["slurm"] else None
+            shown += f" (CPU {cpu:.1f} ms)" if cpu is not None else ""
+            print(f"| {label} | {ours:.1f}{unit} {_cpu(runs, key)} | {shown} | {ratio} |")
+        else:
+            print(f"| {label} | {ours:.1f}{unit} | {shown} | {ratio} |")
         if f"{key} before" in runs["astraeus"][0]:
             old = _median(runs["astraeus"], f"{key} before")
             ratio = f"{old / theirs:.2f}" if theirs else "—"
-            print(f"| {label}, before (`--before`) | {old:.1f}{unit} | {shown} | {ratio} |")
+            old_cpu = _cpu(runs, f"{key} before")
+            print(
+                f"| {label}, before (`--before`) | {old:.1f}{unit} {old_cpu} | {shown} | {ratio} |"
+            )
+
+
+def _cpu(runs: dict[str, list[dict[str, float]]], key: str) -> str:
+    return f"(CPU {_median(runs['astraeus'], f'{key} cpu'):.1f} ms)"
 
 
 def _median(runs: list[dict[str, float]], key: str) -> float:
