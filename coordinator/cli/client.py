@@ -6,18 +6,18 @@ each at most once a request. The token goes only to the addresses given: a stand
 leader reorders them, and no redirect is followed.
 
 A request is one connection of its own, closed after its answer (`transport.py`: the socket
-module, and `ssl` for https), so `astra status` loads neither `urllib.request` nor `http.client`
-and the `email` package it parses headers with. Where a proxy is set in the environment
-(`HTTPS_PROXY`, `http_proxy`, …), requests go through `urllib.request` instead, which honours it
-and `NO_PROXY` as `curl` does; both ways answer alike (`Reply`), so every rule below holds for
-both."""
+module, and `ssl` only for https), so `astra status` loads neither `urllib.request` nor
+`http.client` and the `email` package it parses headers with. Where a proxy is set in the
+environment (`HTTPS_PROXY`, `http_proxy`, …), requests go through `urllib.request` instead,
+which honours it and `NO_PROXY` as `curl` does; both ways answer alike (`Reply`), so every rule
+below holds for both."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
-import ssl
+import sys
 import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -29,13 +29,13 @@ from astraeus.shared.coordinators import (
     shown,
     standby_answer,
 )
-from astraeus.shared.tls import CaFileError, client_context
 
 from .config import Target
 from .errors import CliError, Exit, refusal
 from .transport import BadAnswerError, HungUpError, NotSentError, Reply, exchange
 
 if TYPE_CHECKING:
+    import ssl
     import urllib.request
 
 TIMEOUT_SECONDS = 30.0
@@ -91,6 +91,8 @@ class Api:
 
     def tls(self) -> ssl.SSLContext:
         """For https: the CA file's or the system's trust, built once."""
+        from astraeus.shared.tls import CaFileError, client_context  # `ssl`: https only
+
         if self._context is None:
             try:
                 self._context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
@@ -243,7 +245,8 @@ class Api:
             raise BadAnswerError(str(exc) or type(exc).__name__) from None
 
     def _unreachable(self, attempt: Round, base: str, reason: object) -> _Missed:
-        if isinstance(reason, ssl.SSLCertVerificationError):
+        ssl = sys.modules.get("ssl")  # not loaded: no TLS was tried, so no certificate failed
+        if ssl is not None and isinstance(reason, ssl.SSLCertVerificationError):
             why = f"a certificate this machine does not trust ({reason.verify_message})"
             alone = f"the coordinator at {base} has {why}; name its CA with --ca-file or ASTRA_CA"
         elif base.startswith("http://") and isinstance(reason, _HUNG_UP):

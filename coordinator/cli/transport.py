@@ -4,8 +4,8 @@
 `email` package to parse the headers (with `random`, `calendar`, `base64`, `quopri`: about as
 much as the rest of `astra status` together). What a coordinator's answer needs is small: a
 status line, headers (`Content-Length`, `Transfer-Encoding`, `Location`, `Astraeus-Leader`) and
-a body, so it is read here with the socket module (and `ssl` for https, with the caller's
-context, which checks the certificate and the host name).
+a body, so it is read here with the socket module (and, for https, the caller's `ssl` context,
+which checks the certificate and the host name: plain http loads no `ssl`).
 
 Failures are told apart as `client.py` needs them: `NotSentError` when no connection was made or
 the request could not be sent (another coordinator may be asked); an `OSError` once it was sent
@@ -15,8 +15,10 @@ back is not HTTP)."""
 from __future__ import annotations
 
 import socket
-import ssl
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    import ssl
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_HEAD = 64 * 1024
@@ -77,9 +79,9 @@ def exchange(
     try:
         try:
             if scheme == "https":
-                sock = (context or ssl.create_default_context()).wrap_socket(
-                    sock, server_hostname=host
-                )
+                if context is None:
+                    raise ValueError("https needs the caller's TLS context")
+                sock = context.wrap_socket(sock, server_hostname=host)
             sock.sendall(request)
         except OSError as exc:
             raise NotSentError(exc) from None

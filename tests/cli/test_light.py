@@ -19,15 +19,19 @@ HEAVY = (
     "pydantic_core",
     "aiohttp",
     "urllib.request",
+    "http.client",
+    "email",
     "dataclasses",
     "astraeus.shared.ask",
     "astraeus.shared.run",
     "astraeus.shared.machines",
     "astraeus.shared.views",
     "astraeus.shared.validation",
+    "ssl",
 )
 """What the everyday paths must not load: the models and pydantic (~100 ms), aiohttp, the
-heavier HTTP client, and `dataclasses` (which loads `inspect`)."""
+heavier HTTP clients, `dataclasses` (which loads `inspect`), and, asking a plain-http
+coordinator, `ssl` (OpenSSL's libraries and a dozen enums)."""
 
 
 def _loaded(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str]]:
