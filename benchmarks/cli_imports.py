@@ -9,6 +9,12 @@ modules it loaded (a count the machine's load does not blur), the heavy ones amo
 store, scheduler and engine). The commands that ask the coordinator ask a stand-in on loopback
 that answers as one would (a `Run`, a `DryRun`, made with the shared models), so each loads all
 it uses to print a real answer.
+
+    .venv/bin/python benchmarks/cli_imports.py --instructions --before ../main/.venv/bin/astra
+
+`--instructions` counts, with valgrind's callgrind, the instructions each whole `astra` process
+runs (and `python -c pass`'s, for scale): a figure other programs' load does not change, so a
+before/after holds on a busy machine. `--before ASTRA` counts another checkout's beside it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import http.server
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,6 +31,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import ClassVar
 
 from astraeus.shared import RequestedResources, Run, RunState, Shape, Task, TaskState
@@ -135,6 +143,34 @@ def measure(argv: list[str], api: str) -> tuple[float, list[str]]:
     return total_us / 1000, loaded
 
 
+def instructions(command: list[str], api: str) -> int:
+    """The instructions `command` ran, whole process, as callgrind counts them."""
+    env = {**os.environ, "ASTRA_TOKEN": "x", "ASTRA_CONFIG": os.devnull, "ASTRA_API": api}
+    done = subprocess.run(  # noqa: S603 - valgrind with our own commands
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],  # noqa: S607
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"valgrind {' '.join(command)}: {done.stderr[-1000:]}")
+    return int(found.group(1))
+
+
+def count_instructions(api: str, before: Path | None) -> None:
+    astras = {"this": Path(sys.executable).parent / "astra"}
+    if before is not None:
+        astras["before"] = before
+    base = instructions([sys.executable, "-c", "pass"], api)
+    print(f"python -c pass: {base / 1e6:.0f} M instructions")
+    for name, argv in CASES.items():
+        counts = {key: instructions([str(path), *argv], api) for key, path in astras.items()}
+        shown = ", ".join(f"{key} {count / 1e6:.0f} M" for key, count in counts.items())
+        print(f"{name}, whole process: {shown} instructions")
+
+
 def _among(loaded: list[str], roots: tuple[str, ...]) -> str:
     found = [r for r in roots if any(m == r or m.startswith(r + ".") for m in loaded)]
     return ", ".join(found) if found else "none"
@@ -146,7 +182,13 @@ def main() -> None:
     parser.add_argument(
         "--smoke", action="store_true", help="a tiny size: that it runs (the suite's smoke test)"
     )
+    parser.add_argument(
+        "--instructions", action="store_true", help="count each whole process's instructions"
+    )
+    parser.add_argument("--before", type=Path, metavar="ASTRA", help="another astra to count")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (apt-get install -y valgrind)")
     repeat = 1 if args.smoke else args.repeat
     print(f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}")
     with stand_in() as api:
@@ -159,6 +201,8 @@ def main() -> None:
                 f"(runs {', '.join(f'{t:.0f}' for t in times)}), {len(loaded)} modules; "
                 f"heavy: {_among(loaded, HEAVY)}; server modules: {_among(loaded, SERVER)}"
             )
+        if args.instructions:
+            count_instructions(api, args.before)
 
 
 if __name__ == "__main__":
