@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 MAX_COORDINATORS = 16
@@ -110,9 +109,9 @@ def shown(text: str) -> str:
     return escaped if len(escaped) <= SHOWN_LENGTH else escaped[:SHOWN_LENGTH] + "…"
 
 
-@dataclass(frozen=True)
-class Standby:
-    """A standby's answer: the leader it named (as it named it, shown), or None."""
+class Standby(NamedTuple):
+    """A standby's answer: the leader it named (as it named it, shown), or None. (Plain classes
+    here, not dataclasses: `astra status` loads this module, and `dataclasses` loads `inspect`.)"""
 
     leader: str | None
 
@@ -134,12 +133,15 @@ def standby_answer(status: int, leader_header: str | None, body: bytes | str) ->
     return Standby(shown(named) if isinstance(named, str) and named else None)
 
 
-@dataclass
 class Coordinators:
     """The configured addresses, and which of them answered as the leader last."""
 
-    urls: tuple[str, ...]
-    leader: str | None = None
+    def __init__(self, urls: tuple[str, ...], leader: str | None = None) -> None:
+        self.urls = urls
+        self.leader = leader
+
+    def __repr__(self) -> str:
+        return f"Coordinators(urls={self.urls!r}, leader={self.leader!r})"
 
     @classmethod
     def of(cls, raw: str | Sequence[str]) -> Coordinators:
@@ -162,16 +164,16 @@ class Coordinators:
         return Round(self)
 
 
-@dataclass
 class Round:
     """One try to reach the leader: every configured address at most once, the last leader
     first, then the one a standby named (when it is configured), then the rest in order."""
 
-    coordinators: Coordinators
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    """(address, why) for each address that did not answer as the leader, in the order tried."""
-    _tried: set[str] = field(default_factory=set)
-    _named: str | None = None
+    def __init__(self, coordinators: Coordinators) -> None:
+        self.coordinators = coordinators
+        self.failures: list[tuple[str, str]] = []
+        """(address, why) for each address that did not answer as the leader, in order."""
+        self._tried: set[str] = set()
+        self._named: str | None = None
 
     def next(self) -> str | None:
         """The next address to try; None when every one has been tried."""

@@ -4,9 +4,12 @@ a CA file the operator names (a private CA)."""
 from __future__ import annotations
 
 import ipaddress
-import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    import ssl
 
 SYSTEM_BUNDLES = (
     "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu
@@ -23,7 +26,11 @@ class CaFileError(ValueError):
 
 
 def client_context(ca_file: Path | None, setting: str = "ca_file") -> ssl.SSLContext:
-    """Verify the server's certificate and host name against `ca_file`, else the system store."""
+    """Verify the server's certificate and host name against `ca_file`, else the system store.
+    (`ssl` is imported here, not with the module: `astra` asking a plain-http coordinator on
+    loopback never loads OpenSSL, a tenth of its start.)"""
+    import ssl
+
     if ca_file is not None:
         try:
             return ssl.create_default_context(cafile=str(ca_file))
@@ -43,6 +50,8 @@ def client_context(ca_file: Path | None, setting: str = "ca_file") -> ssl.SSLCon
 
 
 def _default_paths_exist() -> bool:
+    import ssl
+
     paths = ssl.get_default_verify_paths()
     return any(p and Path(p).exists() for p in (paths.cafile, paths.capath))
 

@@ -15,6 +15,7 @@ from astraeus.shared.admin import (
 )
 
 from .bodies import body
+from .client import segment
 from .context import Context
 from .errors import Exit
 from .flags import parse_pairs, parse_size
@@ -55,7 +56,7 @@ def workspaces(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def workspace_show(ctx: Context, args: argparse.Namespace) -> int:
-    found = Workspace.model_validate(ctx.api.get(f"/workspaces/{args.name}"))
+    found = Workspace.model_validate(ctx.api.get(f"/workspaces/{segment(args.name)}"))
     ctx.emit(found, table([HEADER, _workspace_line(found)]))
     return Exit.OK
 
@@ -77,7 +78,7 @@ def workspace_set(ctx: Context, args: argparse.Namespace) -> int:
         guaranteed_gpus=args.guaranteed_gpus,
     )
     saved = Workspace.model_validate(
-        ctx.api.put(f"/workspaces/{args.name}", sent.model_dump(mode="json"))
+        ctx.api.put(f"/workspaces/{segment(args.name)}", sent.model_dump(mode="json"))
     )
     pools = ", ".join(saved.pools) or "every pool"
     ctx.emit(saved, [f"workspace {saved.name}: {pools}"])

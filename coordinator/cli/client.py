@@ -3,19 +3,24 @@
 Given several coordinators, a request goes to the one that led last in this command, then, if
 that one is refused, silent or a standby, to the next (`shared/coordinators.py` orders them),
 each at most once a request. The token goes only to the addresses given: a standby's named
-leader reorders them, and no redirect is followed."""
+leader reorders them, and no redirect is followed.
+
+A request is one connection of its own, closed after its answer (`transport.py`: the socket
+module, and `ssl` only for https), so `astra status` loads neither `urllib.request` nor
+`http.client` and the `email` package it parses headers with. Where a proxy is set in the
+environment (`HTTPS_PROXY`, `http_proxy`, …), requests go through `urllib.request` instead,
+which honours it and `NO_PROXY` as `curl` does; both ways answer alike (`Reply`), so every rule
+below holds for both."""
 
 from __future__ import annotations
 
-import http.client
 import json
+import os
 import socket
-import ssl
-import urllib.error
+import sys
 import urllib.parse
-import urllib.request
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from astraeus.shared.coordinators import (
     LEADER_HEADER,
@@ -24,10 +29,14 @@ from astraeus.shared.coordinators import (
     shown,
     standby_answer,
 )
-from astraeus.shared.tls import CaFileError, client_context
 
 from .config import Target
 from .errors import CliError, Exit, refusal
+from .transport import BadAnswerError, HungUpError, NotSentError, Reply, exchange
+
+if TYPE_CHECKING:
+    import ssl
+    import urllib.request
 
 TIMEOUT_SECONDS = 30.0
 
@@ -37,23 +46,28 @@ _IN_WORKSPACE = ("/runs", "/tasks")
 _STATUS_EXIT = {400: Exit.USAGE, 401: Exit.AUTH, 403: Exit.AUTH, 404: Exit.NOT_FOUND}
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is answered as the error it is to `astra`: following it would send the token
-    to an address the user did not give."""
-
-    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
-        return None
+def segment(name: str) -> str:
+    """`name` as one path segment (`/runs/<name>`): a `/`, `?` or `#` in what a user typed
+    stays in the name, so it can only ever name a run, task or machine, never another path."""
+    return urllib.parse.quote(name, safe="")
 
 
-@dataclass
-class _Answer:
+def proxied(environ: Mapping[str, str]) -> bool:
+    """Whether the environment names a proxy (`<scheme>_proxy`, any case, as `urllib.request`
+    reads them): then requests go through `urllib.request`, which follows it."""
+    return any(
+        value and key.lower().endswith("_proxy") and key.lower() != "no_proxy"
+        for key, value in environ.items()
+    )
+
+
+class _Answer(NamedTuple):
     """What the leader answered: the JSON, parsed."""
 
     data: Any
 
 
-@dataclass
-class _Missed:
+class _Missed(NamedTuple):
     """One coordinator that did not answer as the leader: `why` in a list of several, `alone`
     the whole sentence when it is the only coordinator."""
 
@@ -68,19 +82,41 @@ class Api:
         self.target = target
         self.timeout = timeout
         self.coordinators = Coordinators(target.apis)
+        self.answers = 0
+        """How many answers were read: `dispatch` tells an answer it cannot read from a fault
+        of its own by it."""
+        self._context: ssl.SSLContext | None = None
         self._openers: dict[bool, urllib.request.OpenerDirector] = {}
+        self._proxied = proxied(os.environ)
+
+    def tls(self) -> ssl.SSLContext:
+        """For https: the CA file's or the system's trust, built once."""
+        from astraeus.shared.tls import CaFileError, client_context  # `ssl`: https only
+
+        if self._context is None:
+            try:
+                self._context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
+            except CaFileError as exc:
+                raise CliError(str(exc), Exit.USAGE) from None
+        return self._context
 
     def opener(self, base: str) -> urllib.request.OpenerDirector:
-        """For https: the CA file's or the system's trust, built once; never a redirect."""
+        """`urllib.request`'s, for https with `tls()`, following the environment's proxy and
+        never a redirect; for `coordinators` and behind a proxy."""
+        import urllib.request  # only behind a proxy, and for `coordinators`
+
+        class NoRedirect(urllib.request.HTTPRedirectHandler):
+            """A redirect is answered as the error it is to `astra`: following it would send
+            the token to an address the user did not give."""
+
+            def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+                return None
+
         secure = base.startswith("https://")
         if secure not in self._openers:
-            handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+            handlers: list[urllib.request.BaseHandler] = [NoRedirect()]
             if secure:
-                try:
-                    context = client_context(self.target.ca_file, "ASTRA_CA or --ca-file")
-                except CaFileError as exc:
-                    raise CliError(str(exc), Exit.USAGE) from None
-                handlers.append(urllib.request.HTTPSHandler(context=context))
+                handlers.append(urllib.request.HTTPSHandler(context=self.tls()))
             self._openers[secure] = urllib.request.build_opener(*handlers)
         return self._openers[secure]
 
@@ -113,6 +149,12 @@ class Api:
                 f"{self.target.config}",
                 Exit.AUTH,
             )
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in self.target.token):
+            raise CliError(
+                "the API token has a line break or another control character in it: check "
+                "ASTRA_TOKEN, --token, the token file or the config file",
+                Exit.USAGE,
+            )
         kept = {k: v for k, v in (query or {}).items() if v is not None}
         if self.target.workspace and path.startswith(_IN_WORKSPACE) and "workspace" not in kept:
             kept["workspace"] = self.target.workspace
@@ -122,6 +164,7 @@ class Api:
         while (base := attempt.next()) is not None:
             sent = self._send(attempt, base, method, self.url(path, kept, base), data)
             if isinstance(sent, _Answer):
+                self.answers += 1
                 return sent.data
             missed = sent
         raise self._none_answered(attempt, missed)
@@ -132,31 +175,17 @@ class Api:
         """One try at `base`: its answer as the leader, else why it is passed over (recorded in
         `attempt`). A refusal (4xx, or a 5xx that is not a standby's) is raised: it is the
         leader's answer."""
-        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in config.resolve
-            url,
-            data=data,
-            method=method,
-            headers={
-                "Authorization": f"Bearer {self.target.token}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
-        )
-        opener = self.opener(base)
+        headers = {
+            "Authorization": f"Bearer {self.target.token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "astra",
+        }
         try:
-            with opener.open(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            answer = exc.read()
-            standby = standby_answer(exc.code, exc.headers.get(LEADER_HEADER), answer)
-            if standby is None:
-                attempt.answered(base)
-                raise self._refused(exc, answer, base) from None
-            why = attempt.standby(base, standby)
-            return _Missed(why, f"the coordinator at {base} is {why}; {_ADD_THE_LEADER}")
-        except urllib.error.URLError as exc:  # before the request was sent: safe to try another
+            reply = self._exchange(base, method, url, data, headers)
+        except NotSentError as exc:  # before the request was sent: safe to try another
             return self._unreachable(attempt, base, exc.reason)
-        except (OSError, http.client.HTTPException) as exc:  # sent, and no answer came
+        except OSError as exc:  # sent, and no answer came
             if method != "GET" and len(self.coordinators.urls) > 1:
                 raise CliError(
                     f"the coordinator at {base} took the request but gave no answer "
@@ -165,14 +194,59 @@ class Api:
                     Exit.UNREACHABLE,
                 ) from None
             return self._unreachable(attempt, base, exc)
+        if not 200 <= reply.status < 300:
+            standby = standby_answer(reply.status, reply.header(LEADER_HEADER), reply.body)
+            if standby is None:
+                attempt.answered(base)
+                raise self._refused(reply, base)
+            why = attempt.standby(base, standby)
+            return _Missed(why, f"the coordinator at {base} is {why}; {_ADD_THE_LEADER}")
         attempt.answered(base)
         try:
-            return _Answer(json.loads(raw) if raw else None)
+            return _Answer(json.loads(reply.body) if reply.body else None)
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise self.not_the_api(base) from None
 
+    def _exchange(
+        self, base: str, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> Reply:
+        """Send one request on a connection of its own and read the whole answer. Raises
+        `NotSentError` when it could not be sent (no connection, a certificate not trusted), an
+        `OSError` when it was sent and no answer came."""
+        if self._proxied:
+            return self._through_urllib(base, method, url, data, headers)
+        parts = urllib.parse.urlsplit(url)
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        context = self.tls() if parts.scheme == "https" else None
+        return exchange(
+            parts.scheme, parts.netloc, method, target, headers, data, self.timeout, context
+        )
+
+    def _through_urllib(
+        self, base: str, method: str, url: str, data: bytes | None, headers: dict[str, str]
+    ) -> Reply:
+        """`_exchange` through `urllib.request`, which follows the environment's proxy."""
+        import http.client
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(  # noqa: S310 - the scheme is checked in config.resolve
+            url, data=data, method=method, headers=headers
+        )
+        try:
+            with self.opener(base).open(request, timeout=self.timeout) as response:
+                body = response.read()
+                return Reply(response.status, response.reason, _lower(response.headers), body)
+        except urllib.error.HTTPError as exc:
+            return Reply(exc.code, str(exc.reason), _lower(exc.headers), exc.read())
+        except urllib.error.URLError as exc:
+            raise NotSentError(exc.reason) from None
+        except http.client.HTTPException as exc:  # not an OSError: said as one
+            raise BadAnswerError(str(exc) or type(exc).__name__) from None
+
     def _unreachable(self, attempt: Round, base: str, reason: object) -> _Missed:
-        if isinstance(reason, ssl.SSLCertVerificationError):
+        ssl = sys.modules.get("ssl")  # not loaded: no TLS was tried, so no certificate failed
+        if ssl is not None and isinstance(reason, ssl.SSLCertVerificationError):
             why = f"a certificate this machine does not trust ({reason.verify_message})"
             alone = f"the coordinator at {base} has {why}; name its CA with --ca-file or ASTRA_CA"
         elif base.startswith("http://") and isinstance(reason, _HUNG_UP):
@@ -208,22 +282,22 @@ class Api:
             Exit.UNREACHABLE,
         )
 
-    def _refused(self, exc: urllib.error.HTTPError, raw: bytes, base: str) -> CliError:
-        if 300 <= exc.code < 400:
-            where = exc.headers.get("Location") or "elsewhere"
+    def _refused(self, reply: Reply, base: str) -> CliError:
+        if 300 <= reply.status < 400:
+            where = reply.header("Location") or "elsewhere"
             return CliError(
                 f"the coordinator at {base} sent this request on to {shown(where)}; astra sends "
                 "its token only to the coordinators in ASTRA_API or --api: list that one there",
                 Exit.UNREACHABLE,
             )
         try:
-            data = json.loads(raw or b"{}")
+            data = json.loads(reply.body or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError):
             data = {}
         if not isinstance(data, dict):
             data = {}
-        error = str(data.get("error") or exc.reason)
-        if exc.code == 401:
+        error = str(data.get("error") or reply.reason)
+        if reply.status == 401:
             return CliError(
                 f"the coordinator at {base} does not know this token ({error}). "
                 "Check ASTRA_TOKEN or --token.",
@@ -234,11 +308,23 @@ class Api:
             for field in data.get("fields") or []
             if isinstance(field, dict)
         ]
-        return CliError(refusal(error, fields), _STATUS_EXIT.get(exc.code, Exit.FAILED))
+        return CliError(refusal(error, fields), _STATUS_EXIT.get(reply.status, Exit.FAILED))
 
 
-_HUNG_UP = (http.client.RemoteDisconnected, http.client.BadStatusLine, ConnectionResetError)
-"""A connection taken, then closed or reset before any answer."""
+_HUNG_UP = (HungUpError, BadAnswerError, ConnectionResetError)
+"""A connection taken, then closed or reset before any answer, or answered with what is not
+HTTP (a TLS port's alert)."""
+
+
+def _lower(headers: Any) -> dict[str, str]:
+    """`urllib`'s headers by lower-cased name, as `transport.Reply` keeps them."""
+    found: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        found[key] = f"{found[key]}, {value}" if key in found else value
+    return found
+
+
 _ADD_THE_LEADER = "list every coordinator in ASTRA_API or --api, comma-separated (docs/cli.md)"
 
 

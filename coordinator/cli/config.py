@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from astraeus.shared.coordinators import CoordinatorListError, parse_coordinators
 from astraeus.shared.tls import plain_http_refusal, plain_http_to_another_machine
@@ -17,9 +16,9 @@ DEFAULT_API = "http://127.0.0.1:8470"
 KEYS = ("api", "token", "workspace", "ca_file")
 
 
-@dataclass(frozen=True)
-class Target:
-    """The coordinator to talk to, with what to say who we are."""
+class Target(NamedTuple):
+    """The coordinator to talk to, with what to say who we are. (A `NamedTuple`: `dataclasses`
+    would load `inspect` into every `astra` command.)"""
 
     api: str
     """The coordinator's URL, or every coordinator's, comma-separated (`apis`)."""
@@ -52,6 +51,8 @@ def read_config(path: Path) -> dict[str, str]:
         return {}
     except OSError as exc:
         raise CliError(f"cannot read the config file {path}: {exc.strerror}", Exit.USAGE) from None
+    import tomllib  # only where there is a file: its parser costs as much as argparse
+
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

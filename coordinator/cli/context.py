@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import Any, TextIO
-
-from pydantic import BaseModel
 
 from .client import Api
 
@@ -23,22 +20,25 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
 
 
-@dataclass
 class Context:
-    api: Api
-    json: bool = False
-    out: TextIO = field(default_factory=lambda: sys.stdout)
+    """A command's API client, whether it prints JSON (`-o json`), and where it writes."""
+
+    def __init__(self, api: Api, json: bool = False, out: TextIO | None = None) -> None:
+        self.api = api
+        self.json = json
+        self.out = sys.stdout if out is None else out
 
     def lines(self, lines: list[str]) -> None:
         for line in lines:
             print(printable(line), file=self.out)
         self.out.flush()
 
-    def emit(self, data: BaseModel | dict[str, Any] | list[Any], lines: list[str]) -> None:
-        """The data as JSON with `-o json`, else the lines."""
+    def emit(self, data: Any, lines: list[str]) -> None:
+        """The data as JSON with `-o json`, else the lines. `data` is what the API answered
+        (plain JSON, printed as it came) or a model (`model_dump`, as the API would write it)."""
         if not self.json:
             self.lines(lines)
             return
-        plain = data.model_dump(mode="json") if isinstance(data, BaseModel) else data
+        plain = data.model_dump(mode="json") if hasattr(data, "model_dump") else data
         print(json.dumps(plain, indent=2, ensure_ascii=False), file=self.out)
         self.out.flush()

@@ -5,26 +5,36 @@ from __future__ import annotations
 import sys
 from argparse import Namespace
 
-from pydantic import ValidationError
-
 from .client import Api
 from .config import resolve
 from .context import Context, printable
 from .errors import CliError, Exit
 
+NOT_UNDERSTOOD = (
+    "astra: the coordinator's answer was not understood; is ASTRA_API an Astraeus coordinator of"
+    " this version?"
+)
+_SHAPE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+"""What reading an answer of another shape raises: a field missing (`KeyError`), of another type
+(`TypeError`, `AttributeError`), a word or time this version does not know (`ValueError`, which
+pydantic's `ValidationError` is too)."""
+
 
 def dispatch(args: Namespace) -> int:
     """The command's exit code; a failure is one line on stderr, never a traceback."""
     try:
-        return _call(args)
-    except ValidationError as exc:  # an answer of the wrong shape: another server or version
-        print(
-            "astra: the coordinator's answer was not understood; is ASTRA_API an Astraeus "
-            f"coordinator of this version? ({exc.error_count()} fields differ, first: "
-            f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])})",
-            file=sys.stderr,
-        )
-        return Exit.FAILED
+        if args.product != "astraeus":
+            return _local(args)
+        ctx = _context(args)
+        try:
+            return int(args.func(ctx, args))
+        except _SHAPE as exc:
+            # An answer of the wrong shape: another server or version. Before any answer was
+            # read, the fault is astra's own, and its traceback is what a bug report needs.
+            if not ctx.api.answers:
+                raise
+            print(f"{NOT_UNDERSTOOD} ({_first_difference(exc)})", file=sys.stderr)
+            return Exit.FAILED
     except CliError as exc:
         print(f"astra: {printable(exc.message)}", file=sys.stderr)
         return exc.code
@@ -32,15 +42,31 @@ def dispatch(args: Namespace) -> int:
         return 130
 
 
-def _call(args: Namespace) -> int:
+def _first_difference(exc: Exception) -> str:
+    """Where the answer differs from what this version reads, in a few words."""
+    validation = getattr(sys.modules.get("pydantic"), "ValidationError", None)
+    if validation is not None and isinstance(exc, validation):
+        errors = exc.errors()
+        first = ".".join(str(p) for p in errors[0]["loc"])
+        return f"{exc.error_count()} fields differ, first: {first}"
+    if isinstance(exc, KeyError):
+        return f"no field {exc.args[0]!r}"
+    return printable(str(exc)[:200]) or type(exc).__name__
+
+
+def _local(args: Namespace) -> int:
+    """`astra validate` and `astra demo`: no coordinator to ask."""
     if args.product == "validate":
         from .validate import validate
 
         return validate(args.file)
-    if args.product == "demo":
-        from astraeus.coordinator.demo.main import run_demo
+    from astraeus.coordinator.demo.main import run_demo
 
-        return run_demo(seconds=args.seconds, state_dir=args.state_dir, port=args.port)
+    return run_demo(seconds=args.seconds, state_dir=args.state_dir, port=args.port)
+
+
+def _context(args: Namespace) -> Context:
+    """The coordinator and token the flags, `ASTRA_*` and the config file name."""
     if args.command_line and args.verb != "run":
         raise CliError("only `run` takes a command after --", Exit.USAGE)
     args.command = args.command_line if args.verb == "run" else None
@@ -52,5 +78,4 @@ def _call(args: Namespace) -> int:
         token_file=args.token_file,
         allow_plain_http=args.allow_plain_http,
     )
-    ctx = Context(api=Api(target), json=args.output == "json")
-    return int(args.func(ctx, args))
+    return Context(api=Api(target), json=args.output == "json")

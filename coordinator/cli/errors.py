@@ -34,7 +34,10 @@ class CliError(Exception):
 def refusal(error: str, fields: Iterable[tuple[object, object]]) -> str:
     """A refusal and one indented line per field, as `astra` prints the coordinator's (and its
     own, for a body it would not send); a pattern said in words, as the console says it."""
-    from astraeus.shared.validation import in_words  # pydantic: never for `--help`
+    fields = list(fields)
+    if not fields:  # `no run named 'x'`: said without loading pydantic
+        return error
+    from astraeus.shared.validation import in_words  # pydantic: only to word a field's problem
 
     lines = (
         f"  {field}: {_CLI_WORDS.get((str(field), str(problem))) or in_words(str(problem))}"

@@ -1,15 +1,15 @@
-"""`logs`: a run's tasks' output, or one task's, once or following it."""
+"""`logs`: a run's tasks' output, or one task's, once or following it (the API's JSON as it
+comes: `LogView`'s `task`, `offset` and `data`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from astraeus.shared import Run, Task, task_name
-from astraeus.shared.views import LogView
-
+from .client import segment
 from .context import Context
 from .errors import CliError, Exit
+from .render import ENDED_RUN_STATES, ENDED_TASK_STATES, Answer
 from .runs import get_run
 
 FOLLOW_SECONDS = 1.0
@@ -20,10 +20,10 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
     tasks = _tasks_of(ctx, args.name, args.attempt)
     which = {} if args.attempt is None else {"attempt": str(args.attempt)}
     printed = dict.fromkeys(tasks, 0)
-    views: list[LogView] = []
+    views: list[Answer] = []
     while True:
         for task in tasks:
-            view = LogView.model_validate(ctx.api.get(f"/tasks/{task}/logs", **which))
+            view: Answer = ctx.api.get(f"/tasks/{segment(task)}/logs", **which)
             views.append(view)
             if not ctx.json:
                 printed[task] = _print_new(ctx, view, printed[task], len(tasks) > 1)
@@ -31,7 +31,7 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
             break
         time.sleep(FOLLOW_SECONDS)
     if ctx.json:
-        ctx.emit([v.model_dump(mode="json") for v in views[-len(tasks) :]], [])
+        ctx.emit(views[-len(tasks) :], [])
     return Exit.OK
 
 
@@ -41,45 +41,50 @@ def _tasks_of(ctx: Context, name: str, attempt: int | None = None) -> list[str]:
     try:
         run = get_run(ctx, name)
         if attempt is None:
-            return [task.name for task in run.tasks]
+            return [task["name"] for task in run["tasks"]]
         return _attempt_tasks(run, attempt)
     except CliError as exc:
         if exc.code != Exit.NOT_FOUND:
             raise
         missing = exc
     try:
-        ctx.api.get(f"/tasks/{name}")
+        ctx.api.get(f"/tasks/{segment(name)}")
     except CliError as exc:
         raise missing if exc.code == Exit.NOT_FOUND else exc from None
     return [name]
 
 
-def _attempt_tasks(run: Run, attempt: int) -> list[str]:
-    for found in run.attempts:
-        if found.number == attempt:
-            return [task_name(run.name, index) for index in range(found.workers)]
-    numbers = ", ".join(str(found.number) for found in run.attempts)
-    raise CliError(f"--attempt: run {run.name} has attempts {numbers}, not {attempt}", Exit.USAGE)
+def _attempt_tasks(run: Answer, attempt: int) -> list[str]:
+    """`<run>-0` … of attempt `attempt` (`shared.task_name`'s names)."""
+    for found in run["attempts"]:
+        if found["number"] == attempt:
+            return [f"{run['name']}-{index}" for index in range(found["workers"])]
+    numbers = ", ".join(str(found["number"]) for found in run["attempts"])
+    raise CliError(
+        f"--attempt: run {run['name']} has attempts {numbers}, not {attempt}", Exit.USAGE
+    )
 
 
 def _ended(ctx: Context, name: str) -> bool:
     try:
-        return get_run(ctx, name).state.ended
+        return get_run(ctx, name)["state"] in ENDED_RUN_STATES
     except CliError as exc:
         if exc.code != Exit.NOT_FOUND:
             raise
-    return Task.model_validate(ctx.api.get(f"/tasks/{name}")).state.ended
+    task: Answer = ctx.api.get(f"/tasks/{segment(name)}")
+    return task["state"] in ENDED_TASK_STATES
 
 
-def _print_new(ctx: Context, view: LogView, printed: int, prefix: bool) -> int:
+def _print_new(ctx: Context, view: Answer, printed: int, prefix: bool) -> int:
     """Print what lies past byte `printed`; returns the new end."""
-    data = view.data.encode()
-    end = view.offset + len(data)
-    fresh = data[max(0, printed - view.offset) :].decode(errors="replace")
+    data = view["data"].encode()
+    offset: int = view["offset"]
+    end = offset + len(data)
+    fresh = data[max(0, printed - offset) :].decode(errors="replace")
     if fresh:
         text = fresh
         if prefix:
-            text = "".join(f"{view.task}: {line}" for line in fresh.splitlines(keepends=True))
+            text = "".join(f"{view['task']}: {line}" for line in fresh.splitlines(keepends=True))
         ctx.out.write(text)
         ctx.out.flush()
     return max(printed, end)

@@ -32,7 +32,7 @@ def _main(argv: Sequence[str] | None) -> int:
             print(unknown_command(args_list[0]), file=sys.stderr)
             return Exit.USAGE
         args_list = ["astraeus", *args_list]  # `astra status x` is `astra astraeus status x`
-    parser = build()
+    parser = build(_verb(args_list))
     try:
         # Flags before the command (`astra -o json status x`) are the command's, as after it.
         args, extras = parser.parse_known_args(args_list + leading)
@@ -49,6 +49,14 @@ def _main(argv: Sequence[str] | None) -> int:
     from .dispatch import dispatch
 
     return dispatch(args)
+
+
+def _verb(args: list[str]) -> str | None:
+    """The `astraeus` command named (`status` of `astraeus status x`), so that only its parser
+    is built; None (build them all) for anything else, such as `astraeus --help`."""
+    if len(args) > 1 and args[0] == "astraeus" and args[1] in VERBS:
+        return args[1]
+    return None
 
 
 def split_leading_flags(args: list[str]) -> tuple[list[str], list[str]]:

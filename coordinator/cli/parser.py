@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
@@ -34,6 +36,28 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"astra: {message}\n{hint(self.prog)}\n")
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        """argparse's formatter, told the width argparse would find: without it, each
+        `add_argument` imports `shutil` (and zlib, bz2 and lzma with it) to ask the terminal."""
+        width = terminal_columns() - 2  # every argparse formatter takes it; typeshed says prog
+        return self.formatter_class(prog=self.prog, width=width)  # type: ignore[call-arg]
+
+
+def terminal_columns() -> int:
+    """`shutil.get_terminal_size().columns`, found the same way: `COLUMNS`, else the width of
+    the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    stdout = sys.__stdout__
+    try:
+        return (os.get_terminal_size(stdout.fileno()).columns if stdout else 0) or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def hint(prog: str) -> str:
@@ -111,7 +135,11 @@ def _add(
     return parser
 
 
-def build() -> argparse.ArgumentParser:
+def build(verb: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the `astraeus` command about to run (`status`), only that
+    one's parser under `astraeus`: the others (two dozen, with their flags) would be built for
+    nothing on every `astra status`. What that command parses, prints for `--help` and says of a
+    usage error is the same either way (`tests/cli/test_verbs.py`)."""
     top = Parser(
         prog="astra", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -129,7 +157,7 @@ def build() -> argparse.ArgumentParser:
     demo.add_argument("--port", type=int, default=0, help="the coordinator's port (default: any)")
     validate = products.add_parser("validate", help="check a run spec file without a coordinator")
     validate.add_argument("file")
-    _astraeus(astraeus.add_subparsers(dest="verb", metavar="<command>", required=True))
+    _astraeus(astraeus.add_subparsers(dest="verb", metavar="<command>", required=True), verb)
     return top
 
 
@@ -325,10 +353,11 @@ def command_modules(verbs: tuple[Verb, ...] = COMMANDS) -> list[str]:
     return list(found)
 
 
-def _astraeus(sub: argparse._SubParsersAction[Parser]) -> None:
+def _astraeus(sub: argparse._SubParsersAction[Parser], only: str | None = None) -> None:
     common = _common()
     for verb in COMMANDS:
-        _verb(sub, verb, common)
+        if only is None or verb.name == only:
+            _verb(sub, verb, common)
 
 
 def _verb(sub: argparse._SubParsersAction[Parser], verb: Verb, common: Parser) -> None:

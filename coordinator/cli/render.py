@@ -1,16 +1,29 @@
-"""Text for people: the guide's status lines, the pending explanation, lists."""
+"""Text for people: the guide's status lines, the pending explanation, lists.
+
+Each function reads the API's answer as `json.loads` gives it (plain dicts, `Answer`), the fields
+named as the shared models name them (`shared/run.py`, `shared/explanation.py`): the commands
+people type all day print without building a model (pydantic and the models cost more than the
+rest of `astra status` together). A field missing or of another type is a `KeyError` or
+`TypeError`, which `dispatch` says as an answer it did not understand."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from astraeus.shared import PendingExplanation, Run, RunState, Task, TaskState
-from astraeus.shared.explanation import GroupedExplanation, RejectionGroup
 from astraeus.shared.reasons import ReasonKind, RejectionCode
+
+Answer = dict[str, Any]
+"""An object of the API's answer, parsed with `json.loads`."""
 
 NO_CONTAINER = RejectionCode.NO_CONTAINER_RUNTIME
 """The code of the capabilities filter's reason for a machine without podman or docker."""
+
+ENDED_RUN_STATES = frozenset({"Succeeded", "Failed", "Cancelled"})
+"""`RunState.ended`'s states (`shared/run.py`; a test keeps the two the same)."""
+ENDED_TASK_STATES = frozenset({"Succeeded", "Failed", "Cancelled", "Lost"})
+"""`TaskState.ended`'s states (`shared/run.py`; a test keeps the two the same)."""
 
 
 def plural(count: int, noun: str) -> str:
@@ -30,136 +43,157 @@ def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     return lines
 
 
-def run_headline(run: Run) -> str:
+def reason_kind(value: str | None) -> ReasonKind | None:
+    """The answer's `reason_kind` as the enum whose rules (`fits`) the texts follow."""
+    return None if value is None else ReasonKind(value)
+
+
+def when(text: str | None) -> datetime | None:
+    """A time of the answer (ISO 8601, as the models write it), or None."""
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def run_headline(run: Answer) -> str:
     """`finetune: Pending — No machine fits: 3 of 3 machines ready`."""
-    detail = run.reason
-    if detail is None and run.state == RunState.RUNNING and run.shape is not None:
-        detail = run.shape.why
-    return f"{run.name}: {run.state.value}" + (f" — {detail}" if detail else "")
+    detail = run["reason"]
+    if detail is None and run["state"] == "Running" and run["shape"] is not None:
+        detail = run["shape"]["why"]
+    return f"{run['name']}: {run['state']}" + (f" — {detail}" if detail else "")
 
 
-def task_detail(task: Task) -> str:
+def task_detail(task: Answer) -> str:
     """The last column of a task's line: why it waits, or how it ended."""
-    if task.state == TaskState.PENDING:
-        return task.reason or ""
-    if task.state.ended:
-        parts = [f"exit {task.exit_code}"] if task.exit_code is not None else []
-        parts += [text for text in (task.message, task.reason) if text]
+    state = task["state"]
+    if state == "Pending":
+        return str(task["reason"] or "")
+    if state in ENDED_TASK_STATES:
+        code = task["exit_code"]
+        parts = [f"exit {code}"] if code is not None else []
+        parts += [text for text in (task["message"], task["reason"]) if text]
         return ", ".join(parts)
-    gpus = len(task.assigned_gpu_ids)
+    gpus = len(task["assigned_gpu_ids"])
     parts = [f"{gpus} GPU{'s' if gpus != 1 else ''}"] if gpus else []
-    if task.machine_silent_since is not None:
+    silent = when(task["machine_silent_since"])
+    if silent is not None:
         # Silence is not death: the worker may still run, and the task is not Lost yet.
-        heard = task.machine_silent_since.isoformat(timespec="seconds")
-        parts.append(f"machine silent since {heard}")
+        parts.append(f"machine silent since {silent.isoformat(timespec='seconds')}")
     return ", ".join(parts)
 
 
-def task_lines(run: Run) -> list[str]:
+def task_lines(run: Answer) -> list[str]:
     """`  finetune-0  Pending  -  No machine fits: 3 of 3 machines ready`, one per task."""
     rows = [
-        [task.name, task.state.value, task.machine or "-", task_detail(task)] for task in run.tasks
+        [task["name"], task["state"], task["machine"] or "-", task_detail(task)]
+        for task in run["tasks"]
     ]
     return table(rows, indent="  ")
 
 
-def status_lines(run: Run) -> list[str]:
+def status_lines(run: Answer) -> list[str]:
     return [run_headline(run), *task_lines(run), *attempt_lines(run)]
 
 
-def attempt_lines(run: Run) -> list[str]:
+def attempt_lines(run: Answer) -> list[str]:
     """A run that may be retried, or was (after a fault or a preemption): its attempts, when
     each started and ended, and why an attempt that ended did. Nothing for a run without
     `retries` placed once."""
-    if run.retries == 0 and run.attempt == 1 and run.preemptions == 0:
+    retries, attempt, preemptions = run["retries"], run["attempt"], run["preemptions"]
+    if retries == 0 and attempt == 1 and preemptions == 0:
         return []
-    retries = f"retries {run.retries}" + (", on failure too" if run.retry_on_failure else "")
+    said = f"retries {retries}" + (", on failure too" if run["retry_on_failure"] else "")
     rows = [
         [
-            str(attempt.number),
-            _when(attempt.started_at),
-            _when(attempt.ended_at),
-            attempt.reason or "",
+            str(each["number"]),
+            _when(each["started_at"]),
+            _when(each["ended_at"]),
+            each["reason"] or "",
         ]
-        for attempt in run.attempts
+        for each in run["attempts"]
     ]
-    head = f"Attempt {run.attempt} of {run.retries + 1} ({retries}):"
-    if run.preemptions:  # preemptions use up no retry: attempts are no longer bounded by them
-        times = "once" if run.preemptions == 1 else f"{run.preemptions} times"
+    head = f"Attempt {attempt} of {retries + 1} ({said}):"
+    if preemptions:  # preemptions use up no retry: attempts are no longer bounded by them
+        times = "once" if preemptions == 1 else f"{preemptions} times"
         head = (
-            f"Attempt {run.attempt} ({retries}; preempted {times}, last at"
-            f" {_when(run.preempted_at)} for a run of priority {run.preempted_for_priority}):"
+            f"Attempt {attempt} ({said}; preempted {times}, last at"
+            f" {_when(run['preempted_at'])} for a run of priority"
+            f" {run['preempted_for_priority']}):"
         )
     return [head, *table([["#", "started", "ended", "why it ended"], *rows], indent="  ")]
 
 
-def _when(at: datetime | None) -> str:
+def _when(text: str | None) -> str:
+    at = when(text)
     return at.strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
 
 
-def placement_of(run: Run) -> PendingExplanation | None:
+def placement_of(run: Answer) -> Answer | None:
     """The explanation of the run's first waiting task."""
     task = explained_task(run)
-    return task.placement if task is not None else None
+    found: Answer | None = task["placement"] if task is not None else None
+    return found
 
 
-def explained_task(run: Run) -> Task | None:
+def explained_task(run: Answer) -> Answer | None:
     """The run's first waiting task with an explanation (full or grouped)."""
-    for task in run.tasks:
-        explained = task.placement is not None or task.placement_grouped is not None
-        if explained and task.state == TaskState.PENDING:
+    task: Answer
+    for task in run["tasks"]:
+        explained = task["placement"] is not None or task["placement_grouped"] is not None
+        if explained and task["state"] == "Pending":
             return task
     return None
 
 
 def why_lines(
-    explanation: PendingExplanation,
+    explanation: Answer,
     kind: ReasonKind | None = None,
-    rejections: Sequence[RejectionGroup] | None = None,
+    rejections: Sequence[Answer] | None = None,
 ) -> list[str]:
     """Every machine and what keeps it out: the closest first, then machines up, then down.
     Under a queue reason (`kind`) the run fits, and the queue holds it back: so it says. The
     `rejections` (the data behind the texts) add a hint where a reason needs more words."""
-    closest = explanation.closest
+    closest = explanation["closest"]
     head = why_head(explanation, kind)
     nodes = sorted(
-        explanation.nodes,
-        key=lambda node: (node.name != closest, node.state.value != "Up", node.name),
+        explanation["nodes"],
+        key=lambda node: (node["name"] != closest, node["state"] != "Up", node["name"]),
     )
-    rows = [[node.name, node.state.value, "; ".join(node.reasons)] for node in nodes]
+    rows = [[node["name"], node["state"], "; ".join(node["reasons"])] for node in nodes]
     return [head, *table(rows, indent="  "), *hint_lines(rejections or ())]
 
 
-def why_head(explanation: PendingExplanation | GroupedExplanation, kind: ReasonKind | None) -> str:
+def why_head(explanation: Answer, kind: ReasonKind | None) -> str:
+    """The first line of `--why`, from a full or a grouped explanation."""
     head = (
-        f"Why it is not running yet: {plural(explanation.checked_nodes, 'machine')} checked, "
-        f"{explanation.ready_nodes} ready, {explanation.down_nodes} down"
+        f"Why it is not running yet: {plural(explanation['checked_nodes'], 'machine')} checked, "
+        f"{explanation['ready_nodes']} ready, {explanation['down_nodes']} down"
     )
     if kind is not None and kind.fits:
         return head + "; the run fits, and the queue holds it back"
-    closest = explanation.closest
+    closest = explanation["closest"]
     return head + (
         f"; closest: {closest}" if closest else "; no machine could ever take it as asked"
     )
 
 
-def grouped_why_lines(explanation: GroupedExplanation, kind: ReasonKind | None = None) -> list[str]:
+def grouped_why_lines(explanation: Answer, kind: ReasonKind | None = None) -> list[str]:
     """`why_lines` from the grouped explanation: each machine of a reason named when all are
     (so a small cluster prints exactly what `why_lines` prints), else the first few and how many
     more; the closest first, then machines up, then down."""
-    closest = explanation.closest
+    closest = explanation["closest"]
     rows: list[tuple[tuple[bool, bool, str], list[str]]] = []
-    for group in explanation.reasons:
-        state = group.state.value
-        if group.count == len(group.machines):
-            for name in group.machines:
-                rows.append(((name != closest, state != "Up", name), [name, state, group.reason]))
+    for group in explanation["reasons"]:
+        state, machines, count = group["state"], group["machines"], group["count"]
+        if count == len(machines):
+            for name in machines:
+                key = (name != closest, state != "Up", name)
+                rows.append((key, [name, state, group["reason"]]))
             continue
-        first = group.machines[0] if group.machines else ""
-        names = f"{', '.join(group.machines)} and {group.count - len(group.machines)} more"
-        rows.append(((first != closest, state != "Up", first), [names, state, group.reason]))
+        first = machines[0] if machines else ""
+        names = f"{', '.join(machines)} and {count - len(machines)} more"
+        rows.append(((first != closest, state != "Up", first), [names, state, group["reason"]]))
     rows.sort(key=lambda row: row[0])
-    hints = CONTAINER_HINT if any(g.code == NO_CONTAINER for g in explanation.reasons) else []
+    codes = (group["code"] for group in explanation["reasons"])
+    hints = CONTAINER_HINT if any(code == NO_CONTAINER for code in codes) else []
     return [why_head(explanation, kind), *table([r for _k, r in rows], indent="  "), *hints]
 
 
@@ -171,24 +205,31 @@ CONTAINER_HINT = [
 ]
 
 
-def hint_lines(rejections: Sequence[RejectionGroup]) -> list[str]:
+def hint_lines(rejections: Sequence[Answer]) -> list[str]:
     """A sentence for a reason that needs more than its words: today, no container runtime."""
-    if any(group.code == NO_CONTAINER for group in rejections):
+    if any(group["code"] == NO_CONTAINER for group in rejections):
         return CONTAINER_HINT
     return []
 
 
-def run_rows(runs: Sequence[Run]) -> list[str]:
+def gpu_count(run: Answer) -> int:
+    """`RequestedResources.gpu_count`: the GPUs the whole run asks for."""
+    gpus = run["requested_resources"].get("gpu_requests")
+    return int(gpus["count"]) if gpus else 0
+
+
+def run_rows(runs: Sequence[Answer]) -> list[str]:
     rows = [["NAME", "STATE", "GPUS", "TASKS", "REASON"]]
     for run in runs:
-        running = sum(t.state == TaskState.RUNNING for t in run.tasks)
+        running = sum(task["state"] == "Running" for task in run["tasks"])
+        shape = run["shape"]
         rows.append(
             [
-                run.name,
-                run.state.value,
-                str(run.requested_resources.gpu_count),
-                f"{running}/{len(run.tasks)}",
-                run.reason or (run.shape.why if run.shape else ""),
+                run["name"],
+                run["state"],
+                str(gpu_count(run)),
+                f"{running}/{len(run['tasks'])}",
+                run["reason"] or (shape["why"] if shape else ""),
             ]
         )
     return table(rows)

@@ -1,4 +1,9 @@
-"""`astra astraeus run` flags (or a spec file) → the run spec the API takes."""
+"""`astra astraeus run` flags (or a spec file) → the run spec the API takes.
+
+The spec is sent as written (the file's JSON with the flags laid over it): the coordinator
+validates it with `RunSpec`, the model `astra validate` uses. Only when the coordinator refuses
+it (or cannot be asked) does `astra` load the model, to say every problem of the spec in its own
+words (`invalid_spec`): a valid run never pays for pydantic and the models."""
 
 from __future__ import annotations
 
@@ -7,9 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from astraeus.shared import RunSpec, describe
 from astraeus.shared.labels import POOL, SITE
 
 from .errors import CliError, Exit
@@ -41,8 +43,10 @@ def _section(spec: dict[str, Any], *path: str) -> dict[str, Any]:
     return here
 
 
-def build_spec(args: argparse.Namespace, workspace: str | None) -> RunSpec:
-    """The file's spec (if any) with every flag given laid over it, validated."""
+def build_spec(args: argparse.Namespace, workspace: str | None) -> dict[str, Any]:
+    """The file's spec (if any) with every flag given laid over it, as the API takes it; what
+    the flags themselves say wrong (a size, a duration, no name, no command) is refused here,
+    the rest by the coordinator (`invalid_spec` says it as before)."""
     spec = read_spec_file(args.file) if args.file else {}
     for key, value in (
         ("name", args.name),
@@ -66,10 +70,22 @@ def build_spec(args: argparse.Namespace, workspace: str | None) -> RunSpec:
         raise CliError("name: give the run a name with --name (or in the -f file)", Exit.USAGE)
     if "command" not in spec:
         raise CliError("command: put the command after --, e.g. -- python train.py", Exit.USAGE)
+    return spec
+
+
+def invalid_spec(spec: dict[str, Any]) -> CliError | None:
+    """Every problem of `spec` as `RunSpec` finds it, one field a line (exit 2); None for a valid
+    spec. Asked once the coordinator has refused the spec or could not be asked, so a user who
+    mistyped a field hears about the field, not about the network."""
+    from pydantic import ValidationError  # only for a refused spec: see the module's docstring
+
+    from astraeus.shared import RunSpec, describe
+
     try:
-        return RunSpec.model_validate(spec)
+        RunSpec.model_validate(spec)
     except ValidationError as exc:
-        raise CliError(f"the run is not valid:\n{describe(RunSpec, exc)}", Exit.USAGE) from None
+        return CliError(f"the run is not valid:\n{describe(RunSpec, exc)}", Exit.USAGE)
+    return None
 
 
 def _resources(args: argparse.Namespace, ask: dict[str, Any]) -> None:

@@ -1,73 +1,92 @@
-"""`run`: submit a run, or ask where it would go (`--dry-run`)."""
+"""`run`: submit a run, or ask where it would go (`--dry-run`). The spec goes as written and the
+answers are read as the API's JSON comes (`DryRun`, `Run`, `ClusterView` of `shared/`, field for
+field): a refused spec is said field by field by `spec.invalid_spec`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import urllib.parse
+from collections.abc import Callable
+from typing import Any
 
-from astraeus.shared import Run, RunSpec
 from astraeus.shared.reasons import ReasonKind, never_fits
-from astraeus.shared.views import ClusterView, DryRun
 
 from .client import Api
 from .context import Context, printable
 from .errors import CliError, Exit
-from .render import grouped_why_lines, table, why_lines
-from .spec import build_spec
+from .render import Answer, grouped_why_lines, reason_kind, table, why_lines
+from .spec import build_spec, invalid_spec
 
 GIB = 1024**3
 
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     spec = build_spec(args, ctx.api.target.workspace)
-    body = spec.model_dump(mode="json", exclude_unset=True)
+    name = spec["name"]
     if args.dry_run:
         # Grouped by reason unless JSON is asked: the answer's size does not grow with the cluster.
         grouping = {} if ctx.json else {"explain": "grouped"}
-        dry = DryRun.model_validate(ctx.api.post("/runs", body, dry_run="true", **grouping))
-        ctx.emit(dry, dry_run_lines(spec, dry))
+        dry = checked(spec, lambda: ctx.api.post("/runs", spec, dry_run="true", **grouping))
+        ctx.emit(dry, dry_run_lines(name, dry))
         return Exit.OK
     # A dry run first: a run no machine of the workspace could ever hold is still accepted
     # (it waits, with its reasons), but the user hears it now, not after waiting in vain.
     # The warning is a courtesy: a dry run that fails (a refusal the submission will repeat in
-    # its own words, a blip) never keeps the run from being submitted.
+    # its own words, a blip) never keeps the run from being submitted; a spec that is not valid
+    # is said now, field by field.
     try:
-        before: DryRun | None = DryRun.model_validate(
-            ctx.api.post("/runs", body, dry_run="true", explain="grouped")
-        )
+        before: Answer | None = ctx.api.post("/runs", spec, dry_run="true", explain="grouped")
     except CliError:
+        problem = invalid_spec(spec)
+        if problem is not None:
+            raise problem from None
         before = None
-    submitted = Run.model_validate(ctx.api.post("/runs", body))
-    ctx.emit(submitted, [submitted_line(ctx.api, submitted.name)])
+    submitted: Answer = checked(spec, lambda: ctx.api.post("/runs", spec))
+    ctx.emit(submitted, [submitted_line(ctx.api, submitted["name"])])
     warning = (
-        None if before is None else never_fits_warning(submitted.name, submitted.workspace, before)
+        None
+        if before is None
+        else never_fits_warning(submitted["name"], submitted["workspace"], before)
     )
     if warning is not None:
         print(f"astra: warning: {printable(warning)}", file=sys.stderr)
     return Exit.OK
 
 
-def never_fits_warning(name: str, workspace: str, dry: DryRun) -> str | None:
+def checked(spec: dict[str, Any], call: Callable[[], Any]) -> Any:
+    """The coordinator's answer to `call`, which sends `spec`; when it fails, a spec that is not
+    valid is said field by field (exit 2), as `astra` said it before sending anything."""
+    try:
+        return call()
+    except CliError:
+        problem = invalid_spec(spec)
+        if problem is None:
+            raise
+        raise problem from None
+
+
+def never_fits_warning(name: str, workspace: str, dry: Answer) -> str | None:
     """One sentence when the coordinator's dry run says no machine of the workspace could ever
     hold the run as asked (`shared.reasons.never_fits`), with its reason; else None."""
-    if dry.would_start:
+    if dry["would_start"]:
         return None
-    grouped = dry.placement_grouped
-    codes = [group.code for group in grouped.reasons] if grouped else []
-    if not never_fits(dry.reason_kind, codes):
+    grouped = dry["placement_grouped"]
+    codes = [group["code"] for group in grouped["reasons"]] if grouped else []
+    if not never_fits(reason_kind(dry["reason_kind"]), codes):
         return None
     return (
-        f"no machines of workspace {workspace} could ever hold {name} as asked ({dry.reason}); "
-        f"it waits until the run or the machines change: astra astraeus status {name} --why"
+        f"no machines of workspace {workspace} could ever hold {name} as asked"
+        f" ({dry['reason']}); it waits until the run or the machines change:"
+        f" astra astraeus status {name} --why"
     )
 
 
 def submitted_line(api: Api, name: str) -> str:
     """`<name> submitted to <cluster>: <the run's page in the console>`, as in the guide."""
-    cluster = ClusterView.model_validate(api.get("/cluster"))
-    link = run_link(cluster.console_url, cluster.name, name)
-    return f"{name} submitted to {cluster.name}: {link}"
+    cluster: Answer = api.get("/cluster")
+    link = run_link(cluster["console_url"], cluster["name"], name)
+    return f"{name} submitted to {cluster['name']}: {link}"
 
 
 def run_link(console_url: str, cluster: str, run: str) -> str:
@@ -79,25 +98,26 @@ def run_link(console_url: str, cluster: str, run: str) -> str:
     return f"{base}jobs/{'/'.join(parts)}"
 
 
-def dry_run_lines(spec: RunSpec, dry: DryRun) -> list[str]:
-    if not dry.would_start:
-        if dry.reason_kind is ReasonKind.PREEMPTING:  # its cost, before anything is stopped
-            return [f"{spec.name} {dry.reason}"]
-        lines = [f"{spec.name} would wait — {dry.reason}"]
-        if dry.placement_grouped is not None:
-            return lines + grouped_why_lines(dry.placement_grouped, dry.reason_kind)
-        return lines + (
-            why_lines(dry.placement, dry.reason_kind, dry.rejections) if dry.placement else []
-        )
-    why = dry.shape.why if dry.shape else "now"
+def dry_run_lines(name: str, dry: Answer) -> list[str]:
+    """Where the run `name` would start now, worker by worker; else why it would wait."""
+    kind = reason_kind(dry["reason_kind"])
+    if not dry["would_start"]:
+        if kind is ReasonKind.PREEMPTING:  # its cost, before anything is stopped
+            return [f"{name} {dry['reason']}"]
+        lines = [f"{name} would wait — {dry['reason']}"]
+        if dry["placement_grouped"] is not None:
+            return lines + grouped_why_lines(dry["placement_grouped"], kind)
+        placement = dry["placement"]
+        return lines + (why_lines(placement, kind, dry["rejections"]) if placement else [])
+    why = dry["shape"]["why"] if dry["shape"] else "now"
     rows = [
         [
-            f"{spec.name}-{w.index}",
-            w.machine,
-            f"{len(w.assigned_gpu_ids)} GPUs",
-            f"{w.cpu_cores:g} cores",
-            f"{w.memory_bytes / GIB:g} GiB",
+            f"{name}-{w['index']}",
+            w["machine"],
+            f"{len(w['assigned_gpu_ids'])} GPUs",
+            f"{w['cpu_cores']:g} cores",
+            f"{w['memory_bytes'] / GIB:g} GiB",
         ]
-        for w in dry.workers
+        for w in dry["workers"]
     ]
-    return [f"{spec.name} would start now — {why}", *table(rows, indent="  ")]
+    return [f"{name} would start now — {why}", *table(rows, indent="  ")]

@@ -17,6 +17,7 @@ from astraeus.coordinator.cli.render import (
     explained_task,
     placement_of,
     plural,
+    reason_kind,
     status_lines,
     why_lines,
 )
@@ -74,9 +75,9 @@ class Story:
         spec = build_spec(args, None)
         shown = shlex.join(["astra", "astraeus", "run", *flags, "--", *args.command])
         print(f"$ {shown}", file=self.out)
-        self.member.post("/runs", spec.model_dump(mode="json", exclude_unset=True))
-        print(submitted_line(self.member, spec.name), file=self.out, flush=True)
-        return spec.name
+        self.member.post("/runs", spec)
+        print(submitted_line(self.member, spec["name"]), file=self.out, flush=True)
+        return str(spec["name"])
 
     def pause(self) -> None:
         """Sleep a poll interval; raise StoryStoppedError once the demo is stopping."""
@@ -99,14 +100,14 @@ class Story:
         return run
 
     def status(self, name: str, why: bool = False) -> Run:
-        run = self.run(name)
-        self.lines(status_lines(run))
-        task = explained_task(run)
-        if why and task is not None and task.placement is not None:
-            self.lines(
-                why_lines(task.placement, run.reason_kind or task.reason_kind, task.rejections)
-            )
-        return run
+        """What `astra astraeus status NAME [--why]` prints, from the same answer."""
+        answer = self.member.get(f"/runs/{name}")
+        self.lines(status_lines(answer))
+        task = explained_task(answer)
+        if why and task is not None and task["placement"] is not None:
+            kind = reason_kind(answer["reason_kind"] or task["reason_kind"])
+            self.lines(why_lines(task["placement"], kind, task["rejections"]))
+        return Run.model_validate(answer)
 
     def log(self, task: str) -> list[str]:
         """What a task's worker printed (`astra astraeus logs TASK`)."""
@@ -128,7 +129,7 @@ def running(run: Run) -> bool:
 
 
 def evaluated(run: Run) -> bool:
-    return run.state == RunState.PENDING and placement_of(run) is not None
+    return run.state == RunState.PENDING and placement_of(run.model_dump(mode="json")) is not None
 
 
 def cluster_up(story: Story) -> None:
@@ -143,7 +144,7 @@ def cluster_up(story: Story) -> None:
         story.pause()
     verb = "reports" if len(listed) == 1 else "report"
     story.say(f"{plural(len(listed), 'machine')} {verb} to the coordinator")
-    story.lines(machine_rows(listed))
+    story.lines(machine_rows([m.model_dump(mode="json") for m in listed]))
 
 
 def shapes(story: Story) -> None:
@@ -183,8 +184,9 @@ def at_risk_fallback(story: Story) -> None:
     story.status("risky")
     machine = run.tasks[0].machine if run.tasks else None
     if machine is not None:
-        detail = MachineDetail.model_validate(story.member.get(f"/machines/{machine}"))
-        signals = signals_of(detail)
+        answer = story.member.get(f"/machines/{machine}")
+        detail = MachineDetail.model_validate(answer)
+        signals = signals_of(answer)
         for gpu in detail.gpus:
             if gpu.health == "at_risk":
                 why = signals[gpu.uuid]

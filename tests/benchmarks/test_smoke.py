@@ -49,7 +49,8 @@ SMOKES = {
         ("--smoke",),
         (
             r"astra --help: median \d+ ms of imports",
-            r"status x: median \d+ ms",
+            r"status x: median \d+ ms .*, \d+ modules; heavy: none",
+            r"run --dry-run: median \d+ ms .*, \d+ modules; heavy: none",
         ),
     ),
     "console_bench": Smoke(
@@ -74,7 +75,14 @@ SMOKES = {
         "overload_bench.py", ("--smoke",), (r"median of 1: accepted [\d.]+/s, p99 \d+ ms",)
     ),
     "peer_bench": Smoke(
-        "peer_bench.py", ("--smoke",), (r"1-GPU dry run, HTTP \| [\d.]+ ms", r"started per second")
+        "peer_bench.py",
+        ("--smoke",),
+        (
+            r"1-GPU dry run, HTTP \| [\d.]+ ms",
+            r"started per second",
+            r"`astra astraeus status` / `scontrol show job`, whole process \| [\d.]+ ms",
+            r"`astra astraeus run --dry-run` / `sbatch --test-only`, whole process \| [\d.]+ ms",
+        ),
     ),
     "placement_bench": Smoke(
         "placement_bench.py", ("--smoke",), (r"64-GPU gang dry run\s+median\s+[\d.]+ ms",)

@@ -40,7 +40,7 @@ def test_a_requeued_run_lists_its_attempts() -> None:
             Attempt(number=2),
         ],
     )
-    assert status_lines(run)[2:] == [
+    assert status_lines(run.model_dump(mode="json"))[2:] == [
         "Attempt 2 of 4 (retries 3):",
         "  #  started              ended                why it ended",
         f"  1  2026-10-01 09:00:00  2026-10-01 11:42:10  {FIRST}",
@@ -63,7 +63,7 @@ def test_a_preempted_run_says_when_and_for_what_priority() -> None:
             Attempt(number=2),
         ],
     )
-    assert status_lines(run)[2:] == [
+    assert status_lines(run.model_dump(mode="json"))[2:] == [
         "Attempt 2 (retries 0; preempted once, last at 2026-10-01 11:42:10 for a run of"
         " priority 1000):",
         "  #  started              ended                why it ended",
@@ -74,7 +74,7 @@ def test_a_preempted_run_says_when_and_for_what_priority() -> None:
 
 def test_a_run_without_retries_shows_no_attempts() -> None:
     """A run placed once without `retries` keeps the two lines it always had."""
-    assert len(status_lines(_run(attempts=[Attempt(number=1)]))) == 2
+    assert len(status_lines(_run(attempts=[Attempt(number=1)]).model_dump(mode="json"))) == 2
 
 
 def test_logs_of_an_earlier_attempt(coordinator: Coordinator, astra: Astra) -> None:
@@ -114,4 +114,4 @@ def test_a_dry_run_that_would_preempt_says_its_cost() -> None:
     spec = RunSpec(name="urgent", command=["python", "train.py"], priority=1000)
     reason = "would start after preempting 2 runs, 16 GPUs"
     dry = DryRun(would_start=False, reason=reason, reason_kind=ReasonKind.PREEMPTING)
-    assert dry_run_lines(spec, dry) == [f"urgent {reason}"]
+    assert dry_run_lines(spec.name, dry.model_dump(mode="json")) == [f"urgent {reason}"]

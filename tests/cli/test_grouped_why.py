@@ -35,7 +35,7 @@ def test_a_large_reason_names_a_few_and_counts_the_rest() -> None:
     )
     names = ", ".join(f"gpu-{i:04d}" for i in range(10))
     width = len(f"{names} and 4990 more")
-    assert grouped_why_lines(explanation) == [
+    assert grouped_why_lines(explanation.model_dump(mode="json")) == [
         "Why it is not running yet: 5003 machines checked, 5002 ready, 1 down; closest: gpu-9",
         f"  {'gpu-9':{width}}  Up    insufficient gpus: need 8, 4 free and usable",
         f"  {names} and 4990 more  Up    no H100 GPU",

@@ -8,7 +8,7 @@ import pytest
 
 from astraeus.coordinator.api.health import package_version
 from astraeus.coordinator.cli.parser import build
-from astraeus.coordinator.cli.spec import build_spec
+from astraeus.coordinator.cli.spec import build_spec, invalid_spec
 
 from .conftest import Astra
 from .rig import A100_40, CONSOLE_URL, H100, Coordinator, gpu_report
@@ -67,7 +67,8 @@ def test_run_flags_make_the_guides_ask() -> None:
     """The guide's flags give its requested_resources: per-GPU cores and 120G as bytes."""
     args = build().parse_args([*FINETUNE, *NARROW, "--gpus-per-machine", "8"])
     args.command = COMMAND[1:]
-    spec = build_spec(args, None).model_dump(mode="json", exclude_unset=True)
+    spec = build_spec(args, None)
+    assert invalid_spec(spec) is None
     assert spec["requested_resources"] == {
         "gpu_requests": {
             "count": 8,

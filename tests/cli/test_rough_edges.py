@@ -153,13 +153,13 @@ def test_why_counts_one_machine_in_the_singular() -> None:
     container = RejectionGroup(
         filter="capabilities", code="NoContainerRuntime", room=False, machines=["gpu-01"]
     )
-    lines = why_lines(one, None, [container])
+    lines = why_lines(one.model_dump(mode="json"), None, [container.model_dump(mode="json")])
     assert lines[0] == (
         "Why it is not running yet: 1 machine checked, 1 ready, 0 down; closest: gpu-01"
     )
     assert lines[2:] == CONTAINER_HINT
     two = one.model_copy(update={"checked_nodes": 2, "nodes": []})
-    assert why_lines(two) == [
+    assert why_lines(two.model_dump(mode="json")) == [
         "Why it is not running yet: 2 machines checked, 1 ready, 0 down; closest: gpu-01"
     ]
 

@@ -33,7 +33,10 @@ def _run(silent: datetime | None) -> Run:
 
 
 def test_a_task_on_a_silent_machine_says_since_when() -> None:
-    assert status_lines(_run(HEARD))[1] == (
+    assert status_lines(_run(HEARD).model_dump(mode="json"))[1] == (
         "  finetune-0  Running  gpu-01  8 GPUs, machine silent since 2026-10-01T09:00:00+00:00"
     )
-    assert status_lines(_run(None))[1] == "  finetune-0  Running  gpu-01  8 GPUs"
+    assert (
+        status_lines(_run(None).model_dump(mode="json"))[1]
+        == "  finetune-0  Running  gpu-01  8 GPUs"
+    )

@@ -7,13 +7,15 @@ from typing import Any
 import pytest
 
 from astraeus.coordinator.cli.parser import build
-from astraeus.coordinator.cli.spec import build_spec
+from astraeus.coordinator.cli.spec import build_spec, invalid_spec
 
 
 def _spec(*flags: str) -> dict[str, Any]:
     args = build().parse_args(["astraeus", "run", "--name", "r", *flags])
     args.command = ["python", "train.py"]
-    return build_spec(args, None).model_dump(mode="json", exclude_unset=True)
+    spec = build_spec(args, None)  # what `astra` sends, as written ...
+    assert invalid_spec(spec) is None  # ... which the coordinator's RunSpec takes
+    return spec
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,14 @@ import importlib
 import pytest
 
 from astraeus.coordinator.cli import main
-from astraeus.coordinator.cli.parser import COMMANDS, VERBS, Verb, build, command_modules
+from astraeus.coordinator.cli.parser import (
+    COMMANDS,
+    VERBS,
+    Verb,
+    build,
+    command_modules,
+    terminal_columns,
+)
 
 
 def _leaves(
@@ -69,3 +76,44 @@ def test_the_release_bundles_every_command_module_once() -> None:
     modules = command_modules()
     assert len(modules) == len(set(modules))
     assert set(modules) == {f"astraeus.coordinator.cli.{v.where.split('.')[0]}" for _, v in LEAVES}
+
+
+def _helps(parser: argparse.ArgumentParser) -> list[str]:
+    """The parser's help and usage, and its subcommands', depth first."""
+    found = [parser.format_help(), parser.format_usage()]
+    for sub in _sub(parser).values():
+        found += _helps(sub)
+    return found
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_command_built_alone_parses_and_helps_as_in_the_whole(verb: str) -> None:
+    """`astra status x` builds only `status`'s parser: its help, usage (as a usage error
+    prints it) and actions are those of the whole command line's."""
+    whole = _sub(_sub(build())["astraeus"])[verb]
+    alone = _sub(_sub(build(verb))["astraeus"])
+    assert list(alone) == [verb]
+    assert _helps(alone[verb]) == _helps(whole)
+
+
+def test_a_usage_error_reads_the_same_with_one_command_built(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`astra astraeus status` without its name: argparse's one line and the hint, as before."""
+    assert main(["astraeus", "status"]) == 2
+    assert capsys.readouterr().err == (
+        "astra: the following arguments are required: name\n"
+        "Run 'astra astraeus status --help' to see what it takes.\n"
+    )
+
+
+@pytest.mark.parametrize("columns", ["", "50", "200", "0", "wide"])
+def test_help_is_as_wide_as_argparse_makes_it(
+    columns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The width `astra` gives argparse's formatter is the one argparse finds with `shutil`
+    (`COLUMNS`, else the terminal's, else 80), which `astra` does not import."""
+    import shutil
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
