@@ -10,7 +10,6 @@ decisions; the service commits them.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import threading
@@ -20,7 +19,7 @@ from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Store
 
 from .compute import PassInputs, PassState, compute_pass
-from .gc_policy import GcPolicy
+from .gc_policy import GcPolicy, passes_only
 from .pass_rows import PassRows, as_rows
 
 WORKER_NICENESS = 10
@@ -37,14 +36,9 @@ def start_worker(parent: int) -> None:
     """Run in the worker at start: a lower CPU priority, so on a busy machine the service's
     event loop (reports, API) gets a core first and passes take what is left; and watch the
     parent. Ctrl-C reaches the whole foreground process group: the service decides when the
-    worker stops, so the worker ignores SIGINT (no KeyboardInterrupt traceback).
-
-    The worker does nothing but passes, and each pass collects (`GcPolicy.settle`), so its
-    automatic collections are off: while the first pass builds every machine's record and the
-    live state, they walked the growing heap again and again (six full collections, half of
-    that pass's CPU at 5,000 machines: 2.5 s against 1.3-1.6 s without; several seconds more
-    on a loaded machine, which a submission made meanwhile waited for)."""
-    gc.disable()
+    worker stops, so the worker ignores SIGINT (no KeyboardInterrupt traceback). Its passes
+    are its only collections (`gc_policy.passes_only`)."""
+    passes_only()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
@@ -78,6 +72,6 @@ def worker_pass(
         state.records.reload()
         outcome, cut = compute_pass(state, inputs)
     except BaseException:
-        gc.collect()  # no settle came: what the failed pass left is not left to grow
+        _GC.failed()
         raise
     return as_rows(outcome), cut

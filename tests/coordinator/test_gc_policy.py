@@ -6,11 +6,17 @@ from __future__ import annotations
 import gc
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from astraeus.coordinator.scheduler import worker_pool
+from astraeus.coordinator.scheduler import pass_worker, worker_pool
+from astraeus.coordinator.scheduler.compute import PassInputs, PassState
 from astraeus.coordinator.scheduler.gc_policy import GROWTH, GcPolicy
+from astraeus.coordinator.scheduler.pass_worker import worker_pass
+
+from .fakes import START
 
 
 class _Cycle:
@@ -105,3 +111,24 @@ def test_the_pass_worker_collects_only_at_its_passes() -> None:
         assert pool.submit(gc.isenabled).result(timeout=60) is False
     finally:
         pool.shutdown()
+
+
+def test_a_pass_that_fails_before_its_settle_still_collects(
+    policy: GcPolicy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without automatic collections, a worker pass that raises (a storage fault) collects
+    what it left: passes failing one after another leave no garbage to grow."""
+
+    def failing(state: PassState, inputs: PassInputs) -> None:
+        _cycle()[1].clear()  # garbage no frame refers to (the traceback keeps its frames)
+        raise RuntimeError("the file is gone")
+
+    monkeypatch.setattr(pass_worker, "compute_pass", failing)
+    db = str(tmp_path / "astraeus.db")
+    inputs = PassInputs(START, timedelta(seconds=30), START, 500, 5.0)
+    try:
+        with pytest.raises(RuntimeError, match="the file is gone"):
+            worker_pass(db, inputs)
+        assert _instances(_Cycle) == 0
+    finally:
+        pass_worker._OPEN.pop(db).store.close()
