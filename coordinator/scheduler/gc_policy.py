@@ -78,7 +78,7 @@ class GcPolicy:
 def passes_only() -> None:
     """For a process that does nothing but passes, each of which settles (the pass worker):
     no automatic collections. While its first pass builds every machine's record and the
-    live state they walked the growing heap again and again (six full collections, half of
+    live state they walked the growing heap again and again (five full collections, 40-50 % of
     that pass's CPU at 5,000 machines: 2.5 s against 1.3-1.6 s without; seconds more on a
     loaded machine, which a submission made meanwhile waited for)."""
     gc.disable()
