@@ -19,7 +19,7 @@ from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Store
 
 from .compute import PassInputs, PassState, compute_pass
-from .gc_policy import GcPolicy
+from .gc_policy import GcPolicy, passes_only
 from .pass_rows import PassRows, as_rows
 
 WORKER_NICENESS = 10
@@ -36,7 +36,9 @@ def start_worker(parent: int) -> None:
     """Run in the worker at start: a lower CPU priority, so on a busy machine the service's
     event loop (reports, API) gets a core first and passes take what is left; and watch the
     parent. Ctrl-C reaches the whole foreground process group: the service decides when the
-    worker stops, so the worker ignores SIGINT (no KeyboardInterrupt traceback)."""
+    worker stops, so the worker ignores SIGINT (no KeyboardInterrupt traceback). Its passes
+    are its only collections (`gc_policy.passes_only`)."""
+    passes_only()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICENESS)
@@ -66,6 +68,10 @@ def worker_pass(
         store = Store.open(db)
         _OPEN[db] = PassState(store, MachineRecords(store, access_labels), gc=_GC)
     state = _OPEN[db]
-    state.records.reload()
-    outcome, cut = compute_pass(state, inputs)
+    try:
+        state.records.reload()
+        outcome, cut = compute_pass(state, inputs)
+    except BaseException:
+        _GC.failed()
+        raise
     return as_rows(outcome), cut

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-import weakref
-
-from astraeus.coordinator.api.keys import SCHEDULER
-from astraeus.coordinator.scheduler.gc_policy import UNFREEZE_EVERY
-
 from .conftest import Cluster
 from .fakes import START
 
@@ -91,57 +85,6 @@ async def test_memory_keeps_the_newest_volatile_fields(fake_cluster: Cluster) ->
     assert (after.report.reported_at - START).total_seconds() == 5
     assert (after.report.free_cpu_cores, after.report.free_memory_bytes) == (12.5, 1024)
     assert after.report.gpus[0] is before.report.gpus[0]
-
-
-async def test_frozen_objects_go_back_to_the_collector_every_so_often(
-    fake_cluster: Cluster,
-) -> None:
-    """After each pass what lives on is frozen, and every UNFREEZE_EVERY passes it is handed
-    back and collected at once, so cycles among once-frozen objects are freed (and what still
-    lives is frozen again)."""
-    policy = fake_cluster.client.app[SCHEDULER]._gc
-    cycle = _Cycle()
-    cycle.me = cycle
-    gone = weakref.ref(cycle)
-    try:
-        for _ in range(UNFREEZE_EVERY - 1 - policy.passes % UNFREEZE_EVERY or UNFREEZE_EVERY):
-            policy.settle()  # the cycle, alive, is frozen
-        del cycle
-        gc.collect()
-        assert gc.get_freeze_count() > 0
-        assert gone() is not None  # frozen: no collection sees it
-        policy.settle()
-        assert gone() is None
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
-
-
-class _Cycle:
-    me: object = None
-
-
-async def test_garbage_made_between_passes_is_collected_not_frozen(
-    fake_cluster: Cluster,
-) -> None:
-    """A cycle that died since the last pass is freed at the next settle, whichever pass it
-    is: never frozen with what lives, to wait UNFREEZE_EVERY passes (issue 25.6: a pass's
-    rows, held by such a cycle, stayed frozen for 100 passes)."""
-    policy = fake_cluster.client.app[SCHEDULER]._gc
-    if policy.passes % UNFREEZE_EVERY == UNFREEZE_EVERY - 1:
-        policy.settle()  # the next settle is not the one that unfreezes
-    cycle = _Cycle()
-    cycle.me = cycle
-    gone = weakref.ref(cycle)
-    gc.disable()  # only the policy collects here
-    try:
-        del cycle
-        policy.settle()
-        assert gone() is None
-        assert policy.passes % UNFREEZE_EVERY != 0
-    finally:
-        gc.enable()
-        gc.unfreeze()
 
 
 async def test_a_flush_may_write_the_oldest_heartbeats_first(fake_cluster: Cluster) -> None:

@@ -89,7 +89,7 @@ async def test_a_pass_with_nothing_changed_decides_nothing_in_either_path(
 
 
 def _gc_calls(path: Path) -> list[str]:
-    """`gc.<name>(...)` calls in `path`, and assignments to `UNFREEZE_EVERY`."""
+    """`gc.<name>(...)` calls in `path`, and assignments to `GROWTH`."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if (
@@ -102,25 +102,28 @@ def _gc_calls(path: Path) -> list[str]:
         targets = node.targets if isinstance(node, ast.Assign) else []
         if isinstance(node, ast.AnnAssign):
             targets = [node.target]
-        found += [
-            "UNFREEZE_EVERY ="
-            for t in targets
-            if isinstance(t, ast.Name) and t.id == "UNFREEZE_EVERY"
-        ]
+        found += ["GROWTH =" for t in targets if isinstance(t, ast.Name) and t.id == "GROWTH"]
     return found
 
 
 def test_one_gc_policy_serves_the_loop_and_the_worker() -> None:
-    """Of the scheduler's modules, only `gc_policy.py` freezes, unfreezes or collects, and
-    `UNFREEZE_EVERY` is defined there alone; the service's loop and the pass worker each keep
-    a `GcPolicy`."""
+    """Of the scheduler's modules, only `gc_policy.py` freezes, unfreezes, collects or turns
+    the automatic collections off, and `GROWTH` is defined there alone; the service's loop and
+    the pass worker each keep a `GcPolicy`."""
     found = {
         path.name: calls
         for path in sorted(SCHEDULER_DIR.glob("*.py"))
         if (calls := _gc_calls(path))
     }
     assert {name: sorted(calls) for name, calls in found.items()} == {
-        "gc_policy.py": ["UNFREEZE_EVERY =", "gc.collect", "gc.freeze", "gc.unfreeze"],
+        "gc_policy.py": [
+            "GROWTH =",
+            "gc.collect",
+            "gc.collect",
+            "gc.disable",
+            "gc.freeze",
+            "gc.unfreeze",
+        ],
     }
     assert isinstance(pass_worker._GC, GcPolicy)
 
