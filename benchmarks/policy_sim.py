@@ -1,19 +1,22 @@
 """Queue policies side by side: one workload replayed through the real scheduler (the queue walk,
-fair share, holds and backfill, the placement engine over a real SQLite store) on a simulated
-clock, once per policy, and the figures printed in one table.
+fair share, holds and backfill, preemption, the placement engine over a real SQLite store) on a
+simulated clock, once per policy, and the figures printed in one table per workload.
 
-    .venv/bin/python benchmarks/policy_sim.py            # 1,000 machines, 6,000 runs
-    .venv/bin/python benchmarks/policy_sim.py --jobs 1   # one policy at a time
-    .venv/bin/python benchmarks/policy_sim.py --small    # 50 machines, 200 runs: a quick check
-    .venv/bin/python benchmarks/policy_sim.py --smoke    # 12 machines, 40 runs (tests/benchmarks)
+    .venv/bin/python benchmarks/policy_sim.py                      # 1,000 machines, 12,000 runs
+    .venv/bin/python benchmarks/policy_sim.py --flood-runs 1000 7200   # and the 60 % flood
+    .venv/bin/python benchmarks/policy_sim.py --jobs 1             # one policy at a time
+    .venv/bin/python benchmarks/policy_sim.py --small              # 50 machines, 600 runs
+    .venv/bin/python benchmarks/policy_sim.py --smoke              # 12 machines, 40 runs
 
-Policies (coordinator settings `fair_share`, `backfill`, and `preemption` once it exists):
+Policies (coordinator settings `fair_share`, `backfill`, `preemption`):
 
-- FIFO: `fair_share = false`, `backfill = false` (priority, then submission time);
+- FIFO: `fair_share = false`, `backfill = false`, `preemption = "off"`: priority, then submission
+  time, as before issue 28, except that holds are now per set of machines (no setting restores
+  the one cluster-wide head: see docs/benchmarks.md);
 - fair share: `fair_share = true` (usage with the 7-day half-life; all weights 1);
 - fair share + backfill: both on (the defaults);
-- all + preemption: both on and `preemption = "priority"`; printed as "not built yet" while the
-  coordinator's `Settings` has no `preemption` field.
+- all + preemption: both on and `preemption = "priority"`; printed as "not built yet" on a
+  coordinator whose `Settings` has no `preemption` field.
 
 How a run is replayed. Runs are stored with `store.runs.submit` (what `POST /api/v1/runs`
 does once it has checked the caller) at their submission time. Machines report through the
@@ -28,33 +31,45 @@ that jumps from one event (a submission, a run's end) to the next, rounded up to
 simulated minutes by default: a GPU freed waits up to that long for the next pass, the same for
 every policy; `--tick 60` is finer and several times slower). Machines never go Down:
 `down_after_seconds` is set past the simulated span, so machines without news need not report.
+The replay stops once every run has started at least once (the window ends at the last
+submission, so it is over by then): nothing later changes a figure.
 
-The workload (seeded; the same for every policy). Sizes and durations follow the buckets of the
-Philly trace (Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training
-Workloads", USENIX ATC 2019; trace: github.com/msr-fiddle/philly-traces, 117,325 jobs submitted
-2017-08-07 to 2017-12-22). The paper's Figure 2 (run times) and the trace's analysis notebook
-group jobs by GPU count as 1, 2-4, 5-8 and >8 GPUs, and so does `SIZES`. The share of runs in
-each bucket and the log-normal medians are this script's own choice (most runs on one GPU,
-bigger runs fewer and longer, a tail of days), NOT figures read from the paper, whose numbers
-could not be checked from where this was written: see docs/benchmarks.md.
+The workload (seeded; the same for every policy), from published figures only:
 
-Time limits: users over-ask, so each run's limit is its duration times
-`LIMIT_FACTOR` (2) rounded up to the next of `LIMIT_STEPS` (30 min ... 7 days), as people type
-round numbers. Arrivals: `flood` submits `FLOOD_SHARE` of the runs (a sweep that asks for
-more GPUs than the cluster has) within its first `FLOOD_SECONDS`, as a team submitting 1,000
-runs at 6 am does (issue 28's "first come takes all"); `steady-1`..`steady-3` submit the rest
-as Poisson arrivals over the window: the longest in which all the runs ask `--load` (1.2) times
-the cluster's GPU-hours, counting of each run only the part of its duration before the window
-ends (so the cluster is oversubscribed throughout, not just at the start); `PRIORITY_SHARE` of
-the steady runs have priority 100 (what preemption would act on).
+- GPUs and duration of each run: the Philly trace (Microsoft; Jeon et al., "Analysis of
+  Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads", USENIX ATC 2019; trace at
+  github.com/msr-fiddle/philly-traces) as Gavel (Narayanan et al., OSDI 2020) samples it, read in
+  `scheduler/utils.py`, functions `_generate_scale_factor` and `_generate_duration`, "Sample ...
+  from the Philly distribution" (github.com/adarshps22/gavel at commit 1a49399, a fork of
+  github.com/stanford-futuredata/gavel): 70 % of runs on 1 GPU, 10 % on 2, 15 % on 4, 5 % on 8
+  (`PHILLY_GPUS`); a duration of 10**U(1.5, 3) minutes for 80 % of runs and 10**U(3, 4) minutes
+  for the rest (`PHILLY_DURATIONS`: 31.6 minutes to 6.9 days, median 4.6 hours, mean 16.8
+  hours). No run asks more than 8 GPUs: that parametrisation has none (the Philly paper's
+  buckets have a ">8"; its share was not read anywhere, so none is invented here).
+- Tenants: the steady workspaces are Philly's 11 virtual clusters, each submitting in proportion
+  to its machines (`PHILLY_VCS`: 64, 64, 64, 32, 32, 32, 16, 16, 16, 8 and 8), as Helios' replay
+  of Philly configures them (Hu et al., SC 2021; github.com/S-Lab-System-Group/HeliosArtifact,
+  `framework/QSSF Service/data/philly_vc.csv`); the `flood` workspace submits `--flood-runs`
+  runs (default: issue 28's 1,000 in 12,000) within its first `FLOOD_SECONDS`, as a team
+  submitting 1,000 runs at 6 am does. This script's own choices, not the trace's:
+  `PRIORITY_SHARE` (3 %) of the steady runs have priority 100 (what preemption acts on); time
+  limits are the duration times `LIMIT_FACTOR` (2) rounded up to the next of `LIMIT_STEPS`
+  (30 min ... 7 days), as people over-ask in round numbers; all weights are 1.
+- Arrivals: the steady runs arrive at random over the window (Poisson): the longest window in
+  which all the runs ask `--load` (1.2) times the cluster's GPU-hours, counting of each run only
+  the part of its duration before the window ends, so the cluster is oversubscribed throughout,
+  not only at the start. With Philly's long runs, 6,000 runs on 1,000 machines ask at most 0.8
+  times the cluster (over 51 minutes): 12,000 is the default, the round count that keeps the
+  issue's 1,000 machines oversubscribed for hours (4.9 h).
 
-Figures, all over the window from the first submission to the last:
+Figures, all over the window from the first submission to the last, read from what the
+simulated agents saw (a run placed again after preemption overwrites its task rows):
 
-- GPU utilisation: GPU-seconds held by tasks in the window / (GPUs x window);
-- wait: from submission until the run's first placement (its first task's `assigned_at`), for
-  every run (runs are replayed until all have ended); mean, p95, p95 of 1-GPU runs, and p95 of
-  the steady workspaces' runs and of the flood's apart (fair share moves waiting from the
-  first to the second; it cannot shorten the time the whole backlog takes);
+- GPU utilisation: GPU-seconds held by workers in the window / (GPUs x window);
+- wait: from submission until the run's first worker started (the pass that placed it), for
+  every run; mean, p95, p95 of 1-GPU runs, and p95 of the steady workspaces' runs and of the
+  flood's apart (fair share moves waiting between them; it cannot shorten the time the whole
+  backlog takes);
 - Jain's fairness index over workspaces of x = GPU-hours received in the window / GPU-hours the
   workspace was entitled to there: its demand in the window (each run's GPUs x the part of its
   duration that fits before the window ends) shared out max-min (water-filling) over the
@@ -68,7 +83,6 @@ import argparse
 import asyncio
 import bisect
 import heapq
-import json
 import math
 import multiprocessing
 import os
@@ -81,7 +95,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -109,24 +123,50 @@ GPUS_PER_MACHINE = 8
 NEVER = 10 * 365 * 86400.0
 """`down_after_seconds` and `lost_after_seconds` in the simulation: no machine goes silent."""
 
-SIZES: tuple[tuple[str, float, tuple[int, ...], float, float], ...] = (
-    # bucket, share of runs, GPU counts drawn evenly, median minutes, log-normal sigma
-    ("1", 0.70, (1,), 20.0, 1.8),
-    ("2-4", 0.15, (2, 4), 45.0, 1.8),
-    ("5-8", 0.10, (8,), 90.0, 1.8),
-    (">8", 0.05, (16, 32, 64), 180.0, 1.6),
+PHILLY_GPUS: tuple[tuple[int, float], ...] = ((1, 0.70), (2, 0.10), (4, 0.15), (8, 0.05))
+"""GPUs per run and the share of runs asking them: the Philly distribution as Gavel samples it
+(`_generate_scale_factor`: 1 GPU below 0.7, 2 below 0.8, 4 below 0.95, else 8; see the module's
+docstring for where it was read). No run asks more than 8 GPUs there."""
+PHILLY_DURATIONS: tuple[tuple[float, float, float], ...] = ((0.8, 1.5, 3.0), (0.2, 3.0, 4.0))
+"""(share, low, high): a run lasts 10**U(low, high) minutes, the exponent uniform (Gavel's
+`_generate_duration`: 31.6 minutes to 16.7 hours for 80 % of runs, 16.7 hours to 6.9 days for
+the rest), drawn apart from its GPUs as there."""
+PHILLY_VCS: tuple[tuple[str, int], ...] = (
+    ("6214e9", 64),
+    ("7f04ca", 32),
+    ("11cb48", 16),
+    ("b436b2", 64),
+    ("ee9e8c", 64),
+    ("e13805", 16),
+    ("6c71a0", 32),
+    ("2869ce", 16),
+    ("ed69ec", 8),
+    ("103959", 8),
+    ("0e4a51", 32),
 )
-"""The Philly paper's GPU-count buckets (Figure 2); the shares and medians are this script's,
-not the paper's (see the module's docstring)."""
-LONGEST_SECONDS = 3 * 86400.0
-"""Durations are cut here: a few runs of weeks would only lengthen the replay's tail."""
-SHORTEST_SECONDS = 60.0
+"""Philly's virtual clusters (hashes as in the trace) and their machines, from Helios' replay of
+Philly (`philly_vc.csv`): the steady workspaces, each submitting in proportion to its size."""
+BUCKETS: tuple[tuple[str, int, int], ...] = (
+    ("1", 1, 1),
+    ("2-4", 2, 4),
+    ("5-8", 5, 8),
+    (">8", 9, 10**6),
+)
+"""The GPU-count buckets of the Philly paper's Figure 2 and its trace's notebook, for the
+summary line."""
+DEFAULT_RUNS = 12000
+DEFAULT_FLOOD_RUNS = 1000
+"""Issue 28's "a workspace that submits 1,000 runs at 6 am"; other sizes keep its share."""
+SMALL = (50, 600)
+SMOKE = (12, 40)
+"""Machines and runs of `--small` and `--smoke`: the default's 12 runs a machine at `--small`
+(so its cluster is oversubscribed too); a few runs at `--smoke`, which only checks it runs."""
 LIMIT_FACTOR = 2.0
 LIMIT_STEPS = tuple(int(h * 3600) for h in (0.5, 1, 2, 4, 8, 12, 24, 48, 72, 120, 168))
 """Time limits people type: 30 min, 1 h, 2 h, 4 h, 8 h, 12 h, 1, 2, 3, 5 and 7 days."""
-FLOOD_SHARE = 0.6
+FLOOD = "flood"
 FLOOD_SECONDS = 15 * 60.0
-STEADY = ("steady-1", "steady-2", "steady-3")
+STEADY = tuple(f"vc-{vc}" for vc, _machines in PHILLY_VCS)
 PRIORITY_SHARE = 0.03
 HIGH_PRIORITY = 100
 
@@ -173,42 +213,51 @@ def time_limit(duration: float) -> int:
 
 
 def draw_size(rng: random.Random) -> tuple[int, float]:
-    """GPUs and duration (seconds) of one run: a bucket by its share, a GPU count of the
-    bucket, a log-normal duration around the bucket's median."""
-    _bucket, _share, counts, median, sigma = rng.choices(SIZES, weights=[s[1] for s in SIZES])[0]
-    gpus = rng.choice(counts)
-    minutes = rng.lognormvariate(math.log(median), sigma)
-    return gpus, min(max(minutes * 60.0, SHORTEST_SECONDS), LONGEST_SECONDS)
+    """GPUs and duration (seconds) of one run, drawn apart as Gavel draws them from Philly's
+    distribution: `PHILLY_GPUS`, then `PHILLY_DURATIONS` (a log-uniform span of minutes)."""
+    gpus = rng.choices([g for g, _ in PHILLY_GPUS], weights=[w for _, w in PHILLY_GPUS])[0]
+    spans = [(low, high) for _share, low, high in PHILLY_DURATIONS]
+    low, high = rng.choices(spans, weights=[share for share, *_ in PHILLY_DURATIONS])[0]
+    return gpus, 60.0 * 10 ** rng.uniform(low, high)
 
 
-def workload(runs: int, machines: int, load: float, seed: int) -> list[Job]:
-    """`runs` runs: the flood's within its first `FLOOD_SECONDS`, the steady workspaces'
-    spread evenly at random over the window (Poisson arrivals). The window is the longest in
+def flood_default(runs: int) -> int:
+    """The flood's runs when not given: the issue's 1,000 of the default 12,000, in proportion."""
+    return round(runs * DEFAULT_FLOOD_RUNS / DEFAULT_RUNS)
+
+
+def workload(runs: int, machines: int, load: float, seed: int, flood: int) -> list[Job]:
+    """`runs` runs: `flood` of them the flood's, within its first `FLOOD_SECONDS`; the rest
+    the steady workspaces' (one per Philly virtual cluster, drawn in proportion to its size),
+    spread evenly at random over the window: Poisson arrivals. The window is the longest in
     which the runs ask `load` times the cluster's GPU-seconds: each run's GPUs x the part of
     its duration before the window ends (`asked_within`). With too few runs for that, the
     window where they ask the most."""
+    if not 0 <= flood <= runs:
+        raise ValueError(f"--flood-runs {flood}: must be from 0 to the {runs} runs")
     rng = random.Random(seed)  # noqa: S311 - a reproducible workload, not a secret
-    flood = int(runs * FLOOD_SHARE)
+    sizes = [machines for _vc, machines in PHILLY_VCS]
     drawn = []
     for i in range(runs):
         gpus, duration = draw_size(rng)
         steady = i >= flood
         at = rng.random()
+        workspace = rng.choices(STEADY, weights=sizes)[0] if steady else FLOOD
         priority = HIGH_PRIORITY if steady and rng.random() < PRIORITY_SHARE else 0
-        drawn.append((i, gpus, duration, steady, at, priority))
+        drawn.append((i, gpus, duration, workspace, at, priority))
 
     def jobs_in(window: float) -> list[Job]:
         return [
             Job(
                 f"r{i}",
-                STEADY[i % len(STEADY)] if steady else "flood",
-                at * (window if steady else FLOOD_SECONDS),
+                workspace,
+                at * (FLOOD_SECONDS if workspace == FLOOD else window),
                 gpus,
                 duration,
                 time_limit(duration),
                 priority,
             )
-            for i, gpus, duration, steady, at, priority in drawn
+            for i, gpus, duration, workspace, at, priority in drawn
         ]
 
     capacity = machines * GPUS_PER_MACHINE
@@ -256,6 +305,19 @@ class Agent:
 
 
 @dataclass
+class Span:
+    """One worker's hold on GPUs, as its simulated agent saw it: from the pass that assigned
+    it (the agent starts it at that same simulated instant) until the agent reported it gone.
+    Read from the agents, not the task rows: a preempted run placed again overwrites its row's
+    `assigned_at`, which would lose its first attempt's GPU-seconds and first placement."""
+
+    workspace: str
+    gpus: int
+    start: float
+    end: float | None = None
+
+
+@dataclass
 class Outcome:
     """One policy's figures."""
 
@@ -269,7 +331,7 @@ class Outcome:
     p95_wait_flood: float
     jain: float
     runs: int
-    ended: int
+    started: int
     preemptions: int
     stopped: int
     """Runs stopped by those preemptions (and started again from the beginning)."""
@@ -309,6 +371,12 @@ class Simulation:
         self.bodies = {name: machine_report(name, GPUS_PER_MACHINE) for name in self.agents}
         self.ends: list[tuple[float, str, str]] = []
         """(end, machine, task uid) of every worker running, soonest first."""
+        self.spans: dict[str, Span] = {}
+        """Every worker started, by task uid (a fresh uid per placement)."""
+        self.first_start: dict[str, float] = {}
+        """Run name -> when its first worker started: its wait ends there."""
+        self.submitted: dict[str, float] = {}
+        """Run name -> when it was stored: the pass tick its submission fell in."""
         self.passes = 0
 
     def at(self) -> float:
@@ -338,6 +406,7 @@ class Simulation:
             if uid not in wanted or wanted[uid].cancel:
                 del agent.running[uid]
                 agent.update(uid, "Cancelled", now, message="cancelled: no longer assigned")
+                self.spans[uid].end = self.at()
                 changed = True
         for uid, assignment in wanted.items():
             if uid in agent.running or assignment.cancel:
@@ -345,6 +414,8 @@ class Simulation:
             job = self.by_name[assignment.run]
             end = self.at() + job.duration
             agent.running[uid] = end
+            self.spans[uid] = Span(job.workspace, len(assignment.assigned_gpu_ids), self.at())
+            self.first_start.setdefault(job.name, self.at())
             heapq.heappush(self.ends, (end, agent.name, uid))
             agent.update(uid, "Running", now)
             changed = True
@@ -391,15 +462,10 @@ class Simulation:
             if uid in agent.running:  # not stopped meanwhile
                 del agent.running[uid]
                 agent.update(uid, "Succeeded", self.clock.now(), exit_code=0)
+                self.spans[uid].end = self.at()
                 due.add(machine)
         for name in sorted(due):
             await self.sync(self.agents[name])
-
-    def unfinished(self) -> int:
-        row = self.store.database.read_one(
-            "SELECT count(*) AS n FROM runs WHERE state NOT IN ('Succeeded', 'Failed', 'Cancelled')"
-        )
-        return int(row["n"]) if row else 0
 
     async def run(self) -> None:
         self.store.database.start_writer()
@@ -410,7 +476,7 @@ class Simulation:
 
     async def _replay(self) -> None:
         now = self.clock.now()
-        for workspace in ("flood", *STEADY):
+        for workspace in (FLOOD, *STEADY):
             self.store.workspaces.put(WorkspaceSpec(name=workspace), now)
         for agent in self.agents.values():
             self.records.ensure(agent.name, now)
@@ -422,6 +488,7 @@ class Simulation:
             while next_arrival < len(arrivals) and arrivals[next_arrival].submit <= self.at():
                 job = arrivals[next_arrival]
                 self.store.runs.submit(spec(job), job.workspace, self.clock.now())
+                self.submitted[job.name] = self.at()
                 next_arrival += 1
             await self.scheduler.run_pass()
             self.passes += 1
@@ -431,55 +498,39 @@ class Simulation:
                 upcoming.append(arrivals[next_arrival].submit)
             if self.ends:
                 upcoming.append(self.ends[0][0])
+            if next_arrival == len(arrivals) and len(self.first_start) == len(self.jobs):
+                return  # the window is over (it ends at the last submission): no figure changes
             if not upcoming:
-                if self.unfinished():
-                    raise RuntimeError(
-                        f"{self.policy.name}: {self.unfinished()} runs wait with nothing"
-                        " running and nothing left to submit"
-                    )
-                return
+                raise RuntimeError(
+                    f"{self.policy.name}: {len(self.jobs) - len(self.first_start)} runs wait"
+                    " with nothing running and nothing left to submit"
+                )
             step = max(min(upcoming) - self.at(), self.tick)
             self.clock.advance(math.ceil(step / self.tick) * self.tick)
 
     def measure(self, window: float, seconds: float) -> Outcome:
         """The figures over [START, START + window] (see the module's docstring)."""
-        database = self.store.database
-        end = START + timedelta(seconds=window)
         held: dict[str, float] = defaultdict(float)
-        for workspace, gpu_ids, assigned, ended in database.tuples(
-            "SELECT runs.workspace, tasks.gpu_ids, tasks.assigned_at, tasks.ended_at"
-            " FROM tasks JOIN runs ON runs.seq = tasks.run_seq"
-            " WHERE tasks.assigned_at IS NOT NULL"
-        ):
-            start_at = datetime.fromisoformat(assigned)
-            stop_at = datetime.fromisoformat(ended) if ended else end
-            span = (min(stop_at, end) - start_at).total_seconds()
-            if span > 0:
-                held[workspace] += len(json.loads(gpu_ids)) * span
+        for span in self.spans.values():
+            stop = window if span.end is None else min(span.end, window)
+            if stop > span.start:
+                held[span.workspace] += span.gpus * (stop - span.start)
         gpus = len(self.agents) * GPUS_PER_MACHINE
         waits: list[float] = []
         one_gpu: list[float] = []
         steady: list[float] = []
         flood: list[float] = []
-        for name, submitted, first in database.tuples(
-            "SELECT runs.name, runs.submitted_at, min(tasks.assigned_at) FROM runs"
-            " JOIN tasks ON tasks.run_seq = runs.seq GROUP BY runs.seq"
-        ):
-            if first is None:
-                continue
-            wait = (
-                datetime.fromisoformat(first) - datetime.fromisoformat(submitted)
-            ).total_seconds()
+        for job in self.jobs:
+            wait = self.first_start[job.name] - self.submitted[job.name]
             waits.append(wait)
-            job = self.by_name[name]
             if job.gpus == 1:
                 one_gpu.append(wait)
-            (flood if job.workspace == "flood" else steady).append(wait)
+            (flood if job.workspace == FLOOD else steady).append(wait)
         demand: dict[str, float] = defaultdict(float)
         for job in self.jobs:
             demand[job.workspace] += job.gpus * max(0.0, min(job.duration, window - job.submit))
         entitled = water_fill(demand, gpus * window)
-        preemptions, stopped = preemption_totals(database)
+        preemptions, stopped = preemption_totals(self.store.database)
         return Outcome(
             policy=self.policy.name,
             utilisation=sum(held.values()) / (gpus * window),
@@ -490,7 +541,7 @@ class Simulation:
             p95_wait_flood=percentile(flood, 0.95),
             jain=jain([held[w] / entitled[w] for w in entitled if entitled[w] > 0]),
             runs=len(self.jobs),
-            ended=len(self.jobs) - self.unfinished(),
+            started=len(self.first_start),
             preemptions=preemptions,
             stopped=stopped,
             passes=self.passes,
@@ -569,7 +620,7 @@ def table(outcomes: Sequence[Outcome | Policy]) -> str:
         ("p95 wait, steady workspaces' runs", lambda o: hours(o.p95_wait_steady)),
         ("p95 wait, the flood's runs", lambda o: hours(o.p95_wait_flood)),
         ("Jain's index (workspaces)", lambda o: f"{o.jain:.3f}"),
-        ("runs ended / submitted", lambda o: f"{o.ended} / {o.runs}"),
+        ("runs started / submitted", lambda o: f"{o.started} / {o.runs}"),
         ("preemptions (runs stopped)", lambda o: f"{o.preemptions} ({o.stopped})"),
         ("passes", lambda o: str(o.passes)),
         ("replay took", lambda o: f"{o.seconds:.0f} s"),
@@ -594,21 +645,30 @@ def load_average() -> str:
 
 
 def describe(jobs: Sequence[Job], machines: int) -> str:
+    """The workload in one paragraph: its size, load, mix of GPUs and durations, tenants."""
     window = max(job.submit for job in jobs)
     demand = asked_within(jobs, window)
     by_size: dict[str, int] = defaultdict(int)
     for job in jobs:
-        bucket = next(b for b, _s, counts, _m, _g in SIZES if job.gpus in counts)
+        bucket = next(b for b, low, high in BUCKETS if low <= job.gpus <= high)
         by_size[bucket] += 1
-    mix = ", ".join(f"{b} GPU: {by_size[b]}" for b, *_ in SIZES)
+    mix = ", ".join(f"{b} GPU: {by_size[b]}" for b, *_ in BUCKETS)
     gpus = machines * GPUS_PER_MACHINE
-    flood = sum(job.gpus for job in jobs if job.workspace == "flood")
+    flood = [job for job in jobs if job.workspace == FLOOD]
+    asked = sum(job.gpus for job in flood)
+    tenants: dict[str, int] = defaultdict(int)
+    for job in jobs:
+        tenants[job.workspace] += 1
+    per = ", ".join(f"{w} {tenants[w]}" for w in (FLOOD, *STEADY) if tenants[w])
+    urgent = sum(1 for job in jobs if job.priority > 0)
     return (
         f"{len(jobs)} runs on {machines} machines x {GPUS_PER_MACHINE} GPUs; submissions over"
         f" {hours(window)}; {demand / 3600:.0f} GPU-hours asked within it"
-        f" ({demand / (gpus * window):.2f}x its capacity); the flood asks"
-        f" {flood} GPUs at once ({flood / gpus:.1f}x the cluster); {mix};"
-        f" median duration {hours(statistics.median(j.duration for j in jobs))}"
+        f" ({demand / (gpus * window):.2f}x its capacity); the flood's {len(flood)} runs ask"
+        f" {asked} GPUs at once ({asked / gpus:.2f}x the cluster); {mix};"
+        f" median duration {hours(statistics.median(j.duration for j in jobs))}, mean"
+        f" {hours(statistics.fmean(j.duration for j in jobs))}; runs by workspace: {per};"
+        f" {urgent} of priority {HIGH_PRIORITY}"
     )
 
 
@@ -620,14 +680,26 @@ def replay(
 
 
 def run_all(args: argparse.Namespace) -> list[Outcome]:
-    """Every policy over the same workload, `args.jobs` at a time; the table at the end."""
+    """Every policy over each workload (one per `--flood-runs`), `args.jobs` at a time; a
+    table per workload."""
     machines, runs = args.machines, args.runs
     if args.small:
-        machines, runs = 50, 200
+        machines, runs = SMALL
     if args.smoke:
-        machines, runs = 12, 40
-    jobs = workload(runs, machines, args.load, args.seed)
+        machines, runs = SMOKE
+    outcomes: list[Outcome] = []
+    for flood in args.flood_runs or [flood_default(runs)]:
+        if not 0 <= flood <= runs:
+            raise SystemExit(f"--flood-runs {flood}: must be from 0 to the {runs} runs")
+        outcomes += run_workload(args, machines, runs, flood)
+    return outcomes
+
+
+def run_workload(args: argparse.Namespace, machines: int, runs: int, flood: int) -> list[Outcome]:
+    """Every policy over one workload; its table at the end."""
+    jobs = workload(runs, machines, args.load, args.seed, flood)
     window = max(job.submit for job in jobs)
+    print(f"\n## {flood} flood runs of {runs}\n", flush=True)
     print(describe(jobs, machines), flush=True)
     for policy in POLICIES:
         if not built(policy):
@@ -647,17 +719,21 @@ def run_all(args: argparse.Namespace) -> list[Outcome]:
     columns = [done.get(policy.name, policy) for policy in POLICIES]
     print()
     print(table(columns))
-    print(
-        f"\n{describe_machine()}, {args.jobs} replay(s) at a time",
-        flush=True,
-    )
+    print(f"\n{describe_machine()}, {args.jobs} replay(s) at a time", flush=True)
     return list(done.values())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--machines", type=int, default=1000)
-    parser.add_argument("--runs", type=int, default=6000)
+    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS)
+    parser.add_argument(
+        "--flood-runs",
+        type=int,
+        nargs="+",
+        help="the flood workspace's runs, one workload (and table) per value; default: the"
+        f" issue's {DEFAULT_FLOOD_RUNS} in {DEFAULT_RUNS} runs, the same share at other sizes",
+    )
     parser.add_argument(
         "--load", type=float, default=1.2, help="GPU-hours asked in the window / the cluster's"
     )
@@ -666,7 +742,7 @@ def main() -> None:
     parser.add_argument(
         "--tick", type=float, default=TICK, help="simulated seconds between passes, at least"
     )
-    parser.add_argument("--small", action="store_true", help="50 machines, 200 runs")
+    parser.add_argument("--small", action="store_true", help="50 machines, 600 runs")
     parser.add_argument(
         "--smoke", action="store_true", help="12 machines, 40 runs (the suite's check)"
     )

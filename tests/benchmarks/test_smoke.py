@@ -90,7 +90,7 @@ SMOKES = {
     "policy_sim": Smoke(
         "policy_sim.py",
         ("--smoke",),
-        (r"\| GPU utilisation \| [\d.]+% \|", r"\| runs ended / submitted \| 40 / 40 \|"),
+        (r"\| GPU utilisation \| [\d.]+% \|", r"\| runs started / submitted \| 40 / 40 \|"),
     ),
     "preemption_bench": Smoke(
         "preemption_bench.py",

@@ -1,10 +1,12 @@
 """The policy simulator (`benchmarks/policy_sim.py`) at a tiny size: every run is accounted
-for, the figures stay in their ranges, the workload is the same for every policy, and the
-switches it compares (`fair_share`, `backfill`) are settings an operator can give."""
+for, the figures stay in their ranges, the workload is the same for every policy and drawn from
+the published figures it names, and the switches it compares (`fair_share`, `backfill`) are
+settings an operator can give."""
 
 from __future__ import annotations
 
 import importlib.util
+import random
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -33,16 +35,20 @@ def _load() -> ModuleType:
 
 sim = _load()
 
-MACHINES = 6
+MACHINES = 2
 RUNS = 40
+FLOOD = 8
+"""Philly's runs are long (mean 16.8 h): 40 of them oversubscribe 2 machines, not more."""
+REPLAYED = 20
+"""Runs replayed once per policy: enough to queue on 2 machines, few enough to stay quick."""
 
 
 def test_the_workload_is_seeded_and_asks_the_load_given() -> None:
     """The same seed gives the same runs; the flood submits within its first minutes; the
     GPU-seconds asked within the window of submissions are the load asked for."""
-    jobs = sim.workload(RUNS, MACHINES, 1.5, seed=3)
-    assert jobs == sim.workload(RUNS, MACHINES, 1.5, seed=3)
-    assert jobs != sim.workload(RUNS, MACHINES, 1.5, seed=4)
+    jobs = sim.workload(RUNS, MACHINES, 1.5, seed=3, flood=FLOOD)
+    assert jobs == sim.workload(RUNS, MACHINES, 1.5, seed=3, flood=FLOOD)
+    assert jobs != sim.workload(RUNS, MACHINES, 1.5, seed=4, flood=FLOOD)
     assert len(jobs) == RUNS
     assert all(job.submit <= sim.FLOOD_SECONDS for job in jobs if job.workspace == "flood")
     window = max(job.submit for job in jobs)
@@ -52,6 +58,36 @@ def test_the_workload_is_seeded_and_asks_the_load_given() -> None:
         assert job.time_limit >= job.duration * sim.LIMIT_FACTOR or (
             job.time_limit == sim.LIMIT_STEPS[-1]
         )
+
+
+def test_the_workload_draws_from_the_published_figures() -> None:
+    """GPUs from Philly's counts (as Gavel samples them), durations in Gavel's 10**1.5 to 10**4
+    minutes, the steady runs spread over Philly's virtual clusters (the bigger ones more), and
+    the flood exactly `--flood-runs` runs."""
+    rng = random.Random(7)  # noqa: S311 - a reproducible draw, not a secret
+    draws = [sim.draw_size(rng) for _ in range(4000)]
+    assert {gpus for gpus, _ in draws} == {gpus for gpus, _share in sim.PHILLY_GPUS}
+    assert sum(1 for gpus, _ in draws if gpus == 1) / len(draws) == pytest.approx(0.70, abs=0.03)
+    assert all(60 * 10**1.5 <= duration <= 60 * 10**4 for _, duration in draws)
+    long = sum(1 for _, duration in draws if duration > 60 * 10**3) / len(draws)
+    assert long == pytest.approx(0.20, abs=0.03)
+    jobs = sim.workload(600, 50, 1.2, seed=7, flood=50)
+    by_workspace: dict[str, int] = {}
+    for job in jobs:
+        by_workspace[job.workspace] = by_workspace.get(job.workspace, 0) + 1
+    assert by_workspace.pop(sim.FLOOD) == 50
+    assert set(by_workspace) == set(sim.STEADY)
+    biggest, smallest = "vc-6214e9", "vc-103959"  # 64 and 8 machines
+    assert by_workspace[biggest] > 4 * by_workspace[smallest]
+
+
+def test_the_flood_is_a_parameter_with_the_issue_s_default() -> None:
+    """1,000 flood runs in the default 12,000, the same share at other sizes; more flood runs
+    than runs is refused naming the option."""
+    assert sim.flood_default(sim.DEFAULT_RUNS) == 1000
+    assert sim.flood_default(1200) == 100
+    with pytest.raises(ValueError, match=r"--flood-runs 41: must be from 0 to the 40 runs"):
+        sim.workload(RUNS, MACHINES, 1.5, seed=3, flood=41)
 
 
 def test_time_limits_round_up_to_steps_people_type() -> None:
@@ -72,17 +108,17 @@ def test_jain_and_water_filling() -> None:
 
 
 async def test_every_policy_accounts_for_every_run(tmp_path: Path) -> None:
-    """Each built policy replays the tiny workload to the end through the real scheduler:
-    every run ends, utilisation is a share, no wait is negative, Jain's index lies in
-    [1/n, 1]; the GPU-seconds received are what the task rows say."""
-    jobs = sim.workload(RUNS, MACHINES, 1.5, seed=5)
+    """Each built policy replays the tiny workload through the real scheduler until every run
+    has started: utilisation is a share, no wait is negative, Jain's index lies in [1/n, 1],
+    and the GPU-seconds received add up to the utilisation."""
+    jobs = sim.workload(REPLAYED, MACHINES, 1.5, seed=5, flood=FLOOD // 2)
     window = max(job.submit for job in jobs)
     workspaces = {job.workspace for job in jobs}
     for policy in sim.POLICIES:
         if not sim.built(policy):
             continue
         outcome = await sim.simulate(jobs, MACHINES, policy, window)
-        assert outcome.ended == outcome.runs == RUNS, policy.name
+        assert outcome.started == outcome.runs == REPLAYED, policy.name
         assert 0.0 < outcome.utilisation <= 1.0, policy.name
         assert min(outcome.mean_wait, outcome.p95_wait, outcome.p95_wait_1gpu) >= 0.0
         assert 1 / len(workspaces) <= outcome.jain <= 1.0 + 1e-9, policy.name
