@@ -160,13 +160,20 @@ def _best_class_group(
     """`_best_group` by class: the same group, judged from each class's machine and size.
     Room is summed as size × room, which equals the machines' sum only where room is whole
     (GPUs always are; cores may not be): otherwise the rung is judged machine by machine."""
-    tasks = option.tasks
+    each, tasks = option.gpus_each, option.tasks
+    stacks = evaluation.needs.stacks
+    free_gpus = evaluation.free_gpus
+    judged_of = classes.judged(option)
     sized: list[tuple[float, Key, list[tuple[Alike, Judged]]]] = []
     for key, alike in classes.of(rung).items():
+        # Counting free GPUs is cheap; judging classes is not: judge only groups that could.
+        roomy = [one for one in alike if free_gpus[one.machine] >= each]
+        if _class_bound(free_gpus, roomy, option, stacks) < tasks:
+            continue
         held, room = 0, 0.0
         fits: list[tuple[Alike, Judged]] = []
-        for one in alike:
-            judged = classes.judge(one, option)
+        for one in roomy:
+            judged = judged_of(one)
             if judged is not None:
                 held += judged.workers * one.size
                 room += judged.room * one.size
@@ -194,6 +201,17 @@ def _best_class_group(
         if free_gpus[i] >= each and evaluation.passes(i) and evaluation.cap(i) >= each
     ]
     return Choice(rung, option, _pick(evaluation, fits_now, option, rdma), key)
+
+
+def _class_bound(
+    free_gpus: Sequence[int], roomy: list[Alike], option: ShapeOption, stacks: bool
+) -> int:
+    """`_workers_bound` from the classes."""
+    if not stacks:
+        return sum(one.size for one in roomy)
+    if not option.gpus_each:
+        return option.tasks if roomy else 0
+    return sum(free_gpus[one.machine] // option.gpus_each * one.size for one in roomy)
 
 
 def _best_score(

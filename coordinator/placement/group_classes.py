@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import weakref
 from bisect import bisect_left
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
@@ -63,6 +63,9 @@ class Judged(NamedTuple):
 RungClasses = dict[ladder.Key, list[Alike]]
 """Each group's classes; a group with no machine left in it is left out."""
 
+_UNSEEN = Judged(-1, -1.0)
+"""Marks a class not judged yet (None is a judgement: it takes no worker)."""
+
 _CHUNK = 512
 """Kept lists are compared a chunk at a time (in C); only a chunk that differs is walked."""
 
@@ -73,7 +76,7 @@ class Classes:
     def __init__(self, evaluation: RunEvaluation) -> None:
         self._evaluation = evaluation
         self._left_out: tuple[frozenset[int], set[int]] | None = None
-        self._judged: dict[tuple[Hashable, ShapeOption], Judged | None] = {}
+        self._judged: dict[ShapeOption, dict[Hashable, Judged | None]] = {}
         self._scores: dict[tuple[Hashable, int, bool], int] = {}
         self._version: _Version | None = None
         self._rungs: dict[str, RungClasses] = {}
@@ -89,9 +92,9 @@ class Classes:
         needs = evaluation.needs
         if self._version is None:
             self._version = _synced(evaluation)
-        composition = _composition(self._version, evaluation, rung)
-        if not composition:
-            return {}
+        every = _rung(self._version, evaluation, rung).classes
+        if not every:
+            return every
         rejected, apart = self._left_out_now()
         # Each group's left-out machines, by free kind: what its classes count less.
         members, free_kinds = evaluation.cluster.members, evaluation.free_kinds
@@ -100,14 +103,13 @@ class Classes:
             key = ladder.group_key(rung, needs, members[i])
             if key is not None:
                 out.setdefault(key, {}).setdefault(free_kinds[i], set()).add(i)
-        found: RungClasses = {}
-        for key, by_kind in composition.items():
-            removed = out.get(key)
-            if removed is None:
-                found[key] = [Alike(same[0], len(same), kind) for kind, same in by_kind.items()]
-                continue
+        if not out:
+            return every
+        composition = _rung(self._version, evaluation, rung).composition
+        found = dict(every)
+        for key, removed in out.items():
             classes = []
-            for kind, same in by_kind.items():
+            for kind, same in composition[key].items():
                 gone = removed.get(kind, ())
                 kept = len(same) - len(gone)
                 if kept:
@@ -118,19 +120,29 @@ class Classes:
             )
             if classes:
                 found[key] = classes
+            else:
+                del found[key]
         return found
 
-    def judge(self, one: Alike, option: ShapeOption) -> Judged | None:
-        """What each machine of the class gives `option`; None when none can take a worker
-        (fewer free GPUs than a worker's, or a filter rejects it)."""
-        if one.kind is None:
-            return self._judge(one.machine, option)
-        key = (one.kind, option)
-        if key not in self._judged:
-            self._judged[key] = self._judge(one.machine, option)
-        return self._judged[key]
+    def judged(self, option: ShapeOption) -> Callable[[Alike], Judged | None]:
+        """`judge` for one shape: what each machine of a class gives it."""
+        known = self._judged.setdefault(option, {})
+        judge = self._judge
+
+        def judged(one: Alike) -> Judged | None:
+            kind = one.kind
+            if kind is None:
+                return judge(one.machine, option)
+            found = known.get(kind, _UNSEEN)
+            if found is _UNSEEN:
+                found = known[kind] = judge(one.machine, option)
+            return found
+
+        return judged
 
     def _judge(self, i: int, option: ShapeOption) -> Judged | None:
+        """What machine `i` gives `option`; None when it can take no worker of it (fewer free
+        GPUs than a worker's, or a filter rejects it)."""
         evaluation, each = self._evaluation, option.gpus_each
         if evaluation.free_gpus[i] < each or not evaluation.passes(i) or evaluation.cap(i) < each:
             return None
@@ -262,6 +274,8 @@ class _Rung(NamedTuple):
     needs: Needs
     """A run's needs that group machines as the rung's key says (by `keep_within` and link)."""
     composition: Composition
+    classes: RungClasses
+    """The composition as classes, none left out: what a run's classes start from."""
 
 
 class _Version(NamedTuple):
@@ -301,7 +315,7 @@ def _synced(evaluation: RunEvaluation) -> _Version:
     return version
 
 
-def _composition(version: _Version, evaluation: RunEvaluation, rung: ladder.Rung) -> Composition:
+def _rung(version: _Version, evaluation: RunEvaluation, rung: ladder.Rung) -> _Rung:
     """The rung's groups by free kind in `version` (synced with the evaluation), made on first
     use."""
     needs = evaluation.needs
@@ -311,8 +325,13 @@ def _composition(version: _Version, evaluation: RunEvaluation, rung: ladder.Rung
         groups = evaluation.cluster.groups(rung, needs)
         kinds = version.kinds
         composition = {group: _by_kind(same, kinds) for group, same in groups.items() if same}
-        version.rungs[key] = found = _Rung(rung, needs, composition)
-    return found.composition
+        classes = {group: _classes(by_kind) for group, by_kind in composition.items()}
+        version.rungs[key] = found = _Rung(rung, needs, composition, classes)
+    return found
+
+
+def _classes(by_kind: ByKind) -> list[Alike]:
+    return [Alike(same[0], len(same), kind) for kind, same in by_kind.items()]
 
 
 def _by_kind(machines: list[int], kinds: Sequence[Hashable]) -> ByKind:
@@ -346,7 +365,7 @@ def _moved(
 ) -> _Rung:
     """The rung's groups with the changed machines moved to their new free kind: a new
     dictionary, its changed groups copied, so a search reading the old one is not disturbed."""
-    rung, needs, composition = entry
+    rung, needs, composition, classes = entry
     moved = dict(composition)
     copied: set[ladder.Key] = set()
     for i in changed:
@@ -370,7 +389,10 @@ def _moved(
         else:
             k = bisect_left(same, i)
             by_kind[new[i]] = [*same[:k], i, *same[k:]]
-    return _Rung(rung, needs, moved)
+    now = dict(classes)
+    for group in copied:
+        now[group] = _classes(moved[group])
+    return _Rung(rung, needs, moved, now)
 
 
 Owner = TypeVar("Owner")
