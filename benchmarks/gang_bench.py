@@ -34,17 +34,26 @@ from astraeus.coordinator.placement import (
     Placement,
     PlacementSession,
     gang,
+    survivors,
 )
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.testing.fake_cluster import gpus, machine, run
 
 PLAIN_GANG: dict[str, object] = {"gpu_requests": {"count": 64}}
 """The coordinator benchmark's gang: 64 GPUs, nothing else asked."""
+NEVER: dict[str, object] = {"gpu_requests": {"count": 16, "min_per_machine": 16}}
+"""The coordinator benchmark's run no machine can take (16 GPUs on one machine of 8)."""
 
-SEARCHES: dict[str, Callable[..., gang.Choice | None]] = {
-    "by class": gang.search,
-    "machine by machine": gang.reference_search,
+SEARCHES: dict[str, tuple[Callable[..., object], Callable[..., object]]] = {
+    "by class": (gang.search, survivors._eligible),
+    "machine by machine": (gang.reference_search, survivors.eligible_by_machine),
 }
+"""The gang search, and the machines no filter rejects as a waiting run's explanation counts
+them (by site), each way."""
+
+
+def use(way: str) -> None:
+    gang.search, survivors._eligible = SEARCHES[way]  # type: ignore[assignment]
 
 
 def idle_racks(size: int) -> ClusterSnapshot:
@@ -93,19 +102,19 @@ def bench(
     gc.freeze()
     for label, ask, want in asks:
         answers = []
-        for search in SEARCHES.values():
-            gang.search = search  # type: ignore[assignment]
+        for way in SEARCHES:
+            use(way)
             answers.append(answer(live, ask))
         if answers[0] != answers[1]:
             raise SystemExit(f"{label}: the searches disagree: {answers}")
         figures: dict[str, list[float]] = {way: [] for way in SEARCHES}
         for _ in range(3):
-            for way, search in SEARCHES.items():
-                gang.search = search  # type: ignore[assignment]
+            for way in SEARCHES:
+                use(way)
                 figures[way].append(
                     median_ms(lambda a=ask, w=want: dry(live, fresh, a, w), samples)
                 )
-        gang.search = SEARCHES["by class"]  # type: ignore[assignment]
+        use("by class")
         for way, runs in figures.items():
             shown = ", ".join(f"{figure:.2f}" for figure in runs)
             print(
@@ -135,7 +144,10 @@ def main() -> None:
         bench(
             "coordinator benchmark's cluster (idle, racks of 32)",
             idle_racks(size),
-            [("64-GPU gang dry run", PLAIN_GANG, Placement)],
+            [
+                ("64-GPU gang dry run", PLAIN_GANG, Placement),
+                ("unplaceable (16 GPUs on one), grouped", NEVER, Pending),
+            ],
             args.samples,
         )
         bench(

@@ -172,6 +172,21 @@ class Classes:
         return self._left_out
 
 
+def eligible_by_site(evaluation: RunEvaluation) -> dict[str, list[Alike]]:
+    """`RunEvaluation.eligible` by class: each site's classes of machines no filter rejects,
+    for a run without `keep_within` nor pinned GPUs (the last rung groups its machines by site
+    alone, and its verdicts are each free kind's)."""
+    needs = evaluation.needs
+    if needs.keep_within is not None or needs.gpu_requests.ids:
+        raise ValueError("only a run without keep_within nor pinned GPUs is judged by class")
+    classes = Classes(evaluation).of(ladder.RUNGS[-1])
+    passes = evaluation.passes
+    found = {
+        key[0]: [one for one in alike if passes(one.machine)] for key, alike in classes.items()
+    }
+    return {site: alike for site, alike in found.items() if alike}
+
+
 def _special(cluster: Cluster) -> frozenset[int]:
     """Machines whose score has a term of their own, not of their free kind: CPU pressure, an
     RDMA port at risk, a reservation for labels (drives: a run mounting any is searched machine

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.placement import Placement, PlacementSession, gang, ladder
+from astraeus.coordinator.placement import Placement, PlacementSession, gang, ladder, survivors
+from astraeus.coordinator.placement.evaluation import RunEvaluation
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.placement.model import ClusterSnapshot, MachineSnapshot, Reservation
 from astraeus.coordinator.placement.needs import Needs
@@ -94,7 +95,9 @@ def gang_asks(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def compare(session: PlacementSession, ask: dict[str, Any], held: frozenset[str]) -> None:
-    """The class search and the search machine by machine agree, now and on the idle cluster."""
+    """The class search and the search machine by machine agree, now and on the idle cluster;
+    so do the machines no filter rejects, counted by class and one by one, with their GPUs
+    and workers (what an explanation tells a run short of room)."""
     needs = Needs(run(RUN[1], ask=ask))
     rungs = ladder.allowed_rungs(needs)
     prepared = session._prepare(needs, NOW, held)
@@ -103,6 +106,26 @@ def compare(session: PlacementSession, ask: dict[str, Any], held: frozenset[str]
     assert gang.search(current, rungs, index) == gang.reference_search(current, rungs, index)
     idle = session._idle_evaluation(prepared)
     assert gang.search(idle, rungs) == gang.reference_search(idle, rungs)
+    if needs.keep_within is None:
+        for evaluation in (current, idle):
+            by_class = by_site(evaluation, survivors._eligible(evaluation))
+            assert by_class == by_site(evaluation, survivors.eligible_by_machine(evaluation))
+
+
+def by_site(
+    evaluation: RunEvaluation, eligible: list[tuple[str, int, int]]
+) -> dict[str, tuple[int, int, list[int]]]:
+    """Each site's machines, their GPUs, and the workers of each shape they could take."""
+    found: dict[str, tuple[int, int, list[int]]] = {}
+    for site, i, alike in eligible:
+        machines, gpus, workers = found.get(site, (0, 0, [0] * len(evaluation.options)))
+        slots = [evaluation.slots(i, option) * alike for option in evaluation.options]
+        found[site] = (
+            machines + alike,
+            gpus + evaluation.cap(i) * alike,
+            [had + more for had, more in zip(workers, slots, strict=True)],
+        )
+    return found
 
 
 ONE_GPU = {"gpu_requests": {"count": 1}, "per_gpu": {"cpu_cores": 4}}
