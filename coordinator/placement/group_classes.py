@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -75,7 +76,7 @@ class Classes:
 
     def __init__(self, evaluation: RunEvaluation) -> None:
         self._evaluation = evaluation
-        self._left_out: tuple[frozenset[int], set[int]] | None = None
+        self._left_out: tuple[Sequence[int], set[int]] | None = None
         self._judged: dict[ShapeOption, dict[Hashable, Judged | None]] = {}
         self._scores: dict[tuple[Hashable, int, bool], int] = {}
         self._version: _Version | None = None
@@ -158,7 +159,7 @@ class Classes:
             self._scores[key] = self._evaluation.score(one.machine, gpus, rdma)
         return self._scores[key]
 
-    def _left_out_now(self) -> tuple[frozenset[int], set[int]]:
+    def _left_out_now(self) -> tuple[Sequence[int], set[int]]:
         """(machines a static filter rejects, machines that stand apart)."""
         if self._left_out is None:
             evaluation = self._evaluation
@@ -215,13 +216,14 @@ def _held(evaluation: RunEvaluation) -> Iterator[int]:
 
 @dataclass(frozen=True)
 class _Rejected:
-    rejected: frozenset[int]
-    """Machines a static filter rejects."""
-    unknown: frozenset[int]
+    rejected: array[int]
+    """Machines a static filter rejects (compact: a frame keeps up to 256 asks' verdicts, and
+    in a workspace with pools most machines may be rejected)."""
+    unknown: array[int]
     """Machines held for a run ahead when this was made: their own verdict was not read."""
 
 
-def _static(evaluation: RunEvaluation) -> tuple[frozenset[int], frozenset[int]]:
+def _static(evaluation: RunEvaluation) -> tuple[Sequence[int], Sequence[int]]:
     """The machines the run's static filters reject, read once per static verdict set (what
     `RunEvaluation.passes` reads, so both always agree)."""
     prepared = evaluation.prepared
@@ -235,7 +237,7 @@ def _static(evaluation: RunEvaluation) -> tuple[frozenset[int], frozenset[int]]:
                 unknown.append(i)
             elif prepared.early(i) is not None or prepared.late(i) is not None:
                 rejected.append(i)
-        known = _Rejected(frozenset(rejected), frozenset(unknown))
+        known = _Rejected(array("l", rejected), array("l", unknown))
         _REJECTED.put(shared, known)
     return known.rejected, known.unknown
 
@@ -322,7 +324,8 @@ def _synced(evaluation: RunEvaluation) -> _Version:
         else:
             moved = {
                 key: _moved(entry, cluster, version.kinds, kinds, changed)
-                for key, entry in version.rungs.items()
+                # Copied in one step (in C): another thread may add a rung to this version.
+                for key, entry in list(version.rungs.items())
             }
             version = _Version(list(kinds), moved)
     with _LOCK:
