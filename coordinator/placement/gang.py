@@ -8,7 +8,7 @@ as many workers as they have room for."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from astraeus.shared import Spread
@@ -187,11 +187,20 @@ def _best_class_group(
         return None
     least = min(room for room, _key, _fits in sized)
     rdma = rung.rdma
-    ranked = [
-        (-_best_score(classes, fits, option, rdma), key)
-        for room, key, fits in sized
-        if room == least
-    ]
+    # Groups made of the same classes score the same: each such make-up is scored once.
+    scored: dict[tuple[tuple[Hashable, int], ...], int] = {}
+    ranked = []
+    for room, key, fits in sized:
+        if room != least:
+            continue
+        plain = all(one.kind is not None for one, _judged in fits)
+        makeup = tuple((one.kind, one.size) for one, _judged in fits) if plain else None
+        score = scored.get(makeup) if makeup is not None else None
+        if score is None:
+            score = _best_score(classes, fits, option, rdma)
+            if makeup is not None:
+                scored[makeup] = score
+        ranked.append((-score, key))
     _score, key = min(ranked)
     each, free_gpus = option.gpus_each, evaluation.free_gpus
     members = evaluation.cluster.groups(rung, evaluation.needs)[key]
