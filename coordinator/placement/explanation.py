@@ -60,9 +60,12 @@ def pending(
         if unheld is not None:
             found = _unheld(found, shown, unheld)
         rejections = [rejection or survivor(i) for i, rejection in zip(shown, found, strict=True)]
-    up = [facts[i].up for i in shown]
+    every = len(shown) == len(names)
+    # Shown in name order: every machine shown is the cluster's lists as they are.
+    up = [one.up for one in facts] if every else [facts[i].up for i in shown]
     closest = _closest(current, idle, shown, rejections) if wanted else None
-    verdicts = Verdicts([names[i] for i in shown], up, rejections, closest, evaluated_at)
+    checked = list(names) if every else [names[i] for i in shown]
+    verdicts = Verdicts(checked, up, rejections, closest, evaluated_at)
     pools = current.needs.run.pools
     if waits_for is not None:
         text, kind = waits_for, ReasonKind.WAITS_FOR_NETWORK

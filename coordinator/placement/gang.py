@@ -8,7 +8,7 @@ as many workers as they have room for."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from astraeus.shared import Spread
@@ -16,6 +16,7 @@ from astraeus.shared import Spread
 from . import single
 from .cache.free_index import FreeIndex
 from .evaluation import RunEvaluation
+from .group_classes import Alike, Classes, Judged
 from .ladder import RUNGS, Key, Member, Rung
 from .shape import ShapeOption
 
@@ -37,8 +38,24 @@ def search(
     index: FreeIndex | None = None,
 ) -> Choice | None:
     """The first rung, tightest first, where some group holds one of the shapes. With `index`
-    (current free capacity) a single worker is found without checking every machine."""
+    (current free capacity) a single worker is found without checking every machine; groups
+    are judged by their classes of alike machines (`group_classes.py`)."""
+    return _search(evaluation, rungs, index, alike=_by_class(evaluation))
+
+
+def reference_search(
+    evaluation: RunEvaluation, rungs: Sequence[Rung], index: FreeIndex | None = None
+) -> Choice | None:
+    """`search` judging every group machine by machine: what the class search must equal
+    (its property test calls this; nothing on the placement path does)."""
+    return _search(evaluation, rungs, index, alike=False)
+
+
+def _search(
+    evaluation: RunEvaluation, rungs: Sequence[Rung], index: FreeIndex | None, *, alike: bool
+) -> Choice | None:
     stacks = evaluation.needs.stacks
+    classes = Classes(evaluation) if alike else None
     for rung in rungs:
         for option in evaluation.options:
             if rung.single != (option.tasks == 1) and not (rung.single and stacks):
@@ -49,12 +66,24 @@ def search(
                 best = _stacked_single(evaluation, option)
             elif rung.single:
                 best = _single(evaluation, option, index)
+            elif classes is not None:
+                best = _best_class_group(classes, evaluation, rung, option)
             else:
                 groups = evaluation.cluster.groups(rung, evaluation.needs)
                 best = _best_group(evaluation, rung, groups, option)
             if best is not None:
                 return best
     return None
+
+
+def _by_class(evaluation: RunEvaluation) -> bool:
+    """Whether groups may be judged by class: not when a run spreads one worker per rack or
+    fabric (which machine of a class goes where matters), mounts drives (drive terms are each
+    machine's own) or pins GPUs."""
+    needs = evaluation.needs
+    if needs.spread in (Spread.RACK, Spread.FABRIC):
+        return False
+    return not needs.ask.drives and not needs.gpu_requests.ids
 
 
 def _single(
@@ -123,6 +152,94 @@ def _best_group(
             ranked.append((-score, key, picked))
     _score, key, picked = min(ranked)
     return Choice(rung, option, picked, key)
+
+
+def _best_class_group(
+    classes: Classes, evaluation: RunEvaluation, rung: Rung, option: ShapeOption
+) -> Choice | None:
+    """`_best_group` by class: the same group, judged from each class's machine and size.
+    Room is summed as size × room, which equals the machines' sum only where room is whole
+    (GPUs always are; cores may not be): otherwise the rung is judged machine by machine."""
+    each, tasks = option.gpus_each, option.tasks
+    stacks = evaluation.needs.stacks
+    free_gpus = evaluation.free_gpus
+    judged_of = classes.judged(option)
+    sized: list[tuple[float, Key, list[tuple[Alike, Judged]]]] = []
+    for key, alike in classes.of(rung).items():
+        # Counting free GPUs is cheap; judging classes is not: judge only groups that could.
+        roomy = [one for one in alike if free_gpus[one.machine] >= each]
+        if _class_bound(free_gpus, roomy, option, stacks) < tasks:
+            continue
+        held, room = 0, 0.0
+        fits: list[tuple[Alike, Judged]] = []
+        for one in roomy:
+            judged = judged_of(one)
+            if judged is not None:
+                held += judged.workers * one.size
+                room += judged.room * one.size
+                fits.append((one, judged))
+                if not float(judged.room).is_integer():
+                    groups = evaluation.cluster.groups(rung, evaluation.needs)
+                    return _best_group(evaluation, rung, groups, option)
+        if held >= tasks:
+            sized.append((room - _used(evaluation, option), key, fits))
+    if not sized:
+        return None
+    least = min(room for room, _key, _fits in sized)
+    rdma = rung.rdma
+    # Groups made of the same classes score the same: each such make-up is scored once.
+    scored: dict[tuple[tuple[Hashable, int], ...], int] = {}
+    ranked = []
+    for room, key, fits in sized:
+        if room != least:
+            continue
+        plain = all(one.kind is not None for one, _judged in fits)
+        makeup = tuple((one.kind, one.size) for one, _judged in fits) if plain else None
+        score = scored.get(makeup) if makeup is not None else None
+        if score is None:
+            score = _best_score(classes, fits, option, rdma)
+            if makeup is not None:
+                scored[makeup] = score
+        ranked.append((-score, key))
+    _score, key = min(ranked)
+    each, free_gpus = option.gpus_each, evaluation.free_gpus
+    members = evaluation.cluster.groups(rung, evaluation.needs)[key]
+    fits_now = [
+        i
+        for i in members
+        if free_gpus[i] >= each and evaluation.passes(i) and evaluation.cap(i) >= each
+    ]
+    return Choice(rung, option, _pick(evaluation, fits_now, option, rdma), key)
+
+
+def _class_bound(
+    free_gpus: Sequence[int], roomy: list[Alike], option: ShapeOption, stacks: bool
+) -> int:
+    """`_workers_bound` from the classes."""
+    if not stacks:
+        return sum(one.size for one in roomy)
+    if not option.gpus_each:
+        return option.tasks if roomy else 0
+    return sum(free_gpus[one.machine] // option.gpus_each * one.size for one in roomy)
+
+
+def _best_score(
+    classes: Classes, fits: list[tuple[Alike, Judged]], option: ShapeOption, rdma: bool
+) -> int:
+    """What `_pick`'s machines score together, from the classes: the best classes first, each
+    taking its machines' workers (machines tied on score give the same sum in any order)."""
+    left, total = option.tasks, 0
+    scored = sorted(
+        ((classes.score(one, option.gpus_each, rdma), one, judged) for one, judged in fits),
+        key=lambda found: -found[0],
+    )
+    for score, one, judged in scored:
+        taken = min(judged.workers * one.size, left)
+        total += score * taken
+        left -= taken
+        if not left:
+            break
+    return total
 
 
 def _workers_bound(

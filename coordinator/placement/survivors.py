@@ -8,6 +8,7 @@ from collections import defaultdict
 from astraeus.shared import Interconnect, Spread, reasons
 from astraeus.shared.reasons import RejectionCode
 
+from . import group_classes
 from .evaluation import RunEvaluation
 from .explanation import Survivor
 from .filters import topology
@@ -28,14 +29,19 @@ def gang_rejection(
     (`_without_imex`)."""
     text, code, need = _text(evaluation, shape)
     imex = topology.wants_domain(evaluation.needs)
+    # Rejections are frozen: machines with as much room free share one (there may be 50,000).
+    made: dict[float, Rejection] = {}
 
     def survivor(i: int) -> Rejection:
         if imex and _without_imex(evaluation, idle or evaluation, i):
             return topology.no_imex()
         have = evaluation.room_free(i) if evaluation.needs.gpus else 1
-        return Rejection(
-            filter=topology.NAME, reason=text, room=could_fit, need=need, have=have, code=code
-        )
+        found = made.get(have)
+        if found is None:
+            found = made[have] = Rejection(
+                filter=topology.NAME, reason=text, room=could_fit, need=need, have=have, code=code
+            )
+        return found
 
     return survivor
 
@@ -79,26 +85,43 @@ def _room_text(
     when they may share one), each first checked against one site."""
     gpus: dict[str, int] = defaultdict(int)
     workers: dict[str, int] = defaultdict(int)
-    for i in evaluation.eligible:
-        site = evaluation.cluster.facts[i].site
-        gpus[site] += evaluation.cap(i) if evaluation.needs.gpus else 0
-        workers[site] += evaluation.slots(i, option)
+    eligible = _eligible(evaluation)
+    for site, i, alike in eligible:
+        gpus[site] += evaluation.cap(i) * alike if evaluation.needs.gpus else 0
+        workers[site] += evaluation.slots(i, option) * alike
     if evaluation.needs.gpus:
         text = _short_of(gpus, need, "GPUs")
         if text is not None:
             return text, RejectionCode.SPANS_SITES
         if sum(gpus.values()) < need:
-            text = topology.no_room(need, sum(gpus.values()), len(evaluation.eligible))
+            machines = sum(alike for _site, _i, alike in eligible)
+            text = topology.no_room(need, sum(gpus.values()), machines)
             return text, RejectionCode.WHOLE_RUN_DOES_NOT_FIT
     unit = "workers" if evaluation.needs.stacks else "machines"
     text = _short_of(workers, option.tasks, unit)
     if text is not None:
         return text, RejectionCode.SPANS_SITES
     if sum(workers.values()) < option.tasks:
-        text = _few_workers(evaluation, option, sum(workers.values()))
+        text = _few_workers(evaluation, option, sum(workers.values()), eligible)
     else:
         text = _few_domains(evaluation, option)
     return text, RejectionCode.WHOLE_RUN_DOES_NOT_FIT
+
+
+def _eligible(evaluation: RunEvaluation) -> list[tuple[str, int, int]]:
+    """(site, machine, how many machines it stands for) for the machines no filter rejects:
+    by class of alike machines (`group_classes.eligible_by_site`), one by one for pinned
+    GPUs. Called for runs without `keep_within` only."""
+    if evaluation.needs.gpu_requests.ids:
+        return eligible_by_machine(evaluation)
+    by_site = group_classes.eligible_by_site(evaluation)
+    return [(site, one.machine, one.size) for site, alike in by_site.items() for one in alike]
+
+
+def eligible_by_machine(evaluation: RunEvaluation) -> list[tuple[str, int, int]]:
+    """`_eligible` machine by machine: what the classes must add up to (tested)."""
+    facts = evaluation.cluster.facts
+    return [(facts[i].site, i, 1) for i in evaluation.eligible]
 
 
 def _explained(evaluation: RunEvaluation) -> ShapeOption:
@@ -119,8 +142,10 @@ def _short_of(by_site: dict[str, int], need: int, unit: str) -> str | None:
     return None
 
 
-def _few_workers(evaluation: RunEvaluation, option: ShapeOption, held: int) -> str:
-    machines = len([i for i in evaluation.eligible if evaluation.slots(i, option)])
+def _few_workers(
+    evaluation: RunEvaluation, option: ShapeOption, held: int, eligible: list[tuple[str, int, int]]
+) -> str:
+    machines = sum(alike for _site, i, alike in eligible if evaluation.slots(i, option))
     if evaluation.needs.stacks:
         return topology.too_few_workers(option.tasks, option.gpus_each, held, machines)
     return topology.too_few_machines(option.tasks, option.gpus_each, machines)

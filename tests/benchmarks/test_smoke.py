@@ -71,6 +71,11 @@ SMOKES = {
         ("--sizes", "20", "--repeat", "1", "--submissions", "2", "--skip-throughput"),
         (r"done \(load",),
     ),
+    "gang_bench": Smoke(
+        "gang_bench.py",
+        ("--smoke",),
+        (r"64-GPU gang dry run\s+by class\s+median\s+[\d.]+ ms",),
+    ),
     "overload_bench": Smoke(
         "overload_bench.py", ("--smoke",), (r"median of 1: accepted [\d.]+/s, p99 \d+ ms",)
     ),
@@ -122,6 +127,7 @@ NEVER = (" WARNING ", "ignored: access labels are set by admins")
 
 QUICK = {
     "cli_imports",
+    "gang_bench",
     "placement_bench",
     "slurm_peer",
     "policy_sim",
