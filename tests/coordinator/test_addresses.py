@@ -93,7 +93,9 @@ async def test_a_machine_without_an_address_is_flagged(fake_cluster: Cluster) ->
     await c.report("gpu-01", advertise_address=None)
     machine = (await _machines(c))["gpu-01"]
     assert (machine["address"], machine["site"]) == (None, None)
-    assert state_text(MachineView.model_validate(machine)) == "Up, no address"
+    assert (
+        state_text(MachineView.model_validate(machine).model_dump(mode="json")) == "Up, no address"
+    )
     await c.submit("vision", "lead", gpus=1)
     await c.run_pass()
     reply = await c.report("gpu-01", advertise_address=None)
