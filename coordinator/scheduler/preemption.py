@@ -2,14 +2,17 @@
 
 The engine is asked "would it fit if these runs were gone" over the pass's snapshot with the
 candidate victims' holdings removed (machine by machine, so the trial state is updated only
-where they ran), with what the pass placed so far taken again. Victims are added in cost order
-(lowest priority first, then fewest GPUs, then most recently started) until the run fits (the
-fewest such: prefixes doubling, then bisection); those with no task on the machines it would
-then use are dropped (the run goes to one machine or one group of the rung it uses, and the
-cheapest prefix may reach far beyond it), and then each one the run fits without is dropped,
-the costliest first. Runs already stopping for an earlier preemption (`leaving`)
-count as gone for the run they stop for: it preempts nothing more while it fits once they are
-gone, and holds their machines meanwhile.
+where they ran), with what the pass placed so far taken again. The candidates are the runs
+with a task on a machine the run may use (one of the groups of the rungs its rules allow, or
+one with GPUs enough to take it alone): stopping any other gives it nothing. Victims are added
+in cost order (lowest priority first, then fewest GPUs, then most recently started) until the
+run fits (the fewest such: prefixes doubling, then bisection); those with no task on the
+machines it would then use are dropped (the run goes to one machine or one group of the rung
+it uses, and the cheapest prefix may reach beyond it), and then each one the run fits without
+is dropped, the costliest first. Runs already stopping for an earlier preemption (`leaving`)
+count as gone: the run they stop for preempts nothing more while it fits once they are gone,
+and holds their machines meanwhile; another run that fits once they are gone stops nothing
+(it would stop a run for nothing).
 
 Never victims: runs marked `preemptible: false`, runs of equal or higher priority, arrays
 (their elements are not requeued whole), runs already stopping, and runs within their
@@ -21,14 +24,17 @@ Reclaim (issue 28.2) is the same search with other victims: a run of a workspace
 guarantee, which would stay within it, may stop runs of other workspaces beyond their own
 guarantees whatever their priority.
 
-Speed (at 5,000 machines an engine trial is tens of milliseconds, and a 64-GPU gang's search
-asked it two dozen times): a trial is asked of the engine only when an upper bound of the GPUs
-it could give the run reaches what the run asks (`_Room`: the free GPUs off the held machines,
-those this pass placed taken off, plus what the runs gone would give back; one machine's for a
-run kept within one). A trial the bound rules out is one the engine would refuse, so the search
-goes the same way and chooses the same victims as when every trial asks the engine (the tests
-compare the two over random clusters); a search every candidate together cannot serve ends
-before its first trial. The candidates are sorted by cost once a pass, not once a search.
+Speed (at 5,000 machines an engine trial is tens to hundreds of milliseconds, and a 64-GPU
+gang's search asked for two dozen): a trial is asked of the engine only when an upper bound of
+the GPUs it could give the run reaches what the run asks (`_Room`: on one machine, or in one
+group the run may span, the free GPUs off the held machines, those this pass placed taken off,
+plus what the runs gone would give back). A trial the bound rules out is one the engine would
+refuse, so the search goes the same way and chooses the same victims as when every trial asks
+the engine (`tests/coordinator/test_preemption_search.py` compares the two over random
+clusters); a search all candidates together cannot serve ends before its first trial. The
+candidates are sorted by cost once a pass; a trial's machines with runs gone are made once a
+pass (`without`'s `made`), so the trials' live state reads again only the machines where the
+runs gone differ from the last trial's.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from astraeus.coordinator.placement import (
     PlacementSession,
     RunRequest,
     ladder,
+    shape,
 )
 from astraeus.coordinator.placement.live import LiveState
 from astraeus.coordinator.placement.needs import Needs
@@ -122,8 +129,14 @@ class Preemption:
     """How many GPUs of each machine are free, less those `taken` placed (its first
     `_counted`; `_taken_ids`, by machine)."""
     _counted: int = field(default=0, init=False)
+    _sizes: dict[str, int] = field(default_factory=dict, init=False)
+    """How many GPUs each machine has."""
     _taken_ids: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set), init=False)
     _at_snapshot: bool = field(default=False, init=False)
+    _made: Freed = field(default_factory=dict, init=False)
+    _gone: list[LiveRun] | None = field(default=None, init=False)
+    """The runs stopping (`leaving`, or `claimed` this pass), in run order."""
+    """The trials' machines with runs gone (`without`), kept for the pass."""
     _groups: dict[tuple[object, ...], Groups] = field(default_factory=dict, init=False)
 
     @property
@@ -186,10 +199,11 @@ class Preemption:
         `exclude` (machines held for runs ahead); None when it cannot, or the rate limit
         forbids stopping more. `reclaim`: its workspace is below its guarantee and would stay
         within it. A run whose victims are still stopping holds the machines they free up."""
-        leaving = [run for run in self.runs if self._leaving(run)]
-        room = self._room(request, exclude)
+        if self._gone is None:  # once a pass, and again after each preemption decided
+            self._gone = [run for run in self.runs if self._leaving(run)]
+        leaving = self._gone
         if seq is not None and any(run.preempted_for == seq for run in leaving):
-            placed = self._fits(request, leaving, exclude, now, room)
+            placed = self._fits(request, leaving, exclude, now, self._room(request, exclude))
             if placed is not None:
                 return Plan((), placed)
         if self.budget <= 0 or self.searches <= 0:
@@ -200,8 +214,14 @@ class Preemption:
         if not candidates:
             return None
         self.searches -= 1
-        if not room.could([*leaving, *candidates]):
+        room = self._room(request, exclude)
+        # Runs with no task on a machine the run may use give it nothing: the trials leave them
+        # out (each prefix of the rest is the rule's prefix less what does not count).
+        candidates = [run for run in candidates if room.touches(run)]
+        if not candidates or not room.could([*leaving, *candidates]):
             return None  # every trial below would be refused: a subset gives back less
+        if leaving and self._fits(request, leaving, exclude, now, room) is not None:
+            return None  # the runs already stopping make room: none is stopped for nothing
         # The fewest cheapest that make room: prefixes of 1, 2, 4, ... candidates until one
         # fits (a small run is served by its first victims in a trial or two), then bisection.
         found, low, size = None, 1, 1
@@ -245,6 +265,7 @@ class Preemption:
         later run's."""
         self.budget -= 1
         self.claimed.update(run.seq for run in plan.victims)
+        self._gone = None
 
     def _fits(
         self,
@@ -258,7 +279,7 @@ class Preemption:
         not asked when `room` says it could not)."""
         if not room.could(gone):
             return None
-        session = self._session(without(self.snapshot, gone))
+        session = self._session(without(self.snapshot, gone, self._made))
         for placement in self.taken:
             session.take(placement)
         result = session.place(request, now, exclude=exclude)
@@ -269,13 +290,14 @@ class Preemption:
         left them (the GPUs of its placements so far taken), off the machines in `exclude`,
         in the groups the engine may place `request` in."""
         if self.factory is not None:
-            return _Room(0, {}, exclude, Groups({}, 0))  # a test's engine: no bound
+            return _Room(0, {}, exclude, Groups({}, 0), {})  # a test's engine: no bound
         live = self._current()
         if self._free is None:
             self._free = {
                 facts.name: len(free.gpu_ids)
                 for facts, free in zip(live.frame.facts, live.free, strict=True)
             }
+            self._sizes = {facts.name: len(facts.gpus) for facts in live.frame.facts}
         if self._counted < len(self.taken):
             index = live.frame.index
             for placement in self.taken[self._counted :]:
@@ -286,7 +308,8 @@ class Preemption:
                         self._free[worker.machine] = len(ids - self._taken_ids[worker.machine])
             self._counted = len(self.taken)
         free = {name: gpus for name, gpus in self._free.items() if name not in exclude}
-        return _Room(request.ask.gpu_count, free, exclude, self._groups_for(request))
+        groups = self._groups_for(request)
+        return _Room(request.ask.gpu_count, free, exclude, groups, self._sizes)
 
     def _current(self) -> LiveState:
         """The trials' live state at the pass's snapshot (a trial leaves it at its own), once
@@ -300,23 +323,36 @@ class Preemption:
 
     def _groups_for(self, request: RunRequest) -> Groups:
         """The groups of machines the engine may place `request` in (every group of each rung
-        its rules allow but a single machine's, as `placement.gang.search` climbs them), kept
-        for the pass by what they depend on."""
+        its rules allow but a single machine's, as `placement.gang.search` climbs them) and
+        its shapes of two or more workers, kept for the pass by what they depend on."""
         needs = Needs(request)
         rungs = tuple(rung for rung in ladder.allowed_rungs(needs) if not rung.single)
-        key = (needs.min_gbps, needs.keep_within, needs.link, tuple(r.name for r in rungs))
+        most = max(self._sizes.values(), default=0)
+        shapes = tuple(
+            (option.tasks, option.gpus_each)
+            for option in shape.options(needs)
+            if option.tasks > 1 and 0 < option.gpus_each <= most
+        )
+        key = (
+            needs.min_gbps,
+            needs.keep_within,
+            needs.link,
+            tuple(r.name for r in rungs),
+            shapes,
+            needs.stacks,
+        )
         if key not in self._groups:
             frame = self._current().frame
             cluster = frame.cluster(needs.min_gbps)
-            names = [facts.name for facts in frame.facts]
+            names = list(frame.index)
             of: dict[str, list[int]] = defaultdict(list)
             count = 0
-            for rung in rungs:
+            for rung in rungs if shapes else ():
                 for members in cluster.groups(rung, needs).values():
                     for i in members:
                         of[names[i]].append(count)
                     count += 1
-            self._groups[key] = Groups(of, count)
+            self._groups[key] = Groups(of, count, shapes, needs.stacks)
         return self._groups[key]
 
     def _session(self, snapshot: ClusterSnapshot) -> EngineSession:
@@ -331,48 +367,105 @@ class Preemption:
 
 @dataclass(frozen=True)
 class Groups:
-    """Groups of machines a run may be placed in: each machine's groups (by number), and how
-    many there are."""
+    """Groups of machines a run may span, and how it may be split over them: each machine's
+    groups (by number), how many groups there are, the run's shapes of two or more workers
+    (workers, GPUs each), and whether workers may share a machine (`stacks`)."""
 
     of: Mapping[str, Sequence[int]]
     count: int
+    shapes: tuple[tuple[int, int], ...] = ()
+    stacks: bool = False
 
 
 class _Room:
-    """An upper bound of the GPUs a trial could give a run asking `need`: the most that one
-    machine, or one group of machines the run may span (`groups`), holds free (`free`, by
-    machine, off the machines in `exclude`) once the runs gone give theirs back. It counts
-    every GPU, healthy or not, of any model, whoever reserved it; and the engine places a run
-    on one machine or within one group. So when the bound is short of `need`, the engine finds
+    """An upper bound of what a trial could give a run asking `need` GPUs: one machine with
+    that many free (`free`, by machine, off the machines in `exclude`), or one group of
+    machines the run may span with room for the workers of one of its shapes (a worker of `g`
+    GPUs on each machine with `g` free; `g` at a time when workers may share a machine), once
+    the runs gone give theirs back. It counts every GPU, healthy or not, of any model,
+    whoever reserved it; and the engine places a run on one machine or, in one of its shapes,
+    within one group (`placement.gang.search`). So when the bound says no, the engine finds
     no placement either."""
 
     def __init__(
-        self, need: int, free: Mapping[str, int], exclude: frozenset[str], groups: Groups
+        self,
+        need: int,
+        free: Mapping[str, int],
+        exclude: frozenset[str],
+        groups: Groups,
+        sizes: Mapping[str, int],
     ) -> None:
         self.need, self.free, self.exclude, self.groups = need, free, exclude, groups
-        held = [0] * groups.count
+        self.sizes = sizes
+        self.shapes = groups.shapes if groups.count else ()
+        workers = [[0] * len(self.shapes) for _ in range(groups.count)]
         for name, gpus in free.items():
-            for group in groups.of.get(name, ()):
-                held[group] += gpus
-        self.held = held
-        self.most = max([*free.values(), *held], default=0)
+            slots = self._slots(gpus)
+            for group in groups.of.get(name, ()) if any(slots) else ():
+                counts = workers[group]
+                for k, slot in enumerate(slots):
+                    counts[k] += slot
+        self.workers = workers
+        """Each group's room: how many workers of each shape its free GPUs hold."""
+        self.roomy = max(free.values(), default=0) >= need or any(
+            counts[k] >= tasks for counts in workers for k, (tasks, _each) in enumerate(self.shapes)
+        )
+        """The run could go somewhere with nothing stopped (it never does when the walk
+        searches: then the bound says nothing)."""
+        self._usable: frozenset[str] | None = None
+
+    def _slots(self, gpus: int) -> list[int]:
+        """How many workers of each shape `gpus` free GPUs on one machine hold."""
+        if self.groups.stacks:
+            return [gpus // each for _tasks, each in self.shapes]
+        return [int(gpus >= each) for _tasks, each in self.shapes]
+
+    def touches(self, run: LiveRun) -> bool:
+        """Whether `run` has a task on a machine the run may use: in one of its groups, or
+        with GPUs enough (`sizes`: every GPU it has) to take it alone."""
+        if self.need <= 0:
+            return True
+        if self._usable is None:
+            sizes, spans = self.sizes, bool(self.shapes)
+            self._usable = frozenset(
+                name
+                for name in self.free
+                if (spans and name in self.groups.of) or sizes.get(name, 0) >= self.need
+            )
+        return any(task.machine in self._usable for task in run.tasks)
 
     def could(self, gone: Iterable[LiveRun]) -> bool:
         """Whether the engine might place the run with `gone` stopped."""
-        if self.need <= 0 or self.most >= self.need:
-            return True  # a run without GPUs (the bound says nothing), or room already
+        if self.need <= 0 or self.roomy:
+            return True  # a run without GPUs, or room already: the bound says nothing
         freed: dict[str, int] = defaultdict(int)
         for run in gone:
             for task in run.tasks:
                 if task.machine in self.free:  # a machine it may use
                     freed[task.machine] += len(task.gpu_ids)
-        more: dict[int, int] = defaultdict(int)
+        more: dict[int, list[int]] = {}
+        shapes = len(self.shapes)
         for name, gpus in freed.items():
-            if self.free[name] + gpus >= self.need:
+            before = self.free[name]
+            if before + gpus >= self.need:
                 return True
+            if not shapes:
+                continue
+            gained = [
+                after - was
+                for after, was in zip(self._slots(before + gpus), self._slots(before), strict=True)
+            ]
+            if not any(gained):
+                continue
             for group in self.groups.of.get(name, ()):
-                more[group] += gpus
-        return any(self.held[group] + gpus >= self.need for group, gpus in more.items())
+                counts = more.setdefault(group, [0] * shapes)
+                for k, slot in enumerate(gained):
+                    counts[k] += slot
+        return any(
+            self.workers[group][k] + counts[k] >= tasks
+            for group, counts in more.items()
+            for k, (tasks, _each) in enumerate(self.shapes)
+        )
 
 
 def within_guarantees(runs: Iterable[LiveRun], guarantees: Mapping[str, int]) -> frozenset[int]:
@@ -398,19 +491,36 @@ def _start_order(run: LiveRun) -> tuple[float, int]:
     return (started, run.seq)
 
 
-def without(snapshot: ClusterSnapshot, gone: Iterable[LiveRun]) -> ClusterSnapshot:
-    """`snapshot` with what `gone`'s live tasks hold given back, machine by machine."""
+Freed = dict[tuple[str, tuple[tuple[int, int], ...]], MachineSnapshot]
+"""Machines with some tasks given back, by name and the tasks (run row, task index, in order)."""
+
+
+def without(
+    snapshot: ClusterSnapshot, gone: Iterable[LiveRun], made: Freed | None = None
+) -> ClusterSnapshot:
+    """`snapshot` with what `gone`'s live tasks hold given back, machine by machine. `made`
+    keeps the machines made, so that a later call giving back the same tasks on a machine
+    returns the same object (the trials' live state then reads nothing again there)."""
     by_machine: dict[str, list[tuple[LiveRun, int]]] = defaultdict(list)
     for run in gone:
         for i, task in enumerate(run.tasks):
             by_machine[task.machine].append((run, i))
     if not by_machine:
         return snapshot
-    machines = tuple(
-        _freed(machine, by_machine[machine.name]) if machine.name in by_machine else machine
-        for machine in snapshot.machines
-    )
-    return ClusterSnapshot(machines=machines)
+    if made is None:
+        made = {}
+    machines = []
+    for machine in snapshot.machines:
+        tasks = by_machine.get(machine.name)
+        if tasks is None:
+            machines.append(machine)
+            continue
+        key = (machine.name, tuple((run.seq, i) for run, i in tasks))
+        freed = made.get(key)
+        if freed is None:
+            freed = made[key] = _freed(machine, tasks)
+        machines.append(freed)
+    return ClusterSnapshot(machines=tuple(machines))
 
 
 def _freed(machine: MachineSnapshot, tasks: list[tuple[LiveRun, int]]) -> MachineSnapshot:
