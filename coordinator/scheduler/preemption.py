@@ -156,19 +156,18 @@ class Preemption:
             leaving = tuple(run.seq for run in self.runs if run.leaving)
         return (self.budget > 0, leaving)
 
-    def _leaving(self, run: LiveRun) -> bool:
-        return run.leaving or run.seq in self.claimed
-
     def victims_for(self, priority: int, workspace: str, reclaim: bool) -> list[LiveRun]:
         """The runs a run of `priority` in `workspace` may stop, cheapest first; `reclaim`: it
         reclaims its workspace's guarantee."""
         if self._by_cost is None:  # a stable sort once: filtering it keeps the order
             self._by_cost = sorted(self.runs, key=cost)
+        claimed = self.claimed
         return [
             run
             for run in self._by_cost
-            if not self._leaving(run)
-            and run.preemptible
+            if run.preemptible
+            and not run.leaving
+            and run.seq not in claimed
             and (
                 self._by_priority(run, priority, workspace)
                 or self._by_reclaim(run, workspace, reclaim)
@@ -200,7 +199,8 @@ class Preemption:
         forbids stopping more. `reclaim`: its workspace is below its guarantee and would stay
         within it. A run whose victims are still stopping holds the machines they free up."""
         if self._gone is None:  # once a pass, and again after each preemption decided
-            self._gone = [run for run in self.runs if self._leaving(run)]
+            claimed = self.claimed
+            self._gone = [run for run in self.runs if run.leaving or run.seq in claimed]
         leaving = self._gone
         if seq is not None and any(run.preempted_for == seq for run in leaving):
             placed = self._fits(request, leaving, exclude, now, self._room(request, exclude))
@@ -217,7 +217,7 @@ class Preemption:
         room = self._room(request, exclude)
         # Runs with no task on a machine the run may use give it nothing: the trials leave them
         # out (each prefix of the rest is the rule's prefix less what does not count).
-        candidates = [run for run in candidates if room.touches(run)]
+        candidates = room.touching(candidates)
         if not candidates or not room.could([*leaving, *candidates]):
             return None  # every trial below would be refused: a subset gives back less
         if leaving and self._fits(request, leaving, exclude, now, room) is not None:
@@ -293,11 +293,13 @@ class Preemption:
             return _Room(0, {}, exclude, Groups({}, 0), {})  # a test's engine: no bound
         live = self._current()
         if self._free is None:
+            names = list(live.frame.index)  # the machines' names, in the frame's order
             self._free = {
-                facts.name: len(free.gpu_ids)
-                for facts, free in zip(live.frame.facts, live.free, strict=True)
+                name: len(free.gpu_ids) for name, free in zip(names, live.free, strict=True)
             }
-            self._sizes = {facts.name: len(facts.gpus) for facts in live.frame.facts}
+            self._sizes = {
+                name: len(facts.gpus) for name, facts in zip(names, live.frame.facts, strict=True)
+            }
         if self._counted < len(self.taken):
             index = live.frame.index
             for placement in self.taken[self._counted :]:
@@ -399,7 +401,7 @@ class _Room:
         self.sizes = sizes
         self.shapes = groups.shapes if groups.count else ()
         workers = [[0] * len(self.shapes) for _ in range(groups.count)]
-        for name, gpus in free.items():
+        for name, gpus in free.items() if self.shapes else ():
             slots = self._slots(gpus)
             for group in groups.of.get(name, ()) if any(slots) else ():
                 counts = workers[group]
@@ -412,7 +414,6 @@ class _Room:
         )
         """The run could go somewhere with nothing stopped (it never does when the walk
         searches: then the bound says nothing)."""
-        self._usable: frozenset[str] | None = None
 
     def _slots(self, gpus: int) -> list[int]:
         """How many workers of each shape `gpus` free GPUs on one machine hold."""
@@ -420,37 +421,40 @@ class _Room:
             return [gpus // each for _tasks, each in self.shapes]
         return [int(gpus >= each) for _tasks, each in self.shapes]
 
-    def touches(self, run: LiveRun) -> bool:
-        """Whether `run` has a task on a machine the run may use: in one of its groups, or
-        with GPUs enough (`sizes`: every GPU it has) to take it alone."""
+    def touching(self, runs: list[LiveRun]) -> list[LiveRun]:
+        """`runs` with a task on a machine the run may use: in one of its groups, or with GPUs
+        enough (`sizes`: every GPU it has) to take it alone."""
         if self.need <= 0:
-            return True
-        if self._usable is None:
-            sizes, spans = self.sizes, bool(self.shapes)
-            self._usable = frozenset(
-                name
-                for name in self.free
-                if (spans and name in self.groups.of) or sizes.get(name, 0) >= self.need
-            )
-        return any(task.machine in self._usable for task in run.tasks)
+            return runs
+        sizes, spans, need = self.sizes, bool(self.shapes), self.need
+        usable = [
+            name
+            for name in self.free
+            if (spans and name in self.groups.of) or sizes.get(name, 0) >= need
+        ]
+        if not self.exclude and len(usable) == len(sizes):
+            return runs  # every machine: only a run on none of them would be left out
+        known = frozenset(usable)
+        return [run for run in runs if any(task.machine in known for task in run.tasks)]
 
     def could(self, gone: Iterable[LiveRun]) -> bool:
         """Whether the engine might place the run with `gone` stopped."""
         if self.need <= 0 or self.roomy:
             return True  # a run without GPUs, or room already: the bound says nothing
+        free, need = self.free, self.need
         freed: dict[str, int] = defaultdict(int)
         for run in gone:
             for task in run.tasks:
-                if task.machine in self.free:  # a machine it may use
+                if task.machine in free:  # a machine it may use
                     freed[task.machine] += len(task.gpu_ids)
-        more: dict[int, list[int]] = {}
+                    if free[task.machine] + freed[task.machine] >= need:
+                        return True  # room on one machine
         shapes = len(self.shapes)
+        if not shapes:
+            return False
+        more: dict[int, list[int]] = {}
         for name, gpus in freed.items():
-            before = self.free[name]
-            if before + gpus >= self.need:
-                return True
-            if not shapes:
-                continue
+            before = free[name]
             gained = [
                 after - was
                 for after, was in zip(self._slots(before + gpus), self._slots(before), strict=True)
