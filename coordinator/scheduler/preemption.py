@@ -31,7 +31,9 @@ group the run may span, the free GPUs off the held machines, those this pass pla
 plus what the runs gone would give back). A trial the bound rules out is one the engine would
 refuse, so the search goes the same way and chooses the same victims as when every trial asks
 the engine (`tests/coordinator/test_preemption_search.py` compares the two over random
-clusters); a search all candidates together cannot serve ends before its first trial. The
+clusters); a search all candidates together cannot serve ends before its first trial.
+Leaving out the runs on machines the run cannot use changes which prefixes are tried, not the
+answer, as long as giving more back never keeps a run from fitting (the same tests check it). The
 candidates are sorted by cost once a pass; a trial's machines with runs gone are made once a
 pass (`without`'s `made`), so the trials' live state reads again only the machines where the
 runs gone differ from the last trial's.
