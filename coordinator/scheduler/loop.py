@@ -420,7 +420,11 @@ def warm_worker(pool: ProcessPoolExecutor, settings: Settings, location: str) ->
     machines itself, as it did before."""
     now = SystemClock().now()
     inputs = pass_inputs(settings, now, now)
-    warming = pool.submit(worker_warm, location, inputs, settings.access_labels)
+    try:
+        warming = pool.submit(worker_warm, location, inputs, settings.access_labels)
+    except (BrokenProcessPool, RuntimeError) as error:  # the first pass replaces the worker
+        log.warning("the pass worker did not build its live state at start: %s", error)
+        return
     warming.add_done_callback(_warmed_worker)
 
 
