@@ -9,13 +9,15 @@ taken out of its report here (`admit`)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import ipaddress
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -95,6 +97,22 @@ def fingerprint(report: MachineReport) -> str:
     return hashlib.sha256(printed.encode()).hexdigest()
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No garbage collection while every machine is read (or the live state built from them):
+    such a read makes millions of objects that all live on, and each of the collector's
+    generation-2 passes meanwhile walks all made so far, to free nothing (40 % of reading
+    20,000 machines). What it leaves is collected and frozen right after (`settle_loaded`,
+    `GcPolicy.settle`). Left as it was found: a collector already off stays off."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class MachineRecords:
     """Reads come from memory; every change is written through to SQLite first."""
 
@@ -134,14 +152,16 @@ class MachineRecords:
         not change keeps its record, the same object (so what is built from it, such as a pass's
         view of it, can be kept too). A machine gone from the file (the count differs) makes it
         read every row again."""
-        rows = self._rows.since(self._stamp)
-        if rows:
-            self._apply([row[:-1] for row in rows], full=self._stamp < 0)
-            self._stamp = max(self._stamp, *(row[-1] for row in rows))
+        with collector_paused() if self._stamp < 0 else contextlib.nullcontext():
+            rows = self._rows.since(self._stamp)
+            if rows:
+                self._apply([row[:-1] for row in rows], full=self._stamp < 0)
+                self._stamp = max(self._stamp, *(row[-1] for row in rows))
         if self._rows.count() != len(self._records):
-            rows = self._rows.every()
-            self._apply([row[:-1] for row in rows], full=True)
-            self._stamp = max((row[-1] for row in rows), default=-1)
+            with collector_paused():
+                rows = self._rows.every()
+                self._apply([row[:-1] for row in rows], full=True)
+                self._stamp = max((row[-1] for row in rows), default=-1)
 
     def _apply(self, rows: list[MachineRow], *, full: bool) -> None:
         """Records for `rows`; `full`: they are every machine of the file."""

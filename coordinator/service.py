@@ -18,7 +18,7 @@ from aiohttp import web
 from astraeus.coordinator.api import create_app
 from astraeus.coordinator.api.errors import MAX_REQUEST_LINE
 from astraeus.coordinator.machine_records import MachineRecords
-from astraeus.coordinator.scheduler import worker_pool
+from astraeus.coordinator.scheduler import warm_worker, worker_pool
 from astraeus.coordinator.settings import Settings, load
 from astraeus.coordinator.standby import stand_by
 from astraeus.coordinator.startup import open_store, shown_database, start
@@ -287,8 +287,13 @@ async def serve(settings: Settings, certificate: ServerCertificate | None = None
         leadership.start_renewing(step_down)
     # The pass worker starts (and imports the engine) while this process loads its store.
     pool = worker_pool(start_now=True) if settings.scheduler and settings.pass_process else None
+
+    def opened(store: Store) -> None:
+        if pool is not None:
+            warm_worker(pool, settings, store.database.location)
+
     try:
-        started = start(settings, leadership)
+        started = start(settings, leadership, opened)
     except Deposed:
         assert leadership is not None  # noqa: S101 - only a leader's writes are fenced
         step_down(leadership.deposed_line())

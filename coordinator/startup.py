@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from astraeus.coordinator.machine_records import MachineRecords
@@ -80,11 +81,15 @@ def first_admin_token(store: Store, state_dir: Path) -> Path | None:
 
 
 def start(
-    settings: Settings, leadership: Leadership | None = None
+    settings: Settings,
+    leadership: Leadership | None = None,
+    opened: Callable[[Store], None] | None = None,
 ) -> tuple[DatabaseLock | None, Store, MachineRecords] | str:
     """The database's lock, the open store and the machines read from it, or why the
     coordinator cannot start. On PostgreSQL, `leadership` has won the lease; a write the
-    fence refuses on the way raises `Deposed`."""
+    fence refuses on the way raises `Deposed`. `opened` is called with the store once it is
+    open and migrated, before the machines are read (the service has its pass worker start
+    reading them then, beside it)."""
     shown = shown_database(settings)
     try:
         held = lock(settings)
@@ -94,6 +99,8 @@ def start(
         return f"cannot lock {shown}: {exc}"
     try:
         store = open_store(settings, leadership)
+        if opened is not None:
+            opened(store)
         records = MachineRecords(store, settings.access_labels)
     except (StorageError, sqlite3.Error, OSError) as exc:
         if held is not None:

@@ -1,7 +1,7 @@
 """The scheduler loop: queue order, queue reasons, and the only writer of assignments."""
 
 from .compute import PassInputs, PassState, compute_pass
-from .loop import PassResult, Scheduler, worker_pool
+from .loop import PassResult, Scheduler, warm_worker, worker_pool
 from .queue_walk import EngineSession, PassContext, PassOutcome, SessionFactory, decide
 
 __all__ = [
@@ -15,5 +15,6 @@ __all__ = [
     "SessionFactory",
     "compute_pass",
     "decide",
+    "warm_worker",
     "worker_pool",
 ]

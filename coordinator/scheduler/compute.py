@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import overload
 
-from astraeus.coordinator.machine_records import MachineRecords
+from astraeus.coordinator.machine_records import MachineRecords, collector_paused
 from astraeus.coordinator.placement import ClusterSnapshot, PlacementSession
 from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.store import Store
@@ -173,8 +173,10 @@ def dry_pass(state: PassState, inputs: PassInputs, item: Candidate) -> PassOutco
 def warm(state: PassState, inputs: PassInputs) -> None:
     """Read the store and build the live state as a dry run would, deciding nothing: at a start,
     so the first dry run after it costs what any other does (at 20,000 machines the first one
-    built the snapshot, the live state and the cluster's ladder, ~2 s)."""
-    with state.lock:
+    built the snapshot, the live state and the cluster's ladder, ~2 s). Without the garbage
+    collector (`collector_paused`): what it builds all lives on, and it is collected and frozen
+    after (`settle_loaded`, `GcPolicy.settle`)."""
+    with state.lock, collector_paused():
         read = read_store(state, inputs, dry=True)
         session_over(state, read.snapshot)
         if state.live is not None:

@@ -18,7 +18,7 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,7 +35,7 @@ from astraeus.coordinator.store.preemption import commit_preemptions
 from astraeus.coordinator.store.unstarted import commit_reshape
 from astraeus.coordinator.store.usage import accrue
 from astraeus.shared import RunSpec, reasons
-from astraeus.shared.clock import Clock
+from astraeus.shared.clock import Clock, SystemClock
 from astraeus.shared.machines import ForgottenMachine
 from astraeus.shared.reasons import ReasonKind
 
@@ -43,7 +43,7 @@ from .compute import PassInputs, PassState, compute_pass, dry_pass, warm
 from .gc_policy import GcPolicy
 from .items import Candidate, Waiting, candidate
 from .pass_rows import PassRows, as_rows
-from .pass_worker import start_worker, worker_pass
+from .pass_worker import start_worker, worker_pass, worker_warm
 from .queue_walk import SessionFactory
 
 log = logging.getLogger(__name__)
@@ -185,19 +185,7 @@ class Scheduler:
             await asyncio.sleep(0)
 
     def _inputs(self, now: datetime) -> PassInputs:
-        settings = self._settings
-        return PassInputs(
-            now=now,
-            down_after=self.down_after,
-            heard_since=self.heard_since,
-            max_pending_evaluations=settings.max_pending_evaluations,
-            max_seconds=settings.max_pass_seconds,
-            last_committed=self._last_committed,
-            preemption=settings.preemption == "priority",
-            preemption_max_per_minute=settings.preemption_max_per_minute,
-            fair_share=settings.fair_share,
-            backfill=settings.backfill,
-        )
+        return pass_inputs(self._settings, now, self.heard_since, self._last_committed)
 
     async def _decide_elsewhere(self, now: datetime) -> tuple[PassRows, bool]:
         """The pass in the worker process; a worker that ended (killed, out of memory) is
@@ -401,6 +389,51 @@ def worker_pool(*, start_now: bool = False) -> ProcessPoolExecutor:
     if start_now:
         pool.submit(os.getpid)
     return pool
+
+
+def pass_inputs(
+    settings: Settings, now: datetime, heard_since: datetime, last_committed: bool = False
+) -> PassInputs:
+    """What a pass at `now` is asked with, from the settings."""
+    return PassInputs(
+        now=now,
+        down_after=timedelta(seconds=settings.down_after_seconds),
+        heard_since=heard_since,
+        max_pending_evaluations=settings.max_pending_evaluations,
+        max_seconds=settings.max_pass_seconds,
+        last_committed=last_committed,
+        preemption=settings.preemption == "priority",
+        preemption_max_per_minute=settings.preemption_max_per_minute,
+        fair_share=settings.fair_share,
+        backfill=settings.backfill,
+    )
+
+
+def warm_worker(pool: ProcessPoolExecutor, settings: Settings, location: str) -> None:
+    """Have the pass worker read the machines of the database at `location` and build its live
+    state (`worker_warm`) now, deciding nothing. The service asks it as soon as it has opened
+    (and migrated) the database, before reading the machines itself: the worker's reading then
+    overlaps the service's (on a second core) instead of following it. Without it the first
+    pass after a start read and built everything again before it could place anything (at
+    20,000 machines 4-6 s after the service had listened, on a busy machine). Passes asked of
+    the worker wait behind it (one process); a failure is logged, and the first pass reads the
+    machines itself, as it did before."""
+    now = SystemClock().now()
+    inputs = pass_inputs(settings, now, now)
+    try:
+        warming = pool.submit(worker_warm, location, inputs, settings.access_labels)
+    except (BrokenProcessPool, RuntimeError) as error:  # the first pass replaces the worker
+        log.warning("the pass worker did not build its live state at start: %s", error)
+        return
+    warming.add_done_callback(_warmed_worker)
+
+
+def _warmed_worker(warming: Future[None]) -> None:
+    if warming.cancelled():
+        return
+    error = warming.exception()
+    if error is not None:
+        log.warning("the pass worker did not build its live state at start: %s", error)
 
 
 def _join(workers: list[multiprocessing.process.BaseProcess]) -> None:

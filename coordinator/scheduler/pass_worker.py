@@ -18,7 +18,7 @@ import time
 from astraeus.coordinator.machine_records import MachineRecords
 from astraeus.coordinator.store import Store
 
-from .compute import PassInputs, PassState, compute_pass
+from .compute import PassInputs, PassState, compute_pass, warm
 from .gc_policy import GcPolicy, passes_only
 from .pass_rows import PassRows, as_rows
 
@@ -64,10 +64,7 @@ def worker_pass(
     committed now, in this process: the store is opened once and its machines reloaded from
     the database each pass. The decisions come back as
     the rows the store writes (`as_rows`)."""
-    if db not in _OPEN:
-        store = Store.open(db)
-        _OPEN[db] = PassState(store, MachineRecords(store, access_labels), gc=_GC)
-    state = _OPEN[db]
+    state = _state(db, access_labels)
     try:
         state.records.reload()
         outcome, cut = compute_pass(state, inputs)
@@ -75,3 +72,25 @@ def worker_pass(
         _GC.failed()
         raise
     return as_rows(outcome), cut
+
+
+def worker_warm(db: str, inputs: PassInputs, access_labels: tuple[str, ...] = ("pool",)) -> None:
+    """At the service's start, in this process: read the machines and build the live state as
+    a pass would (`compute.warm`), deciding nothing. Asked of the worker as soon as the service
+    has opened the file, so the worker's reading overlaps the service's own (on a second core)
+    instead of following it: without it the first pass after a start read and built everything
+    again before it could place anything (at 20,000 machines 5-6 s of CPU after the service's
+    own 6 s). The first pass then reads only the rows changed since."""
+    state = _state(db, access_labels)
+    state.records.reload()
+    warm(state, inputs)
+    if state.gc is not None:
+        state.gc.settle()
+
+
+def _state(db: str, access_labels: tuple[str, ...]) -> PassState:
+    """The worker's store over `db` and what it keeps between passes, opened at first use."""
+    if db not in _OPEN:
+        store = Store.open(db)
+        _OPEN[db] = PassState(store, MachineRecords(store, access_labels), gc=_GC)
+    return _OPEN[db]

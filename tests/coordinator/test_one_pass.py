@@ -88,6 +88,35 @@ async def test_a_pass_with_nothing_changed_decides_nothing_in_either_path(
     assert (again_rows.placed, again_rows.waiting) == ([], [])
 
 
+async def test_the_worker_built_at_start_decides_its_first_pass_as_a_cold_one(
+    cluster: Cluster,
+) -> None:
+    """`worker_warm` (asked by the service at its start) reads the machines and builds the
+    worker's live state; the first pass after it builds again only a machine changed in
+    between, and decides what a pass over the same file without it decides."""
+    c = cluster
+    await c.workspace("vision")
+    for name in ("gpu-01", "gpu-02", "gpu-03"):
+        await c.report(name)
+    c.records.flush_seen()
+    db = c.store.database.location
+    now = c.clock.now()
+    inputs = PassInputs(now, c.client.app[SCHEDULER].down_after, now, 500, 5.0)
+    pass_worker.worker_warm(db, inputs)
+    live = pass_worker._OPEN[db].live
+    assert live is not None
+    assert sorted(facts.name for facts in live.frame.facts) == ["gpu-01", "gpu-02", "gpu-03"]
+    await c.report("gpu-03", gpus=4)  # a machine changed after the start
+    await c.submit("vision", "fits", gpus=8)
+    await c.submit("vision", "small", gpus=4)
+    c.records.flush_seen()
+    warmed, _ = worker_pass(db, inputs)
+    assert live.rebuilt == 1  # gpu-03: the others' facts were built at the start
+    cold, _ = compute_pass(PassState(c.store, c.records), inputs)
+    assert warmed == as_rows(cold)
+    assert sorted(row.run for row in warmed.placed) == ["fits", "small"]
+
+
 def _gc_calls(path: Path) -> list[str]:
     """`gc.<name>(...)` calls in `path`, and assignments to `GROWTH`."""
     found = []

@@ -66,7 +66,12 @@ def describe(facts: MachineFacts) -> Description:
 
 
 def gpu_description(gpu: GpuInfo) -> GpuDescription:
-    return (gpu.vendor.value, gpu.model, gpu.memory_bytes, gpu.health.state.value)
+    """The enums' values read as `_value_`, their plain attribute: `.value` is a Python-level
+    descriptor, half of this function's time, and it runs for every GPU of every machine when
+    the live state is built (400,000 times at 50,000 machines)."""
+    vendor: str = gpu.vendor._value_
+    health: str = gpu.health.state._value_
+    return (vendor, gpu.model, gpu.memory_bytes, health)
 
 
 class Kinds:
