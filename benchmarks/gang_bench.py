@@ -26,7 +26,7 @@ import platform
 import statistics
 from collections.abc import Callable
 
-from placement_bench import GANG, NOW, UNPLACEABLE, Reused, cluster, median_ms
+from placement_bench import GANG, NOW, UNPLACEABLE, Reused, _load, cluster, median_ms
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -122,10 +122,6 @@ def bench(
                 f"   (runs: {shown}; load {_load()})"
             )
     gc.unfreeze()
-
-
-def _load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def main() -> None:
