@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import until
 
 from astraeus.agent.runtime import StateDir
 from astraeus.agent.runtime.launch import proc_alive
@@ -184,7 +185,14 @@ def test_the_demo_tells_the_whole_story_and_every_line_it_prints_runs(tmp_path: 
         for command in tries[1:]:
             done = _fresh_shell([export, command], home)
             assert done.returncode == 0, (command, done.stderr)
-        why = done.stdout.splitlines()
+        # The last line asks why the run just submitted waits: its reason is written by the
+        # coordinator's next pass, which a quick `astra` can ask before (then the headline has
+        # no reason yet). A user asks again; so does the test, with the line as printed.
+        asking = next(line for line in tries if "status finetune --why" in line)
+        why = until(
+            "finetune's reason, from its Try line as printed",
+            lambda: _why_lines(_fresh_shell([export, asking], home)),
+        )
         assert why[0] == "finetune: Pending — No machine fits: 10 of 10 machines ready"
         assert "  ib-a1   Up  machine lacks capability container" in why
         assert why[-4:] == CONTAINER_HINT
@@ -194,3 +202,10 @@ def test_the_demo_tells_the_whole_story_and_every_line_it_prints_runs(tmp_path: 
     assert "Traceback" not in err
     assert out.rstrip().endswith("Demo stopped.")
     assert _no_live_workers(state)
+
+
+def _why_lines(done: subprocess.CompletedProcess[str]) -> list[str] | None:
+    """The lines `status finetune --why` printed, once its headline carries a reason."""
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    return lines if lines and " — " in lines[0] else None
