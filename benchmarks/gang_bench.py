@@ -26,7 +26,7 @@ import platform
 import statistics
 from collections.abc import Callable
 
-from placement_bench import GANG, NOW, UNPLACEABLE, Reused, _load, cluster, median_ms
+from placement_bench import GANG, NOW, UNPLACEABLE, Reused, _dry, _load, cluster, median_ms
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -72,15 +72,6 @@ def idle_racks(size: int) -> ClusterSnapshot:
     )
 
 
-def dry(live: LiveState, fresh: Reused, ask: dict[str, object], want: type) -> None:
-    live.update(fresh())
-    result = PlacementSession(live=live).place(run("dry", ask=ask), NOW)
-    if not isinstance(result, want):
-        raise SystemExit(f"expected a {want.__name__}, got {result}")
-    if isinstance(result, Pending):
-        result.explained.grouped().model_dump_json()
-
-
 def answer(live: LiveState, ask: dict[str, object]) -> object:
     result = PlacementSession(live=live).place(run("dry", ask=ask), NOW)
     if isinstance(result, Placement):
@@ -112,7 +103,7 @@ def bench(
             for way in SEARCHES:
                 use(way)
                 figures[way].append(
-                    median_ms(lambda a=ask, w=want: dry(live, fresh, a, w), samples)
+                    median_ms(lambda a=ask, w=want: _dry(live, fresh, a, w), samples)
                 )
         use("by class")
         for way, runs in figures.items():
