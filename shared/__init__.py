@@ -10,9 +10,8 @@ cannot read a table), and `tests/test_shared_exports.py` fails when the two diff
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any, Final
-
+TYPE_CHECKING = False
+"""`typing.TYPE_CHECKING` without `typing`: `astra status` loads this package for one helper."""
 if TYPE_CHECKING:
     from . import labels as labels
     from . import reasons as reasons
@@ -72,7 +71,7 @@ if TYPE_CHECKING:
     from .validation import describe as describe
     from .validation import field_errors as field_errors
 
-_EXPORTS: Final[dict[str, tuple[str, ...]]] = {
+_EXPORTS: dict[str, tuple[str, ...]] = {
     "ask": (
         "ArraySpec",
         "DriveMount",
@@ -145,15 +144,17 @@ _EXPORTS: Final[dict[str, tuple[str, ...]]] = {
 }
 """Module → the names it exports through this package."""
 
-_SUBMODULES: Final = ("labels", "reasons")
+_SUBMODULES = ("labels", "reasons")
 """Modules exported whole: `shared.labels.POOL`, `shared.reasons.ANOTHER_WORKSPACE`."""
 
-_HOME: Final = {name: module for module, names in _EXPORTS.items() for name in names}
+_HOME = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = sorted([*_HOME, *_SUBMODULES])
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    import importlib
+
     if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     module = _HOME.get(name)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any, NamedTuple
-from urllib.parse import urlsplit
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` and `urllib.parse`: a fifth of `astra status`, which loads this
+    from collections.abc import Sequence
+    from typing import Any
 
 MAX_COORDINATORS = 16
 """The most addresses a list may hold: a cluster runs a leader and a few standbys."""
@@ -52,7 +54,7 @@ def parse_coordinators(raw: Any) -> tuple[str, ...]:
         )
     clean = [coordinator_url(url) for url in urls]
     seen: dict[tuple[str, str, int], str] = {}
-    for url in clean:
+    for url in clean if len(clean) > 1 else ():  # one address is never listed twice
         key = endpoint(url)
         if key in seen:
             raise CoordinatorListError(f"{url!r} is listed twice (also as {seen[key]!r})")
@@ -60,9 +62,37 @@ def parse_coordinators(raw: Any) -> tuple[str, ...]:
     return tuple(clean)
 
 
+_SIMPLE = re.compile(r"(https?)://([a-z0-9][a-z0-9.-]*(?::[0-9]{1,5})?)(/[A-Za-z0-9._~/-]*)?")
+"""An address as most are written (`http://127.0.0.1:8470`, `https://coord.example/api/v1`):
+checked without `urllib.parse`; any other goes the whole way (`checked_url`)."""
+
+
 def coordinator_url(text: str) -> str:
     """One address, checked: scheme http or https, a host, maybe a port and a plain path prefix
-    (a proxy's), nothing else."""
+    (a proxy's), nothing else. The same as `checked_url` (a property test keeps them so)."""
+    simple = _SIMPLE.fullmatch(text)
+    if simple is not None and len(text) <= MAX_URL_LENGTH:
+        scheme, netloc, path = simple.group(1, 2, 3)
+        port = netloc.partition(":")[2]
+        path = (path or "").rstrip("/").removesuffix(API_PATH).rstrip("/")
+        if (not port or 0 < int(port) <= 65535) and _plain_prefix(path):
+            return f"{scheme}://{netloc}{path}"
+    return checked_url(text)
+
+
+def _plain_prefix(path: str) -> bool:
+    return (
+        bool(_PATH.match(path))
+        and "//" not in path
+        and ".." not in path.split("/")
+        and ("." not in path.split("/"))
+    )
+
+
+def checked_url(text: str) -> str:
+    """`coordinator_url` for any text, with `urllib.parse`."""
+    from urllib.parse import urlsplit
+
     if len(text) > MAX_URL_LENGTH:
         raise CoordinatorListError(
             f"an address of {len(text)} characters; at most {MAX_URL_LENGTH}"
@@ -88,7 +118,7 @@ def coordinator_url(text: str) -> str:
     if parts.query or parts.fragment or text.endswith(("?", "#")):
         raise CoordinatorListError(f"{text!r} has a query or fragment; give scheme://host:port")
     path = parts.path.rstrip("/").removesuffix(API_PATH).rstrip("/")
-    if not _PATH.match(path) or "//" in path or any(s in (".", "..") for s in path.split("/")):
+    if not _plain_prefix(path):
         raise CoordinatorListError(f"{text!r} has a path that is not a plain prefix")
     return f"{parts.scheme.lower()}://{parts.netloc}{path}"
 
@@ -96,6 +126,8 @@ def coordinator_url(text: str) -> str:
 def endpoint(url: str) -> tuple[str, str, int]:
     """What makes two addresses the same coordinator: scheme, host (any case, no final dot) and
     port (the scheme's default when none is given). Raises ValueError for a bad port."""
+    from urllib.parse import urlsplit  # a standby's answer only
+
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     host = (parts.hostname or "").rstrip(".").lower()
@@ -109,11 +141,24 @@ def shown(text: str) -> str:
     return escaped if len(escaped) <= SHOWN_LENGTH else escaped[:SHOWN_LENGTH] + "…"
 
 
-class Standby(NamedTuple):
+class Standby:
     """A standby's answer: the leader it named (as it named it, shown), or None. (Plain classes
-    here, not dataclasses: `astra status` loads this module, and `dataclasses` loads `inspect`.)"""
+    here, not dataclasses or `NamedTuple`: `astra status` loads this module, and `dataclasses`
+    loads `inspect`, `NamedTuple` `typing`.)"""
 
-    leader: str | None
+    __slots__ = ("leader",)
+
+    def __init__(self, leader: str | None) -> None:
+        self.leader = leader
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Standby) and other.leader == self.leader
+
+    def __hash__(self) -> int:
+        return hash(self.leader)
+
+    def __repr__(self) -> str:
+        return f"Standby(leader={self.leader!r})"
 
 
 def standby_answer(status: int, leader_header: str | None, body: bytes | str) -> Standby | None:

@@ -1,6 +1,10 @@
 """Label keys that carry meaning to the scheduler."""
 
-from typing import Final
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `astra run` loads this module; `typing` for mypy only
+    from typing import Final
 
 POOL: Final = "pool"
 """A workspace is granted machines by pool: machines carrying `pool=<name>`."""

@@ -3,13 +3,13 @@ a CA file the operator names (a private CA)."""
 
 from __future__ import annotations
 
-import ipaddress
-from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+import os
+import re
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `astra status` loads this module: `typing` and `pathlib` only for mypy
     import ssl
+    from pathlib import Path
 
 SYSTEM_BUNDLES = (
     "/etc/ssl/certs/ca-certificates.crt",  # Debian, Ubuntu
@@ -43,7 +43,7 @@ def client_context(ca_file: Path | None, setting: str = "ca_file") -> ssl.SSLCon
     context = ssl.create_default_context()
     if not context.get_ca_certs() and not _default_paths_exist():
         for bundle in SYSTEM_BUNDLES:
-            if Path(bundle).is_file():
+            if os.path.isfile(bundle):
                 context.load_verify_locations(cafile=bundle)
                 break
     return context
@@ -53,12 +53,24 @@ def _default_paths_exist() -> bool:
     import ssl
 
     paths = ssl.get_default_verify_paths()
-    return any(p and Path(p).exists() for p in (paths.cafile, paths.capath))
+    return any(p and os.path.exists(p) for p in (paths.cafile, paths.capath))
+
+
+_LOOPBACK = re.compile(r"http://(localhost|127\.0\.0\.1|\[::1\])(:[0-9]*)?(/|$)", re.IGNORECASE)
+"""Plain http to this machine, written as most write it (a test keeps it in step with
+`urllib.parse` and `ipaddress`)."""
 
 
 def plain_http_to_another_machine(url: str) -> bool:
     """Whether `url` is plain `http://` to a host that is not this machine (a loopback address
     or `localhost`): a token sent there crosses the network unencrypted."""
+    if url.startswith("https://"):
+        return False
+    if _LOOPBACK.match(url):  # as most are written: answered without `urllib` and `ipaddress`
+        return False
+    import ipaddress
+    from urllib.parse import urlsplit
+
     parts = urlsplit(url)
     if parts.scheme != "http":
         return False

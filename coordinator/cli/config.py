@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import NamedTuple
 
 from astraeus.shared.coordinators import CoordinatorListError, parse_coordinators
 from astraeus.shared.tls import plain_http_refusal, plain_http_to_another_machine
 
 from .errors import CliError, Exit
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` and `pathlib` (which loads `urllib.parse`): for mypy only
+    from collections.abc import Mapping
+    from pathlib import Path
+
 DEFAULT_API = "http://127.0.0.1:8470"
 KEYS = ("api", "token", "workspace", "ca_file")
 
 
-class Target(NamedTuple):
-    """The coordinator to talk to, with what to say who we are. (A `NamedTuple`: `dataclasses`
-    would load `inspect` into every `astra` command.)"""
+class Target:
+    """The coordinator to talk to, with what to say who we are. (A plain class: `dataclasses`
+    would load `inspect` into every `astra` command, `NamedTuple` `typing`.)"""
 
-    api: str
-    """The coordinator's URL, or every coordinator's, comma-separated (`apis`)."""
-    token: str | None
-    workspace: str | None
-    config: Path
-    ca_file: Path | None = None
-    """The CA that signed the coordinator's certificate; None: the system's CA store."""
+    __slots__ = ("api", "ca_file", "config", "token", "workspace")
+
+    def __init__(
+        self,
+        api: str,
+        token: str | None,
+        workspace: str | None,
+        config: str | os.PathLike[str],
+        ca_file: Path | None = None,
+    ) -> None:
+        self.api = api
+        """The coordinator's URL, or every coordinator's, comma-separated (`apis`)."""
+        self.token = token
+        self.workspace = workspace
+        self.config = config
+        """The config file read (or looked for), as messages name it."""
+        self.ca_file = ca_file
+        """The CA that signed the coordinator's certificate; None: the system's CA store."""
+
+    def __repr__(self) -> str:  # never the token: a repr may reach a log
+        return f"Target(api={self.api!r}, workspace={self.workspace!r}, config={self.config!r})"
 
     @property
     def apis(self) -> tuple[str, ...]:
@@ -34,23 +50,26 @@ class Target(NamedTuple):
         return tuple(self.api.split(","))
 
 
-def config_path(environ: Mapping[str, str]) -> Path:
+def config_path(environ: Mapping[str, str]) -> str:
     """`ASTRA_CONFIG`, else `$XDG_CONFIG_HOME/astra/config.toml` (~/.config by default)."""
     if environ.get("ASTRA_CONFIG"):
-        return Path(environ["ASTRA_CONFIG"])
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "astra" / "config.toml"
+        return environ["ASTRA_CONFIG"]
+    base = environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "astra", "config.toml")
 
 
-def read_config(path: Path) -> dict[str, str]:
+def read_config(path: str) -> dict[str, str]:
     """The file's `api`, `token` and `workspace`; a missing file is an empty one. `api` may be
     a list of URLs too (every coordinator's)."""
     try:
-        text = path.read_text()
+        with open(path) as file:
+            text = file.read()
     except FileNotFoundError:
         return {}
     except OSError as exc:
         raise CliError(f"cannot read the config file {path}: {exc.strerror}", Exit.USAGE) from None
+    if not text.strip():  # an empty TOML table; no parser loaded for it
+        return {}
     import tomllib  # only where there is a file: its parser costs as much as argparse
 
     try:
@@ -77,7 +96,8 @@ def read_token_file(path: str) -> str:
     """The token in a file (its first line): kept out of the command line, which every user of
     the machine can read in `ps`."""
     try:
-        text = Path(path).read_text()
+        with open(path) as file:
+            text = file.read()
     except OSError as exc:
         raise CliError(f"cannot read the token file {path}: {exc.strerror}", Exit.USAGE) from None
     token = text.strip().splitlines()[0].strip() if text.strip() else ""
@@ -122,6 +142,8 @@ def resolve(
             allow = "--allow-plain-http (ASTRA_ALLOW_PLAIN_HTTP=1)"
             raise CliError(plain_http_refusal("api", url, allow), Exit.USAGE)
     ca = pick(ca_file, "ca_file", "ASTRA_CA")
+    if ca:
+        from pathlib import Path  # a CA file is named: https, which costs far more anyway
     return Target(
         api=",".join(urls),
         token=pick(token, "token"),

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any, TextIO
 
-from .client import Api
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing` alone costs a tenth of `astra status`
+    from typing import Any, TextIO
+
+    from .client import Api
 
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from argparse import Namespace
 
 from .client import Api
 from .config import resolve
 from .context import Context, printable
 from .errors import CliError, Exit
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
 
 NOT_UNDERSTOOD = (
     "astra: the coordinator's answer was not understood; is ASTRA_API an Astraeus coordinator of"

@@ -3,13 +3,14 @@ from the standard-library `shared/choices.py`), so `astra --help` loads no pydan
 
 from __future__ import annotations
 
-import argparse
 import re
-from enum import StrEnum
-
-from astraeus.shared.choices import Interconnect, KeepWithin, SelectionMode, Spread, Vendor
 
 from .errors import CliError, Exit
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `spec.py` reads the values with these parsers on `run`'s quick path
+    import argparse
+    from enum import StrEnum
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?B?)?\s*$", re.IGNORECASE)
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
@@ -41,6 +42,8 @@ def number(text: str) -> int | float:
     try:
         value = float(text)
     except ValueError:
+        import argparse  # only the full parser calls this
+
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     return int(value) if value.is_integer() else value
 
@@ -62,6 +65,8 @@ def _words(choices: type[StrEnum]) -> list[str]:
 
 def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of `run`: the guide's, then one per field of the ask."""
+    from astraeus.shared.choices import Interconnect, KeepWithin, SelectionMode, Spread, Vendor
+
     add = parser.add_argument
     add("-f", "--file", metavar="SPEC.json", help="a run spec file; flags given override it")
     add("--name", help="the run's name (a DNS label: a-z, 0-9, -)")

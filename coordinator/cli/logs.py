@@ -3,7 +3,6 @@ comes: `LogView`'s `task`, `offset` and `data`)."""
 
 from __future__ import annotations
 
-import argparse
 import time
 
 from .client import segment
@@ -11,6 +10,10 @@ from .context import Context
 from .errors import CliError, Exit
 from .render import ENDED_RUN_STATES, ENDED_TASK_STATES, Answer
 from .runs import get_run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 FOLLOW_SECONDS = 1.0
 

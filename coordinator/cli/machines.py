@@ -5,7 +5,6 @@ naming the field, before it is sent."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .client import segment
@@ -14,6 +13,10 @@ from .errors import CliError, Exit
 from .flags import parse_pairs
 from .machines_view import machine_page, machine_rows
 from .render import Answer, when
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 NO_MACHINES = (
     "no machines yet (none you may use): a machine joins when its agent first reports, with an"

@@ -1,13 +1,20 @@
-"""`astra`'s entry point: parse, then hand the command to `dispatch`, which loads what it uses."""
+"""`astra`'s entry point: parse, then hand the command to `dispatch`, which loads what it uses.
+
+The everyday commands are read by `quick.py`, without argparse; every other command line (and
+`--help`, and every usage error) by the full parser of `parser.py`, loaded only then."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 
 from .errors import Exit
-from .parser import COMMON_FLAGS, PRODUCTS, VERBS, build, unknown_arguments, unknown_command
+from .quick import quick_args
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -22,6 +29,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    args = quick_args(args_list) or full_args(args_list)
+    if isinstance(args, int):
+        return args
+    # Imported here: `--help` and usage errors never load the client, pydantic or the models.
+    from .dispatch import dispatch
+
+    return dispatch(args)
+
+
+def full_args(args_list: list[str]) -> Namespace | int:
+    """`astra`'s command line as argparse reads it, the reference for every one (`quick.py`
+    reads the everyday ones alike); or the exit code, once `--help` or a usage error is said."""
+    from .parser import PRODUCTS, VERBS, build, unknown_arguments, unknown_command
+
     command: list[str] = []
     if "--" in args_list:  # everything after `--` is the run's command, untouched
         cut = args_list.index("--")
@@ -45,15 +66,14 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.product is None:
         parser.print_help()
         return Exit.OK
-    # Imported here: `--help` and usage errors never load the client, pydantic or the models.
-    from .dispatch import dispatch
-
-    return dispatch(args)
+    return args
 
 
 def _verb(args: list[str]) -> str | None:
     """The `astraeus` command named (`status` of `astraeus status x`), so that only its parser
     is built; None (build them all) for anything else, such as `astraeus --help`."""
+    from .parser import VERBS
+
     if len(args) > 1 and args[0] == "astraeus" and args[1] in VERBS:
         return args[1]
     return None
@@ -62,6 +82,8 @@ def _verb(args: list[str]) -> str | None:
 def split_leading_flags(args: list[str]) -> tuple[list[str], list[str]]:
     """The common flags given before the command (`-o json`, `--api URL`, `--workspace=w`),
     with their values, and the rest: argparse knows them only after the command."""
+    from .parser import COMMON_FLAGS
+
     at = 0
     while at < len(args):
         flag = args[at].split("=", 1)[0]

@@ -8,17 +8,22 @@ rest of `astra status` together). A field missing or of another type is a `KeyEr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # `typing`, `datetime` and the reasons' enums: loaded only where they serve
+    from collections.abc import Sequence
+    from datetime import datetime
+    from typing import Any
 
-from astraeus.shared.reasons import ReasonKind, RejectionCode
+    from astraeus.shared.reasons import ReasonKind
 
-Answer = dict[str, Any]
+    Answer = dict[str, Any]
+else:
+    Answer = dict
 """An object of the API's answer, parsed with `json.loads`."""
 
-NO_CONTAINER = RejectionCode.NO_CONTAINER_RUNTIME
-"""The code of the capabilities filter's reason for a machine without podman or docker."""
+NO_CONTAINER = "NoContainerRuntime"
+"""`RejectionCode.NO_CONTAINER_RUNTIME`, the code of the capabilities filter's reason for a
+machine without podman or docker (a test keeps the two the same)."""
 
 ENDED_RUN_STATES = frozenset({"Succeeded", "Failed", "Cancelled"})
 """`RunState.ended`'s states (`shared/run.py`; a test keeps the two the same)."""
@@ -44,13 +49,22 @@ def table(rows: Sequence[Sequence[str]], indent: str = "") -> list[str]:
 
 
 def reason_kind(value: str | None) -> ReasonKind | None:
-    """The answer's `reason_kind` as the enum whose rules (`fits`) the texts follow."""
-    return None if value is None else ReasonKind(value)
+    """The answer's `reason_kind` as the enum whose rules (`fits`) the texts follow; the enum
+    is loaded only for a run that waits (a running one has none)."""
+    if value is None:
+        return None
+    from astraeus.shared.reasons import ReasonKind
+
+    return ReasonKind(value)
 
 
 def when(text: str | None) -> datetime | None:
     """A time of the answer (ISO 8601, as the models write it), or None."""
-    return None if text is None else datetime.fromisoformat(text)
+    if text is None:
+        return None
+    from datetime import datetime  # only for an answer with a time to show
+
+    return datetime.fromisoformat(text)
 
 
 def run_headline(run: Answer) -> str:

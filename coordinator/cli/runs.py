@@ -4,8 +4,6 @@ show is the coordinator's, already validated there."""
 
 from __future__ import annotations
 
-import argparse
-
 from .client import segment
 from .context import Context
 from .errors import Exit
@@ -19,6 +17,10 @@ from .render import (
     status_lines,
     why_lines,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 
 def get_run(ctx: Context, name: str, **query: str) -> Answer:

@@ -7,15 +7,17 @@ words (`invalid_spec`): a valid run never pays for pydantic and the models."""
 
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
-from typing import Any
 
 from astraeus.shared.labels import POOL, SITE
 
 from .errors import CliError, Exit
 from .flags import parse_duration, parse_pairs, parse_size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
 
 
 def _names(items: list[str]) -> list[str]:
@@ -25,7 +27,8 @@ def _names(items: list[str]) -> list[str]:
 def read_spec_file(path: str) -> dict[str, Any]:
     """A JSON run spec, as the API takes it."""
     try:
-        data = json.loads(Path(path).read_text())
+        with open(path) as file:
+            data = json.loads(file.read())
     except OSError as exc:
         raise CliError(f"-f: cannot read {path}: {exc.strerror}", Exit.USAGE) from None
     except json.JSONDecodeError as exc:

@@ -4,19 +4,19 @@ field): a refused spec is said field by field by `spec.invalid_spec`."""
 
 from __future__ import annotations
 
-import argparse
 import sys
-import urllib.parse
-from collections.abc import Callable
-from typing import Any
 
-from astraeus.shared.reasons import ReasonKind, never_fits
-
-from .client import Api
+from .client import Api, segment
 from .context import Context, printable
 from .errors import CliError, Exit
 from .render import Answer, grouped_why_lines, reason_kind, table, why_lines
 from .spec import build_spec, invalid_spec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import Any
 
 GIB = 1024**3
 
@@ -71,6 +71,8 @@ def never_fits_warning(name: str, workspace: str, dry: Answer) -> str | None:
     hold the run as asked (`shared.reasons.never_fits`), with its reason; else None."""
     if dry["would_start"]:
         return None
+    from astraeus.shared.reasons import never_fits  # a run that waits: its reason's rules
+
     grouped = dry["placement_grouped"]
     codes = [group["code"] for group in grouped["reasons"]] if grouped else []
     if not never_fits(reason_kind(dry["reason_kind"]), codes):
@@ -94,7 +96,7 @@ def run_link(console_url: str, cluster: str, run: str) -> str:
     name, as after "submitted to", then the run's; each escaped as one path segment. The
     workspace is the visitor's (or part of `console_url`, behind a proxy that names it)."""
     base = console_url if console_url.endswith("/") else console_url + "/"
-    parts = (urllib.parse.quote(part, safe="") for part in (cluster, run))
+    parts = (segment(part) for part in (cluster, run))
     return f"{base}jobs/{'/'.join(parts)}"
 
 
@@ -102,6 +104,8 @@ def dry_run_lines(name: str, dry: Answer) -> list[str]:
     """Where the run `name` would start now, worker by worker; else why it would wait."""
     kind = reason_kind(dry["reason_kind"])
     if not dry["would_start"]:
+        from astraeus.shared.reasons import ReasonKind  # loaded by `kind` already, if any
+
         if kind is ReasonKind.PREEMPTING:  # its cost, before anything is stopped
             return [f"{name} {dry['reason']}"]
         lines = [f"{name} would wait — {dry['reason']}"]

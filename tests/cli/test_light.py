@@ -4,13 +4,25 @@ aiohttp nor `urllib.request`: each answers from the API's JSON as it comes (issu
 
 from __future__ import annotations
 
+import http.server
+import importlib
 import json
 import subprocess
 import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
+from astraeus.coordinator.cli import main
+
 from .rig import H100, Coordinator, gpu_report
+
+main_module = importlib.import_module("astraeus.coordinator.cli.main")
+"""The module `main` (the package's `main` is its function), whose `quick_args` a test stops."""
 
 SERVER = ("aiohttp.web", "sqlite_utils", "astraeus.coordinator.store", "astraeus.coordinator.api")
 ENGINE = ("astraeus.coordinator.scheduler", "astraeus.coordinator.placement")
@@ -123,3 +135,205 @@ def test_a_refused_spec_loads_the_model_to_name_its_fields(cluster: dict[str, st
     code, loaded = _loaded(["run", "--name", "Bad_Name", "--dry-run", "--", "x"], cluster)
     assert code == 2
     assert "astraeus.shared.run" in loaded
+
+
+LEAN = (
+    "argparse",
+    "typing",
+    "urllib.parse",
+    "pathlib",
+    "tomllib",
+    "ipaddress",
+    "importlib.metadata",
+    "astraeus.shared.choices",
+    "astraeus.coordinator.cli.parser",
+)
+"""What the everyday paths no longer load either (issue 29): the full command line (argparse,
+and building its parser), `typing`, `urllib.parse` (`pathlib` loads it), `ipaddress`, and the
+config file's parser where no config file has anything in it."""
+
+
+@pytest.mark.parametrize("argv", EVERYDAY.values(), ids=EVERYDAY.keys())
+def test_everyday_paths_load_no_argparse_typing_or_urllib(
+    cluster: dict[str, str], argv: list[str]
+) -> None:
+    code, loaded = _loaded(argv, cluster)
+    assert code == (5 if "nope" in argv else 0)
+    assert _under(loaded, LEAN) == []
+
+
+def test_an_unusual_flag_goes_the_full_way(cluster: dict[str, str]) -> None:
+    """A command line the quick reader is not sure of is argparse's, which answers it."""
+    code, loaded = _loaded(["astraeus", "status", "train", "--wh"], cluster)
+    assert code == 0  # `--wh` is argparse's abbreviation of `--why`
+    assert "argparse" in loaded
+
+
+def test_a_config_file_with_settings_is_read(cluster: dict[str, str], tmp_path: Path) -> None:
+    """Where the config file says something, its parser is loaded to read it."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'api = "{cluster["ASTRA_API"]}"\n')
+    env = {"ASTRA_TOKEN": cluster["ASTRA_TOKEN"], "ASTRA_CONFIG": str(config)}
+    code, loaded = _loaded(["astraeus", "status", "train"], env)
+    assert code == 0
+    assert "tomllib" in loaded
+
+
+@pytest.fixture
+def both_ways(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[[list[str]], tuple[Said, Said]]:
+    """`astra ARGV` run in-process twice: as `astra` runs it (the quick reader first), and
+    forced the full way (argparse); what each said."""
+
+    def said(argv: list[str]) -> Said:
+        capsys.readouterr()
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return Said(code, out, err)
+
+    def run(argv: list[str]) -> tuple[Said, Said]:
+        quick = said(argv)
+        with monkeypatch.context() as patch:
+            patch.setattr(main_module, "quick_args", lambda _argv: None)
+            return quick, said(argv)
+
+    return run
+
+
+class Said(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    for key in ("ASTRA_WORKSPACE", "ASTRA_CA", "HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ASTRA_CONFIG", "/dev/null")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+SAME_ANSWERS = {
+    **{key: argv for key, argv in EVERYDAY.items() if key != "run"},
+    "json": ["-o", "json", "status", "train"],
+    "list-json": ["list", "-o", "json", "--state", "Running"],
+    "logs-json": ["logs", "train-0", "-o", "json"],
+    "machines-json": ["machines", "--output", "json"],
+    "dry-run-json": ["run", "--name", "p", "--gpus", "1", "--dry-run", "-o", "json", "--", "x"],
+    "dry-run-waits": ["run", "--name", "p", "--gpus", "64", "--mem", "1T", "--dry-run", "--", "x"],
+    "dry-run-cpus": ["run", "--name", "p", "--cpus", "2", "--label", "a=b", "--dry-run", "--", "x"],
+    "bad-name": ["run", "--name", "Bad_Name", "--dry-run", "--", "x"],
+    "bad-size": ["run", "--name", "p", "--mem", "lots", "--dry-run", "--", "x"],
+    "no-command": ["run", "--name", "p", "--dry-run"],
+    "odd-name": ["status", "a b/../c?d#e%"],
+    "escape-name": ["status", "\x1b[2J\x07"],
+    "unicode-name": ["logs", "名前"],
+    "not-utf8": ["status", b"caf\xe9".decode("utf-8", "surrogateescape")],
+    "no-attempt": ["logs", "train", "--attempt", "7"],
+    "unknown-flag": ["status", "train", "--bogus"],
+    "double-dash": ["status", "train", "--", "x"],
+    "bad-url": ["--api", "ftp://example", "status", "train"],
+    "credentials": ["--api", "http://u:p@127.0.0.1:1", "list"],
+    "remote-http": ["--api", "http://192.0.2.1:8470", "list"],
+    "port-zero": ["--api", "http://127.0.0.1:0", "list"],
+    "bad-token-file": ["--token-file", "/nonexistent/token", "list"],
+}
+
+
+@pytest.mark.parametrize("argv", SAME_ANSWERS.values(), ids=SAME_ANSWERS.keys())
+def test_both_ways_say_the_same(
+    cluster: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    both_ways: Callable[[list[str]], tuple[Said, Said]],
+    argv: list[str],
+) -> None:
+    """Byte for byte the same output, error and exit code, whichever way the command line was
+    read: on answers, refusals, hostile names and bad settings (never a traceback)."""
+    _env(monkeypatch, cluster)
+    quick, full = both_ways(argv)
+    assert quick == full
+    assert "Traceback" not in quick.err
+
+
+def test_a_submission_says_the_same_both_ways(
+    coordinator: Coordinator,
+    cluster: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`run` submits once each way: the same run, submitted again after the first is cancelled
+    and deleted, is told alike."""
+    _env(monkeypatch, cluster)
+    argv = ["run", "--name", "again", "--gpus", "1", "--", "x"]
+    said = []
+    for quick in (True, False):
+        with monkeypatch.context() as patch:
+            if not quick:
+                patch.setattr(main_module, "quick_args", lambda _argv: None)
+            capsys.readouterr()
+            code = main(argv)
+            said.append(Said(code, *capsys.readouterr()))
+        token = cluster["ASTRA_TOKEN"]
+        coordinator.call("POST", "/api/v1/runs/again/cancel", None, token)
+        coordinator.call("DELETE", "/api/v1/runs/again", None, token)
+    assert said[0].code == 0
+    assert "again submitted to" in said[0].out
+    assert said[0] == said[1]
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (500, b"Internal Server Error"),
+        (502, b"<html>Bad Gateway</html>"),
+        (200, b"not json"),
+        (200, b"{}"),
+        (200, b'{"name": 1, "state": [], "tasks": "x"}'),
+        (404, b'{"error": "no run named \'x\'"}'),
+        (403, b'{"error": "\\u001b[31mforbidden"}'),
+        (503, b'{"leader": "http://elsewhere:1"}'),
+    ],
+)
+def test_a_server_that_answers_badly_is_said_alike(
+    monkeypatch: pytest.MonkeyPatch,
+    both_ways: Callable[[list[str]], tuple[Said, Said]],
+    status: int,
+    body: bytes,
+) -> None:
+    with answering(status, body) as url:
+        _env(monkeypatch, {"ASTRA_API": url, "ASTRA_TOKEN": "t"})
+        for argv in (["status", "x"], ["list"], ["run", "--name", "x", "--dry-run", "--", "y"]):
+            quick, full = both_ways(argv)
+            assert quick == full
+            assert quick.code != 0
+            assert quick.err.startswith("astra: ")
+            assert "Traceback" not in quick.err
+
+
+@contextmanager
+def answering(status: int, body: bytes) -> Iterator[str]:
+    """A server on loopback that answers every request `status` with `body`; its URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer  # noqa: N815 - the names http.server calls
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
