@@ -27,8 +27,13 @@ DATA_FILES = [
     (f"{DOC}/systemd", ["systemd/README.md"]),
 ]
 
+SCRIPTS = ["launchers/astra"]
+"""`astra`'s launcher, which imports only `sys` and the CLI (`[project.scripts]` would have pip
+write one that imports `re` first)."""
+
 setup(
     packages=list(PACKAGES),
+    scripts=SCRIPTS,
     package_dir={f"astraeus.{folder}": folder for folder in TOP_LEVEL},
     package_data={"": ["py.typed", "*.json", "*.toml", "*.html", "*.js", "*.css", "*.svg"]},
     include_package_data=True,

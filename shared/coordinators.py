@@ -10,9 +10,6 @@ the list is reported, never contacted."""
 
 from __future__ import annotations
 
-import json
-import re
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` and `urllib.parse`: a fifth of `astra status`, which loads this
     from collections.abc import Sequence
@@ -27,8 +24,14 @@ LEADER_HEADER = "Astraeus-Leader"
 SHOWN_LENGTH = 200
 """The most of a standby's leader hint a message repeats (the standby may be anyone's)."""
 
-_PATH = re.compile(r"^[A-Za-z0-9._~/-]*$")
-_UNPRINTABLE = re.compile(r"[\x00-\x20\x7f-\x9f]")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_HOST = _LETTERS | frozenset(".-")
+"""What a host name written as most are (lower case) is made of: the quick check's."""
+_PATH = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ/._~-") | _LETTERS
+"""What a plain path prefix (a proxy's) may hold."""
+_UNPRINTABLE = {code: f"\\x{code:02x}" for code in (*range(0x21), *range(0x7F, 0xA0))}
+"""Spaces and control characters, to their escapes (`str.translate`'s table: no `re`, which
+loads `enum`, into `astra status`)."""
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -62,31 +65,33 @@ def parse_coordinators(raw: Any) -> tuple[str, ...]:
     return tuple(clean)
 
 
-_SIMPLE = re.compile(r"(https?)://([a-z0-9][a-z0-9.-]*(?::[0-9]{1,5})?)(/[A-Za-z0-9._~/-]*)?")
-"""An address as most are written (`http://127.0.0.1:8470`, `https://coord.example/api/v1`):
-checked without `urllib.parse`; any other goes the whole way (`checked_url`)."""
-
-
 def coordinator_url(text: str) -> str:
     """One address, checked: scheme http or https, a host, maybe a port and a plain path prefix
-    (a proxy's), nothing else. The same as `checked_url` (a property test keeps them so)."""
-    simple = _SIMPLE.fullmatch(text)
-    if simple is not None and len(text) <= MAX_URL_LENGTH:
-        scheme, netloc, path = simple.group(1, 2, 3)
-        port = netloc.partition(":")[2]
-        path = (path or "").rstrip("/").removesuffix(API_PATH).rstrip("/")
-        if (not port or 0 < int(port) <= 65535) and _plain_prefix(path):
-            return f"{scheme}://{netloc}{path}"
+    (a proxy's), nothing else. The same as `checked_url` (a property test keeps them so): an
+    address as most are written (`http://127.0.0.1:8470`, `https://coord.example/api/v1`) is
+    checked here without `urllib.parse`, any other the whole way."""
+    scheme, sep, rest = text.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    host, colon, port = netloc.partition(":")
+    simple = (
+        scheme in DEFAULT_PORTS
+        and sep
+        and len(text) <= MAX_URL_LENGTH
+        and host[:1] in _LETTERS
+        and _HOST.issuperset(host)
+        and (not colon or (0 < len(port) <= 5 and port.isascii() and port.isdigit()))
+        and (not colon or 0 < int(port) <= 65535)
+        and _PATH.issuperset(tail)
+    )
+    path = (slash + tail).rstrip("/").removesuffix(API_PATH).rstrip("/")
+    if simple and _plain_prefix(path):
+        return f"{scheme}://{netloc}{path}"
     return checked_url(text)
 
 
 def _plain_prefix(path: str) -> bool:
-    return (
-        bool(_PATH.match(path))
-        and "//" not in path
-        and ".." not in path.split("/")
-        and ("." not in path.split("/"))
-    )
+    segments = path.split("/")
+    return _PATH.issuperset(path) and "//" not in path and not {".", ".."} & set(segments)
 
 
 def checked_url(text: str) -> str:
@@ -97,7 +102,7 @@ def checked_url(text: str) -> str:
         raise CoordinatorListError(
             f"an address of {len(text)} characters; at most {MAX_URL_LENGTH}"
         )
-    if _UNPRINTABLE.search(text):
+    if text != text.translate(_UNPRINTABLE):
         raise CoordinatorListError(f"{text!r} has spaces or control characters in it")
     parts = urlsplit(text)
     if parts.scheme.lower() not in DEFAULT_PORTS or not parts.hostname:
@@ -137,7 +142,7 @@ def endpoint(url: str) -> tuple[str, str, int]:
 def shown(text: str) -> str:
     """Text from another party (a standby's leader hint) fit for a message or a log line: every
     space or control character escaped, at most `SHOWN_LENGTH` characters."""
-    escaped = _UNPRINTABLE.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    escaped = text.translate(_UNPRINTABLE)
     return escaped if len(escaped) <= SHOWN_LENGTH else escaped[:SHOWN_LENGTH] + "…"
 
 
@@ -167,6 +172,8 @@ def standby_answer(status: int, leader_header: str | None, body: bytes | str) ->
     standby's 503 names the leader in `Astraeus-Leader` or has a `leader` key in its body."""
     if status != 503:
         return None
+    import json  # a standby's answer only
+
     try:
         data = json.loads(body) if body else None
     except (json.JSONDecodeError, UnicodeDecodeError):

@@ -14,9 +14,7 @@ below holds for both."""
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import sys
 
 from astraeus.shared.coordinators import (
@@ -28,6 +26,8 @@ from astraeus.shared.coordinators import (
 )
 
 from .errors import CliError, Exit, refusal
+from .plainjson import dumps as to_json
+from .plainjson import loads as from_json
 from .transport import BadAnswerError, HungUpError, NotSentError, Reply, exchange
 
 TYPE_CHECKING = False
@@ -195,7 +195,7 @@ class Api:
         kept = {k: v for k, v in (query or {}).items() if v is not None}
         if self.target.workspace and path.startswith(_IN_WORKSPACE) and "workspace" not in kept:
             kept["workspace"] = self.target.workspace
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else to_json(body).encode()
         attempt = self.coordinators.round()
         missed: _Missed | None = None
         while (base := attempt.next()) is not None:
@@ -240,8 +240,8 @@ class Api:
             return _Missed(why, f"the coordinator at {base} is {why}; {_ADD_THE_LEADER}")
         attempt.answered(base)
         try:
-            return _Answer(json.loads(reply.body) if reply.body else None)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _Answer(from_json(reply.body) if reply.body else None)
+        except ValueError:  # `json.JSONDecodeError` and `UnicodeDecodeError` are ValueErrors
             raise self.not_the_api(base) from None
 
     def _exchange(
@@ -325,8 +325,8 @@ class Api:
                 Exit.UNREACHABLE,
             )
         try:
-            data = json.loads(reply.body or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = from_json(reply.body or b"{}")
+        except ValueError:  # `json.JSONDecodeError` and `UnicodeDecodeError` are ValueErrors
             data = {}
         if not isinstance(data, dict):
             data = {}
@@ -364,7 +364,7 @@ _ADD_THE_LEADER = "list every coordinator in ASTRA_API or --api, comma-separated
 
 def _reason(reason: object, timeout: float) -> str:
     """Why a coordinator could not be reached, in a few words."""
-    if isinstance(reason, socket.timeout | TimeoutError):
+    if isinstance(reason, TimeoutError):  # `socket.timeout` is TimeoutError
         return f"no answer within {timeout:g} s"
     if isinstance(reason, OSError) and reason.strerror:
         return reason.strerror

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 
 TYPE_CHECKING = False
@@ -12,7 +10,11 @@ if TYPE_CHECKING:  # `typing` alone costs a tenth of `astra status`
 
     from .client import Api
 
-_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+_ESCAPES = {
+    code: f"\\x{code:02x}" for code in (*range(0x0A), *range(0x0B, 0x20), *range(0x7F, 0xA0))
+}
+"""Every control character but the newline (C0, DEL, C1), to its escape: `str.translate`'s
+table (a regular expression would load `re`, and `enum` with it, into every command)."""
 
 
 def printable(text: str) -> str:
@@ -20,7 +22,7 @@ def printable(text: str) -> str:
     (`\\x1b`), so a GPU model, label, name or message from a hostile agent or user cannot move
     the cursor, clear the screen or retitle the terminal of whoever reads it. (`-o json` escapes
     them by itself; `astra logs` prints the run's own output as it is, as `kubectl logs` does.)"""
-    return _CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text)
+    return text.translate(_ESCAPES)
 
 
 class Context:
@@ -42,6 +44,8 @@ class Context:
         if not self.json:
             self.lines(lines)
             return
+        import json  # `-o json`, indented: `json`'s own encoder
+
         plain = data.model_dump(mode="json") if hasattr(data, "model_dump") else data
         print(json.dumps(plain, indent=2, ensure_ascii=False), file=self.out)
         self.out.flush()

@@ -3,8 +3,6 @@ from the standard-library `shared/choices.py`), so `astra --help` loads no pydan
 
 from __future__ import annotations
 
-import re
-
 from .errors import CliError, Exit
 
 TYPE_CHECKING = False
@@ -12,15 +10,17 @@ if TYPE_CHECKING:  # `spec.py` reads the values with these parsers on `run`'s qu
     import argparse
     from enum import StrEnum
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?B?)?\s*$", re.IGNORECASE)
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
+_SIZE = r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?B?)?\s*$"
+_DURATION = r"^\s*(\d+)\s*([smhd]?)\s*$"
 _POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_size(text: str, flag: str) -> int:
     """`120G` → 128849018880: K, M, G, T are powers of 1024, as the guide's example counts."""
-    match = _SIZE.match(text)
+    import re  # only for a size given: `re` loads `enum`, a fifth of `astra status`
+
+    match = re.match(_SIZE, text, re.IGNORECASE)
     if not match:
         raise CliError(f"{flag}: {text!r} is not a size; write e.g. 120G, 512M or 2T", Exit.USAGE)
     number, unit = float(match.group(1)), match.group(2).upper()
@@ -29,7 +29,9 @@ def parse_size(text: str, flag: str) -> int:
 
 def parse_duration(text: str, flag: str) -> int:
     """`1800`, `30m`, `2h` or `1d` → seconds."""
-    match = _DURATION.match(text)
+    import re
+
+    match = re.match(_DURATION, text, re.IGNORECASE)
     if not match:
         raise CliError(
             f"{flag}: {text!r} is not a duration; write e.g. 1800, 30m or 2h", Exit.USAGE

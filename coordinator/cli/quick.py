@@ -1,5 +1,5 @@
 """The everyday commands' arguments read without argparse (issue 29): `status NAME`, `list`,
-`logs NAME`, `machines` and `run` (with or without `--dry-run`).
+`logs NAME`, `machines`, `machine NAME` and `run` (with or without `--dry-run`).
 
 Building argparse's parser for `astra status x` costs more than asking the coordinator and
 printing its answer. These commands take a few flags, so they are read here from a table, into
@@ -12,8 +12,6 @@ what is wrong, as it always has. `quick_args` answers None for those.
 """
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` alone costs a tenth of `astra status`
@@ -169,7 +167,14 @@ def quick_args(argv: Sequence[str]) -> Namespace | None:
     found["command_line"] = command
     # argparse's `Namespace` and this one answer the same attribute reads; importing argparse
     # to build one is what this module is for avoiding.
-    return SimpleNamespace(**found)  # type: ignore[return-value]
+    return Args(found)  # type: ignore[return-value]
+
+
+class Args:
+    """The fields read, as attributes, as `argparse.Namespace` holds them."""
+
+    def __init__(self, fields: dict[str, object]) -> None:
+        self.__dict__.update(fields)
 
 
 def _read(words: list[str]) -> dict[str, object]:

@@ -7,8 +7,6 @@ words (`invalid_spec`): a valid run never pays for pydantic and the models."""
 
 from __future__ import annotations
 
-import json
-
 from astraeus.shared.labels import POOL, SITE
 
 from .errors import CliError, Exit
@@ -26,6 +24,8 @@ def _names(items: list[str]) -> list[str]:
 
 def read_spec_file(path: str) -> dict[str, Any]:
     """A JSON run spec, as the API takes it."""
+    import json
+
     try:
         with open(path) as file:
             data = json.loads(file.read())

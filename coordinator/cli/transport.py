@@ -4,8 +4,10 @@
 `email` package to parse the headers (with `random`, `calendar`, `base64`, `quopri`: about as
 much as the rest of `astra status` together). What a coordinator's answer needs is small: a
 status line, headers (`Content-Length`, `Transfer-Encoding`, `Location`, `Astraeus-Leader`) and
-a body, so it is read here with the socket module (and, for https, the caller's `ssl` context,
-which checks the certificate and the host name: plain http loads no `ssl`).
+a body, so it is read here over a bare socket (and, for https, the caller's `ssl` context,
+which checks the certificate and the host name: plain http loads no `ssl`). Plain http uses the
+C module `_socket` itself: the `socket` module around it (its enums of every constant,
+`selectors`) costs a sixth of `astra status`; `ssl` needs and loads it anyway.
 
 Failures are told apart as `client.py` needs them: `NotSentError` when no connection was made or
 the request could not be sent (another coordinator may be asked); an `OSError` once it was sent
@@ -14,11 +16,14 @@ back is not HTTP)."""
 
 from __future__ import annotations
 
-import socket
+import _socket
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # `typing` alone costs a tenth of `astra status`
+    import socket
     import ssl
+
+    Connection = _socket.socket | socket.socket
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_HEAD = 64 * 1024
@@ -90,7 +95,7 @@ def exchange(
     try:
         # A host name as bytes: a str would make getaddrinfo load the idna codec (3 modules).
         address = host.encode("ascii") if host.isascii() else host
-        sock = socket.create_connection((address, port), timeout)  # type: ignore[arg-type]
+        sock: Connection = _connect(address, port, timeout)
     except OSError as exc:
         raise NotSentError(exc) from None
     try:
@@ -98,13 +103,36 @@ def exchange(
             if scheme == "https":
                 if context is None:
                     raise ValueError("https needs the caller's TLS context")
-                sock = context.wrap_socket(sock, server_hostname=host)
+                import socket  # `ssl` wraps the `socket` module's sockets only
+
+                sock = wrapped = socket.socket(fileno=sock.detach())  # closed below if refused
+                wrapped.settimeout(timeout)
+                sock = context.wrap_socket(wrapped, server_hostname=host)
             sock.sendall(request)
         except OSError as exc:
             raise NotSentError(exc) from None
         return _read(sock)
     finally:
         sock.close()
+
+
+def _connect(host: bytes | str, port: int, timeout: float) -> _socket.socket:
+    """`socket.create_connection((host, port), timeout)` with `_socket`: each address the name
+    resolves to, in turn, until one takes the connection; else the first one's error."""
+    errors: list[OSError] = []
+    for family, kind, proto, _name, address in _socket.getaddrinfo(
+        host, port, 0, _socket.SOCK_STREAM
+    ):
+        sock = _socket.socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address)
+        except OSError as exc:
+            errors.append(exc)
+            sock.close()
+            continue
+        return sock
+    raise errors[0] if errors else OSError("getaddrinfo returns an empty list")
 
 
 def _request(
@@ -131,7 +159,7 @@ def _host_port(netloc: str, default: int) -> tuple[str, int]:
     return host, int(port) if port else default
 
 
-def _read(sock: socket.socket) -> Reply:
+def _read(sock: Connection) -> Reply:
     received = bytearray()
     while b"\r\n\r\n" not in received:
         chunk = sock.recv(65536)
@@ -170,14 +198,14 @@ def _head(head: bytes) -> tuple[int, str, dict[str, str]]:
     return int(code), reason.strip(), headers
 
 
-def _until_closed(sock: socket.socket) -> bytes:
+def _until_closed(sock: Connection) -> bytes:
     data = bytearray()
     while chunk := sock.recv(65536):
         data += chunk
     return bytes(data)
 
 
-def _exactly(sock: socket.socket, have: bytes, length: int) -> bytes:
+def _exactly(sock: Connection, have: bytes, length: int) -> bytes:
     data = bytearray(have)
     while len(data) < length:
         chunk = sock.recv(min(65536, length - len(data)))
@@ -187,7 +215,7 @@ def _exactly(sock: socket.socket, have: bytes, length: int) -> bytes:
     return bytes(data[:length])
 
 
-def _chunked(sock: socket.socket, have: bytes) -> bytes:
+def _chunked(sock: Connection, have: bytes) -> bytes:
     """A chunked body (RFC 9112 §7.1), its trailers dropped."""
     raw = bytearray(have)
     body = bytearray()
@@ -210,7 +238,7 @@ def _chunked(sock: socket.socket, have: bytes) -> bytes:
         at += size + 2
 
 
-def _more(sock: socket.socket) -> bytes:
+def _more(sock: Connection) -> bytes:
     chunk = sock.recv(65536)
     if not chunk:
         raise BadAnswerError("the answer stopped inside a chunk")

@@ -46,8 +46,11 @@ heavier HTTP clients, `dataclasses` (which loads `inspect`), and, asking a plain
 coordinator, `ssl` (OpenSSL's libraries and a dozen enums)."""
 
 
-def _loaded(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, set[str]]:
-    """`astra ARGV`'s exit code and every module it loaded, run in a fresh interpreter."""
+def _loaded(
+    argv: list[str], env: dict[str, str] | None = None, *, isolated: bool = False
+) -> tuple[int, set[str]]:
+    """`astra ARGV`'s exit code and every module it loaded, run in a fresh interpreter;
+    `isolated`, as the `astra` launcher runs it (the harness itself loads nothing before)."""
     code = (
         "import io, json, sys\n"
         "from contextlib import redirect_stderr as err, redirect_stdout as out\n"
@@ -56,6 +59,17 @@ def _loaded(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, se
         f"    code = main({argv!r})\n"
         "print(json.dumps([code, sorted(sys.modules)]))\n"
     )
+    if isolated:  # what `main` loaded, seen before the harness loads `json` to say it
+        code = (
+            "import sys\n"
+            "from astraeus.coordinator.cli import main\n"
+            "out, sys.stdout, sys.stderr = sys.stdout, open('/dev/null', 'w'), sys.stderr\n"
+            f"code = main({argv!r})\n"
+            "loaded = sorted(sys.modules)\n"
+            "sys.stdout = out\n"
+            "import json\n"
+            "print(json.dumps([code, loaded]))\n"
+        )
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -160,6 +174,25 @@ def test_everyday_paths_load_no_argparse_typing_or_urllib(
     code, loaded = _loaded(argv, cluster)
     assert code == (5 if "nope" in argv else 0)
     assert _under(loaded, LEAN) == []
+
+
+LEANEST = ("re", "enum", "json", "socket", "selectors", "typing", "argparse", "collections")
+"""What the text output of the everyday paths needs none of (issue 29): `re` and `enum` (about
+a fifth of `astra status` each), `json`'s Python half (`plainjson.py` uses its C half),
+`socket`'s Python module (`transport.py` uses `_socket`)."""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [argv for argv in EVERYDAY.values() if "-o" not in argv],
+    ids=[key for key, argv in EVERYDAY.items() if "-o" not in argv],
+)
+def test_everyday_text_paths_load_no_re_enum_json_or_socket(
+    cluster: dict[str, str], argv: list[str]
+) -> None:
+    code, loaded = _loaded(argv, cluster, isolated=True)
+    assert code == (5 if "nope" in argv else 0)
+    assert _under(loaded, LEANEST) == []
 
 
 def test_an_unusual_flag_goes_the_full_way(cluster: dict[str, str]) -> None:

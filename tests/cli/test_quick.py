@@ -4,7 +4,9 @@ the cheap stand-ins for `urllib.parse` and `ipaddress` on their path answering a
 
 from __future__ import annotations
 
+import argparse
 import io
+import json
 import urllib.parse
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from astraeus.coordinator.cli import quick
+from astraeus.coordinator.cli import plainjson, quick
 from astraeus.coordinator.cli.client import query_string, segment, split_url
 from astraeus.coordinator.cli.main import full_args
 from astraeus.coordinator.cli.parser import COMMON_FLAGS, build
@@ -139,12 +141,16 @@ def test_the_common_flags_are_parsers() -> None:
     assert {name: flag.kind != quick.TRUE for name, flag in quick.COMMON.items()} == COMMON_FLAGS
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parsers of `parser`'s sub-commands, by name."""
+    found = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(found.choices)
+
+
 def test_the_everyday_commands_and_run_flags_are_parsers() -> None:
     """Every flag `quick.py` knows exists under the same name for the same field in argparse,
     and the run fields it leaves to argparse are the choice flags."""
-    top = build()
-    astraeus = next(a for a in top._subparsers._actions if a.dest == "product").choices
-    verbs = next(a for a in astraeus["astraeus"]._actions if a.dest == "verb").choices
+    verbs = _subcommands(_subcommands(build())["astraeus"])
     for name, verb in quick.VERBS.items():
         actions = {opt: a for a in verbs[name]._actions for opt in a.option_strings}
         for option, flag in verb.flags.items():
@@ -247,3 +253,55 @@ def test_loopback_check_answers_as_ipaddress(url: str) -> None:
 
 def test_the_container_code_is_the_enums() -> None:
     assert RejectionCode.NO_CONTAINER_RUNTIME.value == NO_CONTAINER
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(JSON)
+def test_plainjson_writes_as_json_dumps(value: object) -> None:
+    assert plainjson.dumps(value) == json.dumps(value)
+
+
+@given(JSON, st.sampled_from(["", " ", "\n\t", "\r\n "]))
+def test_plainjson_reads_as_json_loads(value: object, space: str) -> None:
+    for text in (space + json.dumps(value) + space, json.dumps(value, indent=2)):
+        assert _same(plainjson.loads(text.encode()), json.loads(text.encode()))
+        assert _same(plainjson.loads(text), json.loads(text))
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal, NaN equal to NaN (JSON's `NaN` reads back as a NaN)."""
+    return json.dumps(a) == json.dumps(b)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b"", b" ", b"{", b'{"a": 1} x', b"[1,]", b'"\\ud800"', b"\xff", b"\xef\xbb\xbf{}", b"NaN",
+     '{"a": 1}'.encode("utf-16"), b"\x00{}", b'{"a": 1}\x00', "\ufeff{}".encode(), b"1e999"],
+)  # fmt: skip
+def test_plainjson_reads_what_json_refuses_as_json_does(text: bytes) -> None:
+    """The same value, or the same error in the same words."""
+    assert _outcome_of(plainjson.loads, text) == _outcome_of(json.loads, text)
+
+
+def _outcome_of(read: Any, text: bytes) -> str:
+    try:
+        return f"read: {json.dumps(read(text))}"
+    except ValueError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_plainjson_refuses_what_json_dumps_refuses() -> None:
+    for value in ({1j: 1}, {"a": object()}, [b"bytes"]):
+        with pytest.raises(TypeError) as expected:
+            json.dumps(value)
+        with pytest.raises(TypeError) as caught:
+            plainjson.dumps(value)
+        assert str(caught.value) == str(expected.value)
