@@ -370,3 +370,25 @@ def answering(status: int, body: bytes) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_astra_launcher_loads_no_re(cluster: dict[str, str]) -> None:
+    """The installed `astra` (`launchers/astra`, not pip's entry-point wrapper, which imports
+    `re` first) answers `status` having loaded none of `LEANEST`."""
+    launcher = Path(sys.executable).parent / "astra"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(launcher), "status", "train"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"ASTRA_CONFIG": "/dev/null", "PATH": "/usr/bin:/bin", **cluster},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("train: ")
+    loaded = {
+        line.rpartition("|")[2].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "astraeus.coordinator.cli.quick" in loaded
+    assert _under(loaded, LEANEST) == []
