@@ -241,7 +241,7 @@ class Api:
         attempt.answered(base)
         try:
             return _Answer(from_json(reply.body) if reply.body else None)
-        except ValueError:  # `json.JSONDecodeError` and `UnicodeDecodeError` are ValueErrors
+        except (ValueError, RecursionError):  # not JSON, or nested past what Python reads
             raise self.not_the_api(base) from None
 
     def _exchange(
@@ -326,7 +326,7 @@ class Api:
             )
         try:
             data = from_json(reply.body or b"{}")
-        except ValueError:  # `json.JSONDecodeError` and `UnicodeDecodeError` are ValueErrors
+        except (ValueError, RecursionError):  # `json.JSONDecodeError` is a ValueError
             data = {}
         if not isinstance(data, dict):
             data = {}
