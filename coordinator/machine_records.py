@@ -32,9 +32,12 @@ from astraeus.shared.labels import POOL, SITE
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MachineRecord:
-    """One machine as the coordinator keeps it: the parsed report and what admins set on it."""
+    """One machine as the coordinator keeps it: the parsed report and what admins set on it.
+    Slotted, as are the other per-machine objects kept for every machine in both processes
+    (`MachineSnapshot`, `Free`): no `__dict__` each (~300 bytes a machine, 15 MB per process
+    at 50,000 machines)."""
 
     name: str
     report: MachineReport | None = None
