@@ -71,6 +71,10 @@ class FormError(ValueError):
     """A stored compact form this coordinator cannot read: its report is parsed in full."""
 
 
+PREFIX: Final = f'{{"form":{FORM},'
+"""How every form `encode` writes begins: a store read can leave out the JSON of such rows."""
+
+
 def encode(report: MachineReport, fingerprint: str) -> str:
     """The compact form of a validated `report`, with its fingerprint."""
     printed = report.model_dump_json(exclude_defaults=True)

@@ -266,6 +266,37 @@ def test_a_report_stored_before_migration_17_is_parsed_in_full(
     assert ib.report == _made()[2]
 
 
+def test_a_start_reads_no_json_beside_a_form_it_reads(database_location: Path | str) -> None:
+    """Rows with a form of this version are read without their JSON; the others with it."""
+    store = _store_with(database_location, _made()[1], _made()[2])
+    with store.database.write() as conn:
+        conn.execute("UPDATE machines SET compact = NULL WHERE name = ?", ("ib",))
+    found = store.machines.reports(["nvl", "ib"], compact.PREFIX)
+    assert found["nvl"][0] is None
+    assert found["nvl"][1] is not None
+    assert found["nvl"][1].startswith(compact.PREFIX)
+    assert found["ib"] == (_made()[2].model_dump_json(), None)
+    assert store.machines.reports(["nvl"])["nvl"][0] == _made()[1].model_dump_json()
+
+
+def test_a_form_of_this_version_that_cannot_be_read_has_its_json_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its JSON was left out of the read: it is read then, and parsed in full."""
+    report = _made()[1]
+    store = _store_with(tmp_path / "astraeus.db", report)
+    broken = compact.PREFIX + '"fingerprint":"","report":{"gpus":3}}'
+    with store.database.write() as conn:
+        conn.execute("UPDATE machines SET compact = ? WHERE name = ?", (broken, "nvl"))
+    with caplog.at_level(logging.INFO):
+        records = MachineRecords(store)
+    assert "machine nvl: its report is parsed in full (MachineReport: [" in caplog.text
+    found = records.get("nvl")
+    assert found is not None
+    assert found.report == report
+    assert found.fingerprint == fingerprint(report)
+
+
 def test_access_labels_in_a_stored_compact_form_are_still_taken_out(tmp_path: Path) -> None:
     """A label listed in `access_labels` after its report was stored stays out of the
     record (`admit`), read from the compact form as from the JSON."""
