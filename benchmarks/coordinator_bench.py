@@ -6,6 +6,8 @@ submission to placed, dry runs over HTTP and from the CLI; Slurm's figures besid
     .venv/bin/python benchmarks/coordinator_bench.py --sizes 1000,5000 --skip-throughput
     .venv/bin/python benchmarks/coordinator_bench.py --repeat 1 --sizes 500 --queued 1000
     .venv/bin/python benchmarks/coordinator_bench.py --sizes 5000 --store both
+    .venv/bin/python benchmarks/coordinator_bench.py --sizes 50000 --skip-throughput \
+        --start-only --idle-queued 10000 --start-seconds 120   # issue 29's memory figure
 
 Every figure is the median of `--repeat` runs (three by default), each on a fresh coordinator
 process over a copy of the same database, printed with the load average it ran under. The
@@ -217,12 +219,16 @@ async def idle(
     *,
     start_only: bool = False,
     start_seconds: float = 60.0,
+    waiting: int = 0,
 ) -> dict[str, float]:
     """The idle cluster's figures, printed; their medians returned. `start_only`: only the
-    figures of a start (`first_after_start`); `start_seconds`: how long a start may take."""
+    figures of a start (`first_after_start`); `start_seconds`: how long a start may take;
+    `waiting`: runs no machine can take, queued before the start (issue 29 measures memory
+    with 10,000 queued): every pass walks them, and they stay queued."""
     store = "sqlite" if server is None else "postgresql"
-    print(f"== an idle cluster of {machines} machines, {store}")
-    cluster = Cluster(machines, server=server)
+    queue = f", {waiting} runs queued that wait" if waiting else ", nothing queued"
+    print(f"== an idle cluster of {machines} machines, {store}{queue}")
+    cluster = Cluster(machines, server=server, waiting=waiting)
     figures: dict[str, list[float]] = {
         "placed": [],
         "tail": [],
@@ -374,6 +380,12 @@ def main() -> None:
         help="how long a coordinator may take to start (50,000 machines on a busy machine: more)",
     )
     parser.add_argument(
+        "--idle-queued",
+        type=int,
+        default=0,
+        help="idle: runs no machine can take, queued before each start (they stay queued)",
+    )
+    parser.add_argument(
         "--store",
         choices=[*STORES, "both"],
         default="sqlite",
@@ -397,6 +409,7 @@ def main() -> None:
                             on,
                             start_only=args.start_only,
                             start_seconds=args.start_seconds,
+                            waiting=args.idle_queued,
                         )
                     )
                     if size == args.machines:

@@ -84,7 +84,11 @@ class Cluster:
     With a PostgreSQL `server` (`tests/pg_server.py`'s), the file is also moved into a template
     database of it, which each coordinator's database is copied from."""
 
-    def __init__(self, machines: int, queued: int = 0, server: Any = None) -> None:
+    def __init__(
+        self, machines: int, queued: int = 0, server: Any = None, *, waiting: int = 0
+    ) -> None:
+        """`queued` 1-GPU runs (placed once the coordinator starts) and `waiting` runs no
+        machine can take (`NEVER`: they stay queued, as a busy cluster's queue does)."""
         self.dir = Path(tempfile.mkdtemp(prefix="astraeus-bench-"))
         self.db = self.dir / "template.db"
         self.admin = self.member = ""
@@ -95,7 +99,7 @@ class Cluster:
         # In a thread of its own, with its own event loop: a benchmark makes its cluster from
         # inside one, and the file is opened, filled and closed by that one thread.
         with ThreadPoolExecutor(1) as filling:
-            filling.submit(asyncio.run, self._fill(machines, queued)).result()
+            filling.submit(asyncio.run, self._fill(machines, queued, waiting)).result()
         if server is not None:
             url = server.create_database("bench")
             migrate(self.db, url)
@@ -105,7 +109,7 @@ class Cluster:
     def store(self) -> str:
         return "sqlite" if self.server is None else "postgresql"
 
-    async def _fill(self, machines: int, queued: int) -> None:
+    async def _fill(self, machines: int, queued: int, waiting: int) -> None:
         store = Store.open(self.db)
         clock = SystemClock()
         store.workspaces.put(WorkspaceSpec(name="bench"), clock.now())
@@ -123,6 +127,9 @@ class Cluster:
         ask = RunSpec.model_validate(ONE_GPU)
         for i in range(queued):
             store.runs.submit(ask.model_copy(update={"name": f"q{i}"}), "bench", clock.now())
+        never = RunSpec.model_validate(NEVER)
+        for i in range(waiting):
+            store.runs.submit(never.model_copy(update={"name": f"w{i}"}), "bench", clock.now())
         store.close()
         self.agents = agents
 

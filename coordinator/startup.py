@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from astraeus.coordinator.machine_records import MachineRecords
+from astraeus.coordinator.scheduler.gc_policy import give_back_freed
 from astraeus.coordinator.settings import Settings
 from astraeus.coordinator.store import Role, StorageError, Store
 from astraeus.coordinator.store.dialect import shown
@@ -134,3 +135,4 @@ def settle_loaded() -> None:
     walks all of it, 100-450 ms a time, and agents' first reports wait behind them."""
     gc.collect()
     gc.freeze()
+    give_back_freed()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -12,9 +11,10 @@ from . import fabrics
 from .model import MachineSnapshot, RunKey
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MachineFacts:
-    """What a machine is, independent of any run: read once when a session starts."""
+    """What a machine is, independent of any run: read once when a session starts. Slotted:
+    one is kept per machine in both processes."""
 
     snapshot: MachineSnapshot
     report: MachineReport | None
@@ -37,14 +37,15 @@ class MachineFacts:
     def name(self) -> str:
         return self.snapshot.name
 
-    @functools.cached_property
+    @property
     def gpu_by_id(self) -> dict[str, GpuInfo]:
-        """Each GPU under its UUID and under its index as a string, for pinned `ids`: made for
-        the machines a pinned run looks at, not kept for every machine (16 keys each)."""
+        """Each GPU under its UUID and under its index as a string, for pinned `ids`: made
+        when a pinned run looks at the machine, and not kept (16 keys each, a few hundred
+        bytes a machine: kept, every machine a pinned run ever looked at would hold one)."""
         return {gpu.uuid: gpu for gpu in self.gpus} | {str(gpu.index): gpu for gpu in self.gpus}
 
 
-@dataclass
+@dataclass(slots=True)
 class Free:
     """What is free on one machine during a pass; `PlacementSession.take` shrinks it."""
 

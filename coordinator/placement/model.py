@@ -37,7 +37,7 @@ class Reservation:
     ends_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MachineSnapshot:
     """One machine of a `ClusterSnapshot`, as the scheduler sees it for one pass: the agent's
     latest report plus what is taken. (The API's answer about a machine is `MachineView`, in

@@ -7,8 +7,11 @@ all of it every few seconds under load, and every request waits hundreds of mill
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import sys
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 
 GROWTH = 0.25
@@ -67,6 +70,7 @@ class GcPolicy:
         gc.freeze()
         if due or not self.baseline:
             self.baseline = sys.getallocatedblocks()
+            give_back_freed()  # the first build's, or a full collection's, freed memory
 
     def failed(self) -> None:
         """A pass that failed before its settle: collect what it left (the pass worker has no
@@ -82,3 +86,28 @@ def passes_only() -> None:
     that pass's CPU at 5,000 machines: 2.5 s against 1.3-1.6 s without; seconds more on a
     loaded machine, which a submission made meanwhile waited for)."""
     gc.disable()
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's `malloc_trim`, None where the C library has none (musl, macOS)."""
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (AttributeError, OSError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return typing.cast(Callable[[int], int], trim)
+
+
+_TRIM = _malloc_trim()
+
+
+def give_back_freed() -> None:
+    """Hand the C heap's free pages back to the system (glibc's `malloc_trim`; nothing where
+    there is none). A start reads every machine's stored texts (at 50,000 machines ~135 MB of
+    report JSON and compact forms) and builds the live state: all freed once read, but the
+    freed blocks lie between the ones that live on, so glibc keeps them and the process's
+    resident memory counts them for its whole life. Called once what was loaded is settled
+    (`startup.settle_loaded`, a process's first `GcPolicy.settle`) and after each full
+    collection: a walk of the heap's free lists, milliseconds, never on a request's path."""
+    if _TRIM is not None:
+        _TRIM(0)

@@ -51,16 +51,26 @@ class Machines:
     def count(self) -> int:
         return int(self._database.tuples("SELECT count(*) FROM machines")[0][0])
 
-    def reports(self, names: list[str]) -> dict[str, tuple[str | None, str | None]]:
+    def reports(
+        self, names: list[str], compact_prefix: str | None = None
+    ) -> dict[str, tuple[str | None, str | None]]:
         """The stored report of each of `names`: its JSON and its compact form (migration 17;
-        None for a report stored before it)."""
+        None for a report stored before it). `compact_prefix`: the JSON is left out (None) of
+        each row whose compact form starts with it, a form the caller reads without the JSON
+        (a start then reads ~1.5 KB less a machine: 75 MB at 50,000 machines)."""
         found: dict[str, tuple[str | None, str | None]] = {}
+        column = "report"
+        first: tuple[object, ...] = ()
+        if compact_prefix is not None:
+            length = len(compact_prefix)
+            column = f"CASE WHEN substr(compact, 1, {length}) = ? THEN NULL ELSE report END"
+            first = (compact_prefix,)
         for start in range(0, len(names), 500):  # within SQLite's limit on parameters
             chunk = names[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for name, report, compact in self._database.tuples(
-                f"SELECT name, report, compact FROM machines WHERE name IN ({marks})",  # noqa: S608
-                tuple(chunk),
+                f"SELECT name, {column}, compact FROM machines WHERE name IN ({marks})",  # noqa: S608
+                (*first, *chunk),
             ):
                 found[str(name)] = (report, compact)
         return found

