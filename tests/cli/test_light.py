@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
@@ -71,10 +72,20 @@ def test_help_loads_no_models_client_or_server() -> None:
     assert _under(loaded, heavy) == []
 
 
-@pytest.fixture
-def cluster(coordinator: Coordinator) -> dict[str, str]:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A coordinator with one machine running `train`, which printed a line; the environment
-    that points `astra` at it as a member of `vision`."""
+    that points `astra` at it as a member of `vision`. One for the module: its tests only read,
+    but for `run` and the refused spec, whose names no other test asks about."""
+    coordinator = Coordinator(tmp_path_factory.mktemp("light"))
+    coordinator.start()
+    try:
+        yield _with_train(coordinator)
+    finally:
+        coordinator.stop()
+
+
+def _with_train(coordinator: Coordinator) -> dict[str, str]:
     machine = gpu_report("gpu-01", 8, H100, 80)
     coordinator.report(machine)
     token = coordinator.member("vision")
