@@ -88,6 +88,7 @@ class Coordinator:
             Settings(
                 db=self.root / "astraeus.db",
                 scheduler=False,
+                pass_process=False,  # as tests/coordinator/conftest.py says: no worker to spawn
                 cluster_name="gpu-east",
                 console_url=self.console_url,
                 listen=f"127.0.0.1:{self.port}",

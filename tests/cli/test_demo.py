@@ -15,14 +15,17 @@ from helpers import until
 from astraeus.agent.runtime import StateDir
 from astraeus.agent.runtime.launch import proc_alive
 from astraeus.coordinator.cli.render import CONTAINER_HINT
+from astraeus.coordinator.demo import main as demo_main
 from astraeus.coordinator.demo.main import FOLLOW_ALONG
 
 ASTRA = Path(sys.executable).parent / "astra"
 STORY_LIMIT_SECONDS = 240
 """Only a guard against a hung demo; the story itself takes about 20 s."""
-FOR_SECONDS = 45
-"""`astra demo --for` in the test of the whole story: time enough, after the story, to run every
-line it printed in fresh shells (about 10 s; under load 20) before it stops by itself."""
+FOR_SECONDS = 600
+"""`astra demo --for` in the test of the whole story: far longer than running every line it
+printed in fresh shells takes (about 10 s; under load 20). The test then stops it with Ctrl-C,
+as a user who has seen enough does, instead of sitting out the rest; that `--for` stops the
+demo by itself is `test_demo_for_stops_by_itself`'s, without a cluster to wait for."""
 
 
 def _demo(*argv: str) -> subprocess.Popen[str]:
@@ -152,9 +155,9 @@ def test_demo_on_a_busy_port_says_so(tmp_path: Path) -> None:
 def test_the_demo_tells_the_whole_story_and_every_line_it_prints_runs(tmp_path: Path) -> None:
     """`astra demo --for N` tells the whole story (`_tells_the_whole_story`); the follow-along
     line, each `$` command of the story and each `Try` line run as printed in a fresh shell;
-    the guide's first example waits for a container runtime, and says how to get one; then the
-    demo stops by itself, exit 0, no traceback, no worker left running. One demo for all of it:
-    each costs a story's worth of processes."""
+    the guide's first example waits for a container runtime, and says how to get one; then
+    Ctrl-C stops the demo, exit 0, no traceback, no worker left running. One demo for all of
+    it: each costs a story's worth of processes."""
     state = tmp_path / "state"
     demo = _demo("--for", str(FOR_SECONDS), "--state-dir", str(state))
     assert demo.stdout is not None
@@ -197,11 +200,51 @@ def test_the_demo_tells_the_whole_story_and_every_line_it_prints_runs(tmp_path: 
         assert "  ib-a1   Up  machine lacks capability container" in why
         assert why[-4:] == CONTAINER_HINT
     finally:
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C, after the story, as the banner says
         out, err = demo.communicate(timeout=STORY_LIMIT_SECONDS)
     assert demo.returncode == 0, err
     assert "Traceback" not in err
     assert out.rstrip().endswith("Demo stopped.")
     assert _no_live_workers(state)
+
+
+class _StillCluster:
+    """What `_demo` asks of a `DemoCluster`, with no process behind it."""
+
+    url = "http://127.0.0.1:8470"
+    member_token = "member-token"  # noqa: S105 - never sent: no coordinator behind it
+    admin_token = "admin-token"  # noqa: S105 - never sent either
+    agents: tuple[object, ...] = ()
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.closed = False
+
+    async def start(self) -> None:
+        """Nothing to start."""
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+def test_demo_for_stops_by_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--for N`: after the story and its banner the demo waits N seconds and stops by itself,
+    closing its cluster, exit 0. The story and its processes are the other tests'; here the
+    story is told at once, and nothing but the timer stops the demo."""
+    clusters: list[_StillCluster] = []
+
+    def cluster(root: Path, port: int) -> _StillCluster:
+        clusters.append(_StillCluster(root, port))
+        return clusters[-1]
+
+    monkeypatch.setattr(demo_main, "DemoCluster", cluster)
+    monkeypatch.setattr(demo_main, "tell", lambda story: None)
+    assert demo_main.run_demo(seconds=0.2, state_dir=str(tmp_path), port=0) == 0
+    out = capsys.readouterr().out
+    assert "\nStopping in 0.2 s.\n\nStopping the demo: workers, agents, coordinator.\n" in out
+    assert out.endswith("Demo stopped.\n")
+    assert [c.closed for c in clusters] == [True]
 
 
 def _why_lines(done: subprocess.CompletedProcess[str]) -> list[str] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import importlib
+import itertools
 import json
 import subprocess
 import sys
@@ -46,11 +47,17 @@ heavier HTTP clients, `dataclasses` (which loads `inspect`), and, asking a plain
 coordinator, `ssl` (OpenSSL's libraries and a dozen enums)."""
 
 
+_SUBMITTED = itertools.count(1)
+
+
 def _loaded(
     argv: list[str], env: dict[str, str] | None = None, *, isolated: bool = False
 ) -> tuple[int, set[str]]:
     """`astra ARGV`'s exit code and every module it loaded, run in a fresh interpreter;
-    `isolated`, as the `astra` launcher runs it (the harness itself loads nothing before)."""
+    `isolated`, as the `astra` launcher runs it (the harness itself loads nothing before).
+    The run `submitted` gets a new name each time: the module's tests share one coordinator,
+    which refuses a second run of one name."""
+    argv = [f"submitted-{next(_SUBMITTED)}" if arg == "submitted" else arg for arg in argv]
     code = (
         "import io, json, sys\n"
         "from contextlib import redirect_stderr as err, redirect_stdout as out\n"
@@ -97,10 +104,26 @@ def test_help_loads_no_models_client_or_server() -> None:
     assert _under(loaded, heavy) == []
 
 
-@pytest.fixture
-def cluster(coordinator: Coordinator) -> dict[str, str]:
-    """A coordinator with one machine running `train`, which printed a line; the environment
-    that points `astra` at it as a member of `vision`."""
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
+    """One coordinator for the module: its tests only read, but for the runs they submit, whose
+    names no other test asks about (and which they remove again)."""
+    coordinator = Coordinator(tmp_path_factory.mktemp("light"))
+    coordinator.start()
+    try:
+        yield coordinator
+    finally:
+        coordinator.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(shared: Coordinator) -> dict[str, str]:
+    """The shared coordinator with one machine running `train`, which printed a line; the
+    environment that points `astra` at it as a member of `vision`."""
+    return _with_train(shared)
+
+
+def _with_train(coordinator: Coordinator) -> dict[str, str]:
     machine = gpu_report("gpu-01", 8, H100, 80)
     coordinator.report(machine)
     token = coordinator.member("vision")
@@ -291,7 +314,7 @@ def test_both_ways_say_the_same(
 
 
 def test_a_submission_says_the_same_both_ways(
-    coordinator: Coordinator,
+    shared: Coordinator,
     cluster: dict[str, str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -309,8 +332,8 @@ def test_a_submission_says_the_same_both_ways(
             code = main(argv)
             said.append(Said(code, *capsys.readouterr()))
         token = cluster["ASTRA_TOKEN"]
-        coordinator.call("POST", "/api/v1/runs/again/cancel", None, token)
-        coordinator.call("DELETE", "/api/v1/runs/again", None, token)
+        shared.call("POST", "/api/v1/runs/again/cancel", None, token)
+        shared.call("DELETE", "/api/v1/runs/again", None, token)
     assert said[0].code == 0
     assert "again submitted to" in said[0].out
     assert said[0] == said[1]

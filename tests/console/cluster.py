@@ -131,6 +131,7 @@ async def start(tmp_path: Path) -> tuple[Cluster, Store]:
         db=tmp_path / "astraeus.db",
         state_dir=tmp_path,
         scheduler=False,
+        pass_process=False,  # as tests/coordinator/conftest.py says: no worker to spawn
         down_after_seconds=3600,
         lost_after_seconds=7200,
         # No load shedding: the test's own reports share the coordinator's event loop, and a

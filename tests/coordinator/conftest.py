@@ -158,13 +158,20 @@ def settings_for(tmp_path: Path, database: Path | str | None = None, **changes: 
     """No load shedding unless a test asks for it (`max_report_delay_seconds`): here the test's
     client shares the coordinator's event loop, so a test's own burst of requests would count
     as the coordinator running behind. Shedding is tested in test_overload.py and, over a real
-    process, in tests/faults/test_overload.py."""
+    process, in tests/faults/test_overload.py.
+
+    Passes run in the service's own process (`pass_process=False`, a setting users have too)
+    unless a test asks for the worker: each spawned worker imports the engine again, 1-2 s of
+    a test that is about something else. The worker's own tests ask for it (test_one_pass.py,
+    test_pass_memo.py, test_gc_policy.py), and every real coordinator (tests/faults, tests/e2e,
+    tests/cli/test_demo.py) runs its passes there."""
     base = Settings(
         db=database if isinstance(database, Path) else tmp_path / "astraeus.db",
         database_url=database if isinstance(database, str) else "",
         state_dir=tmp_path,
         scheduler=False,
         max_report_delay_seconds=0,
+        pass_process=False,
     )
     return replace(base, **changes)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from astraeus.coordinator.api.keys import REPORTING
 from astraeus.coordinator.store import Role
 
-from .conftest import Cluster
+from .conftest import ClientFactory, Cluster, make_cluster
 from .fakes import report
 from .test_concurrency import assert_no_gpu_held_twice
 
@@ -51,10 +52,16 @@ async def test_forget_ends_its_tasks_lost_and_removes_the_machine(fake_cluster: 
     await _forget_and_return(fake_cluster)
 
 
-async def test_the_pass_worker_sees_a_forgotten_machine_go(cluster: Cluster) -> None:
+async def test_the_pass_worker_sees_a_forgotten_machine_go(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
     """The same with the real engine in its pass worker process, which reads the machines
     from the file and keeps its placement state between passes."""
-    await _forget_and_return(cluster)
+    c = await make_cluster(aiohttp_client, tmp_path, pass_process=True)
+    try:
+        await _forget_and_return(c)
+    finally:
+        c.store.close()
 
 
 async def _forget_and_return(c: Cluster) -> None:

@@ -125,6 +125,10 @@ def test_release_holds_every_artifact(release: Path, installed: Path) -> None:
     # The program is a directory bundle (nothing unpacked at each start): docs/decisions.md.
     assert os.readlink(bin_dir / "astraeus") == "../lib/astraeus/astraeus"
     assert (installed / "lib" / "astraeus" / "astraeus").is_file()
+    # Nothing the programs never import, whatever the environment that built it holds
+    # (scripts/release.py's NOT_BUNDLED: numpy comes with the launcher tests' PyTorch).
+    bundled = {p.name for p in (installed / "lib" / "astraeus" / "_internal").iterdir()}
+    assert not {"numpy", "numpy.libs"} & bundled
     for unit in ("astraeus-agent.service", "astraeus-coordinator.service"):
         text = (installed / "lib" / "systemd" / "system" / unit).read_text()
         assert "Documentation=file:///opt/astraeus/share/doc/astraeus/systemd/README.md" in text
