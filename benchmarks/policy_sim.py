@@ -13,7 +13,8 @@ Policies (coordinator settings `fair_share`, `backfill`, `preemption`):
 - FIFO: `fair_share = false`, `backfill = false`, `preemption = "off"`: priority, then submission
   time, as before issue 28, except that holds are now per set of machines (no setting restores
   the one cluster-wide head: see docs/benchmarks.md);
-- fair share: `fair_share = true` (usage with the 7-day half-life; all weights 1);
+- fair share: `fair_share = true` (usage with the 7-day half-life; every weight 1 unless
+  `--weights machines`);
 - fair share + backfill: both on (the defaults);
 - all + preemption: both on and `preemption = "priority"`; printed as "not built yet" on a
   coordinator whose `Settings` has no `preemption` field.
@@ -54,7 +55,9 @@ The workload (seeded; the same for every policy), from published figures only:
   submitting 1,000 runs at 6 am does. This script's own choices, not the trace's:
   `PRIORITY_SHARE` (3 %) of the steady runs have priority 100 (what preemption acts on); time
   limits are the duration times `LIMIT_FACTOR` (2) rounded up to the next of `LIMIT_STEPS`
-  (30 min ... 7 days), as people over-ask in round numbers; all weights are 1.
+  (30 min ... 7 days), as people over-ask in round numbers; every weight is 1 (`--weights
+  equal`, the default) or, with `--weights machines`, each virtual cluster's machines
+  (`weights`).
 - Arrivals: the steady runs arrive at random over the window (Poisson): the longest window in
   which all the runs ask `--load` (1.2) times the cluster's GPU-hours, counting of each run only
   the part of its duration before the window ends, so the cluster is oversubscribed throughout,
@@ -73,8 +76,8 @@ simulated agents saw (a run placed again after preemption overwrites its task ro
 - Jain's fairness index over workspaces of x = GPU-hours received in the window / GPU-hours the
   workspace was entitled to there: its demand in the window (each run's GPUs x the part of its
   duration that fits before the window ends) shared out max-min (water-filling) over the
-  window's capacity, every weight being 1. 1 is perfectly fair, 1/n is one workspace taking it
-  all.
+  window's capacity, weighted by the fair-share weights (all 1 by default: plain max-min). 1
+  is perfectly fair, 1/n is one workspace taking it all.
 """
 
 from __future__ import annotations
@@ -157,6 +160,9 @@ summary line."""
 DEFAULT_RUNS = 12000
 DEFAULT_FLOOD_RUNS = 1000
 """Issue 28's "a workspace that submits 1,000 runs at 6 am"; other sizes keep its share."""
+WEIGHTS = ("equal", "machines")
+"""`--weights`: every `fair_share_weight` 1 (the default), or each workspace's in proportion to
+its virtual cluster's machines (`weights`)."""
 SMALL = (50, 600)
 SMOKE = (12, 40)
 """Machines and runs of `--small` and `--smoke`: the default's 12 runs a machine at `--small`
@@ -270,6 +276,25 @@ def workload(runs: int, machines: int, load: float, seed: int, flood: int) -> li
     return jobs
 
 
+def weights(mode: str, jobs: Sequence[Job]) -> dict[str, float]:
+    """Each workspace's `fair_share_weight` under `--weights`. `equal`: 1 each. `machines`: a
+    virtual cluster's machines, as an operator gives Slurm accounts shares in proportion to what
+    they paid for (Philly's virtual clusters' sizes are their quotas); the flood, which is no
+    virtual cluster, weighs as one submitting as many runs would (the steady runs are drawn in
+    proportion to the machines): 32 at the issue's 1,000 of 12,000. This script's choice, set
+    before any replay and never tuned to a result."""
+    if mode == "equal":
+        return {workspace: 1.0 for workspace in (FLOOD, *STEADY)}
+    if mode != "machines":
+        raise ValueError(f"--weights {mode}: must be one of {', '.join(WEIGHTS)}")
+    by_vc = {f"vc-{vc}": float(machines) for vc, machines in PHILLY_VCS}
+    flood = sum(1 for job in jobs if job.workspace == FLOOD)
+    steady = len(jobs) - flood
+    total = sum(by_vc.values())
+    by_vc[FLOOD] = round(total * flood / steady, 1) if steady else 1.0
+    return by_vc
+
+
 def asked_within(jobs: Iterable[Job], window: float) -> float:
     """The GPU-seconds `jobs` ask before `window` ends, each from its submission."""
     return sum(job.gpus * max(0.0, min(job.duration, window - job.submit)) for job in jobs)
@@ -345,9 +370,16 @@ class Simulation:
     """One policy over one workload: a store, the report service, the scheduler, the agents."""
 
     def __init__(
-        self, jobs: Sequence[Job], machines: int, policy: Policy, folder: Path, tick: float
+        self,
+        jobs: Sequence[Job],
+        machines: int,
+        policy: Policy,
+        folder: Path,
+        tick: float,
+        weighting: str = "equal",
     ):
         self.jobs = list(jobs)
+        self.weights = weights(weighting, jobs)
         self.tick = tick
         self.by_name = {job.name: job for job in jobs}
         self.policy = policy
@@ -477,7 +509,8 @@ class Simulation:
     async def _replay(self) -> None:
         now = self.clock.now()
         for workspace in (FLOOD, *STEADY):
-            self.store.workspaces.put(WorkspaceSpec(name=workspace), now)
+            body = WorkspaceSpec(name=workspace, fair_share_weight=self.weights[workspace])
+            self.store.workspaces.put(body, now)
         for agent in self.agents.values():
             self.records.ensure(agent.name, now)
             await self.report(agent)
@@ -529,7 +562,7 @@ class Simulation:
         demand: dict[str, float] = defaultdict(float)
         for job in self.jobs:
             demand[job.workspace] += job.gpus * max(0.0, min(job.duration, window - job.submit))
-        entitled = water_fill(demand, gpus * window)
+        entitled = water_fill(demand, gpus * window, self.weights)
         preemptions, stopped = preemption_totals(self.store.database)
         return Outcome(
             policy=self.policy.name,
@@ -551,17 +584,21 @@ class Simulation:
         )
 
 
-def water_fill(demand: dict[str, float], capacity: float) -> dict[str, float]:
-    """Max-min fair shares of `capacity`: every workspace gets its demand or an equal share of
-    what is left, whichever is less, the rest going to those that want more."""
+def water_fill(
+    demand: dict[str, float], capacity: float, weights: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Weighted max-min fair shares of `capacity`: every workspace gets its demand or its
+    weight's part of what is left, whichever is less, the rest going to those that want more.
+    Without `weights`, every weight is 1 (plain max-min)."""
+    weight = weights or {}
     shares: dict[str, float] = {}
     left = dict(demand)
     room = capacity
     while left:
-        each = room / len(left)
-        small = {w: d for w, d in left.items() if d <= each}
+        each = room / sum(weight.get(w, 1.0) for w in left)
+        small = {w: d for w, d in left.items() if d <= each * weight.get(w, 1.0)}
         if not small:
-            shares.update({w: each for w in left})
+            shares.update({w: each * weight.get(w, 1.0) for w in left})
             return shares
         for workspace, wanted in small.items():
             shares[workspace] = wanted
@@ -590,12 +627,17 @@ def built(policy: Policy) -> bool:
 
 
 async def simulate(
-    jobs: Sequence[Job], machines: int, policy: Policy, window: float, tick: float = TICK
+    jobs: Sequence[Job],
+    machines: int,
+    policy: Policy,
+    window: float,
+    tick: float = TICK,
+    weighting: str = "equal",
 ) -> Outcome:
     folder = Path(tempfile.mkdtemp(prefix="astraeus-policy-"))
     started = time.perf_counter()
     try:
-        sim = Simulation(jobs, machines, policy, folder, tick)
+        sim = Simulation(jobs, machines, policy, folder, tick, weighting)
         try:
             await sim.run()
             return sim.measure(window, time.perf_counter() - started)
@@ -673,10 +715,10 @@ def describe(jobs: Sequence[Job], machines: int) -> str:
 
 
 def replay(
-    jobs: Sequence[Job], machines: int, policy: Policy, window: float, tick: float
+    jobs: Sequence[Job], machines: int, policy: Policy, window: float, tick: float, weighting: str
 ) -> Outcome:
     """`simulate` in an event loop of its own, in a worker process."""
-    return asyncio.run(simulate(jobs, machines, policy, window, tick))
+    return asyncio.run(simulate(jobs, machines, policy, window, tick, weighting))
 
 
 def run_all(args: argparse.Namespace) -> list[Outcome]:
@@ -701,13 +743,20 @@ def run_workload(args: argparse.Namespace, machines: int, runs: int, flood: int)
     window = max(job.submit for job in jobs)
     print(f"\n## {flood} flood runs of {runs}\n", flush=True)
     print(describe(jobs, machines), flush=True)
+    if args.weights != "equal":
+        given = weights(args.weights, jobs)
+        listed = ", ".join(f"{w} {given[w]:g}" for w in (FLOOD, *STEADY))
+        print(f"fair-share weights and Jain's entitlements by {args.weights}: {listed}")
     for policy in POLICIES:
         if not built(policy):
             print(f"{policy.name}: not built yet (Settings has no `{policy.needs}`)", flush=True)
     todo = [policy for policy in POLICIES if built(policy)]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max(1, args.jobs), mp_context=context) as pool:
-        futures = {p.name: pool.submit(replay, jobs, machines, p, window, args.tick) for p in todo}
+        futures = {
+            p.name: pool.submit(replay, jobs, machines, p, window, args.tick, args.weights)
+            for p in todo
+        }
         done = {}
         for policy in todo:
             outcome = done[policy.name] = futures[policy.name].result()
@@ -741,6 +790,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="policies replayed at a time")
     parser.add_argument(
         "--tick", type=float, default=TICK, help="simulated seconds between passes, at least"
+    )
+    parser.add_argument(
+        "--weights",
+        choices=WEIGHTS,
+        default="equal",
+        help="fair-share weights, and the weights of Jain's entitlements (weighted max-min):"
+        " all 1, or each virtual cluster's machines (see `weights`)",
     )
     parser.add_argument("--small", action="store_true", help="50 machines, 600 runs")
     parser.add_argument(

@@ -107,6 +107,33 @@ def test_jain_and_water_filling() -> None:
     assert sum(shares.values()) == pytest.approx(90.0)
 
 
+def test_weighted_water_filling_shares_by_weight() -> None:
+    """Weighted max-min: what small demands leave is split in proportion to the weights; with
+    every weight 1 it is the plain max-min above."""
+    shares = sim.water_fill({"a": 10.0, "b": 100.0, "c": 100.0}, 90.0, {"a": 1, "b": 1, "c": 2})
+    assert shares == pytest.approx({"a": 10.0, "b": 80.0 / 3, "c": 160.0 / 3})
+    assert sim.water_fill({"a": 100.0, "b": 100.0}, 80.0, {"a": 1, "b": 3}) == pytest.approx(
+        {"a": 20.0, "b": 60.0}
+    )
+    demand = {"a": 10.0, "b": 100.0, "c": 100.0}
+    assert sim.water_fill(demand, 90.0, dict.fromkeys(demand, 1.0)) == sim.water_fill(demand, 90.0)
+
+
+def test_weights_by_machines_follow_the_virtual_clusters() -> None:
+    """`--weights machines`: each virtual cluster weighs its machines; the flood weighs as a
+    virtual cluster submitting as many runs would (32 at the issue's 1,000 in 12,000, scaled);
+    `equal` gives 1 each; anything else is refused naming the option."""
+    jobs = sim.workload(1200, 100, 1.2, seed=28, flood=100)
+    given = sim.weights("machines", jobs)
+    assert {w: given[w] for w in sim.STEADY} == {
+        f"vc-{vc}": float(machines) for vc, machines in sim.PHILLY_VCS
+    }
+    assert given[sim.FLOOD] == 32.0
+    assert set(sim.weights("equal", jobs).values()) == {1.0}
+    with pytest.raises(ValueError, match=r"--weights size: must be one of equal, machines"):
+        sim.weights("size", jobs)
+
+
 async def test_every_policy_accounts_for_every_run(tmp_path: Path) -> None:
     """Each built policy replays the tiny workload through the real scheduler until every run
     has started: utilisation is a share, no wait is negative, Jain's index lies in [1/n, 1],
@@ -125,6 +152,29 @@ async def test_every_policy_accounts_for_every_run(tmp_path: Path) -> None:
         capacity = MACHINES * sim.GPUS_PER_MACHINE * window
         assert sum(outcome.received.values()) == pytest.approx(outcome.utilisation * capacity)
         assert sum(outcome.entitled.values()) <= capacity * (1 + 1e-9)
+
+
+async def test_a_replay_by_machines_gives_the_scheduler_those_weights(tmp_path: Path) -> None:
+    """With `--weights machines` the workspaces the scheduler orders by carry the weights, and
+    the entitlements Jain's index reads are the weighted max-min shares of the same demand."""
+    jobs = sim.workload(REPLAYED, MACHINES, 1.5, seed=5, flood=FLOOD // 2)
+    window = max(job.submit for job in jobs)
+    policy = next(p for p in sim.POLICIES if p.name == "fair share + backfill")
+    replay = sim.Simulation(jobs, MACHINES, policy, tmp_path, sim.TICK, "machines")
+    try:
+        await replay.run()
+        stored = {w.name: w.fair_share_weight for w in replay.store.workspaces.all()}
+        outcome = replay.measure(window, 0.0)
+    finally:
+        replay.store.close()
+    assert stored == sim.weights("machines", jobs)
+    assert outcome.started == REPLAYED
+    demand: dict[str, float] = {}
+    for job in jobs:
+        share = job.gpus * max(0.0, min(job.duration, window - job.submit))
+        demand[job.workspace] = demand.get(job.workspace, 0.0) + share
+    capacity = MACHINES * sim.GPUS_PER_MACHINE * window
+    assert outcome.entitled == pytest.approx(sim.water_fill(demand, capacity, stored))
 
 
 def test_the_table_says_what_is_not_built() -> None:
