@@ -131,6 +131,18 @@ class PlacementSession:
             self._idle_fits[key] = (idle, could, worker)
         return self._idle_fits[key]
 
+    def idle_machines(
+        self, run: RunRequest, now: datetime, exclude: frozenset[str]
+    ) -> tuple[str, ...]:
+        """The machines the run would use on an idle cluster without the `exclude`d ones (held
+        like machines a run ahead holds); () when none would hold it. The scheduler asks it
+        for a head, to find the machines that free up first: the result depends on the
+        exclusion, so it is not kept with the ask's idle fit (`_idle_fits`)."""
+        needs = Needs(run)
+        prepared = self._prepare(needs, now, exclude)
+        choice = gang.search(self._idle_evaluation(prepared), ladder.allowed_rungs(needs))
+        return _names(prepared.cluster, choice)
+
     def take(self, placement: Placement) -> None:
         """Record the placement's GPUs, cores and memory as used for the rest of this pass."""
         for worker in placement.workers:

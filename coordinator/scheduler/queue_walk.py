@@ -3,7 +3,8 @@
 No database, and `now` is an argument; the one clock read is `time.perf_counter` in
 `decide_within`, which bounds how long a pass may take. The rule that keeps big gangs from
 starving is here: the first run in queue order that waits only for room is the head; the
-machines it would use are held for it, and runs behind it may start only elsewhere. Holds are
+machines that let it start soonest (by the time limits of the tasks on them) are held for it,
+and runs behind it may start only elsewhere. Holds are
 per set of machines: a later run that waits only for room on machines no head holds (another
 pool's) becomes a head of its own there, so a head in one pool never lifts the protection of
 another.
@@ -46,6 +47,10 @@ class EngineSession(Protocol):
     def place(
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
     ) -> Placement | Pending: ...
+
+    def idle_machines(
+        self, run: RunRequest, now: datetime, exclude: frozenset[str]
+    ) -> tuple[str, ...]: ...
 
     def take(self, placement: Placement) -> None: ...
 
@@ -247,9 +252,8 @@ class _Walk(Generic[Item]):
             text = reasons.queued_behind(label)
             kind = ReasonKind.QUEUED_BEHIND
             return Waiting(item, text, result.explained, kind)
-        wanted = frozenset(result.wanted_machines)
+        wanted, expected = self._earliest(request, frozenset(result.wanted_machines))
         if wanted and not wanted & self.reserved:
-            expected = self._frees_at(wanted)
             self.heads.append(_Head(item, result, position, wanted, expected))
             self.reserved |= wanted
             return None
@@ -292,6 +296,40 @@ class _Walk(Generic[Item]):
         use = _placed_use(plan.placement)
         held = self.held.get(item.workspace, WorkspaceUse())
         self.held[item.workspace] = held.plus(use.gpus, use.cpu_cores, use.memory_bytes)
+
+    def _earliest(
+        self, request: RunRequest, wanted: frozenset[str]
+    ) -> tuple[frozenset[str], datetime | None]:
+        """The machines a run waiting only for room would hold as a head, and when they free
+        up: of the idle-cluster placements, one whose machines all free up soonest (Slurm's
+        backfill reserves the earliest-available resources for the top job). The idle fit
+        (`wanted`) is the same on every pass and, among alike machines, always the first by
+        name, however long that one stays busy. The soonest is the least moment T at which
+        the run fits the idle cluster without the machines freeing up after T (by `frees_at`:
+        a machine with a task without a time limit never does): found by bisection over the
+        moments machines free up, one idle search each, only for a head. `wanted` stays when
+        it frees up as soon, or when nothing frees up in time (tasks without a time limit)."""
+        expected = self._frees_at(wanted)
+        if not wanted:
+            return wanted, expected
+        frees = {m: u.frees_at(self.now) for m, u in self.context.usage.items()}
+        moments = sorted({max(end, self.now) for end in frees.values() if end is not None})
+        if expected is not None:
+            moments = [moment for moment in moments if moment < expected]
+        found: tuple[str, ...] = ()
+        low, high = 0, len(moments)
+        while low < high:  # fits by moments[high], if high is in range; not by moments[low - 1]
+            middle = (low + high) // 2
+            late = frozenset(m for m, end in frees.items() if end is None or end > moments[middle])
+            machines = self.session.idle_machines(request, self.now, late)
+            if machines:
+                found, high = machines, middle
+            else:
+                low = middle + 1
+        if not found:
+            return wanted, expected
+        chosen = frozenset(found)
+        return chosen, self._frees_at(chosen)
 
     def _frees_at(self, machines: frozenset[str]) -> datetime | None:
         """When every task on `machines` has reached its time limit; None when one has none."""
