@@ -189,6 +189,11 @@ class _Walk(Generic[Item]):
         """The runs waiting only for room, each holding machines no earlier head holds."""
         self.reserved: frozenset[str] = frozenset()
         """Every head's machines."""
+        self.claimed: frozenset[str] = frozenset()
+        """Every head's idle fit (`Pending.wanted_machines`): a later run whose idle fit meets
+        one, or a head's machines, waits behind that head rather than heading a pool of its
+        own. So which runs are heads costs no search, and only a head looks for the machines
+        that free up first (`_earliest`)."""
         self.evaluated = 0
         self.known: dict[str, Waiting[Item]] = {}
         """Waiting decisions by ask: a run asking exactly what a run ahead asked, which had to
@@ -252,10 +257,12 @@ class _Walk(Generic[Item]):
             text = reasons.queued_behind(label)
             kind = ReasonKind.QUEUED_BEHIND
             return Waiting(item, text, result.explained, kind)
-        wanted, expected = self._earliest(request, frozenset(result.wanted_machines))
-        if wanted and not wanted & self.reserved:
-            self.heads.append(_Head(item, result, position, wanted, expected))
-            self.reserved |= wanted
+        wanted = frozenset(result.wanted_machines)
+        if wanted and not wanted & (self.reserved | self.claimed):
+            machines, expected = self._earliest(request, wanted)
+            self.heads.append(_Head(item, result, position, machines, expected))
+            self.reserved |= machines
+            self.claimed |= wanted
             return None
         return Waiting(item, result.headline, result.explained, result.kind)
 
@@ -308,10 +315,9 @@ class _Walk(Generic[Item]):
         the run fits the idle cluster without the machines freeing up after T (by `frees_at`:
         a machine with a task without a time limit never does): found by bisection over the
         moments machines free up, one idle search each, only for a head. `wanted` stays when
-        it frees up as soon, or when nothing frees up in time (tasks without a time limit)."""
+        it frees up as soon, or when nothing frees up in time (tasks without a time limit).
+        Machines another head holds are left out: holds never overlap."""
         expected = self._frees_at(wanted)
-        if not wanted:
-            return wanted, expected
         frees = {m: u.frees_at(self.now) for m, u in self.context.usage.items()}
         moments = sorted({max(end, self.now) for end in frees.values() if end is not None})
         if expected is not None:
@@ -320,7 +326,9 @@ class _Walk(Generic[Item]):
         low, high = 0, len(moments)
         while low < high:  # fits by moments[high], if high is in range; not by moments[low - 1]
             middle = (low + high) // 2
-            late = frozenset(m for m, end in frees.items() if end is None or end > moments[middle])
+            late = self.reserved | frozenset(
+                m for m, end in frees.items() if end is None or end > moments[middle]
+            )
             machines = self.session.idle_machines(request, self.now, late)
             if machines:
                 found, high = machines, middle
