@@ -285,3 +285,27 @@ async def test_a_head_whose_every_choice_has_a_task_without_a_limit_holds_as_bef
     assert big["reason"] == "Next to run: No machine fits: 2 of 2 machines ready"
     _, short = await c.call("GET", "/api/v1/runs/short", member)
     assert short["state"] == "Running"
+
+
+async def test_a_second_run_of_the_same_pool_holds_nothing(cluster: Cluster) -> None:
+    """Which runs are heads is decided by the machines they would use if idle: big2, behind
+    big and asking the same on the same machines, holds nothing (h-03, which frees up next,
+    stays open), and waits with its own reason; a run without a time limit starts on h-03."""
+    c = cluster
+    member = await c.workspace("vision", max_priority=10)
+    await _busy(c, {"h-01": 7 * DAY, "h-02": HOUR, "h-03": 2 * HOUR})
+    one = {"machines": 1}
+    await c.submit("vision", "big", gpus=8, priority=10, requested_resources=one)
+    await c.submit("vision", "big2", gpus=8, priority=10, requested_resources=one)
+    on_h03 = {"node_selection": {"names": ["h-03"]}}
+    await c.submit("vision", "endless", gpus=2, requested_resources=on_h03)
+    assert (await c.run_pass()).placed == 1
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert "when runs on h-02 reach their time limits" in big["reason"]
+    _, big2 = await c.call("GET", "/api/v1/runs/big2", member)
+    assert (big2["reason_kind"], big2["reason"]) == (
+        "NoMachineFits",
+        "No machine fits: 3 of 3 machines ready",
+    )
+    _, endless = await c.call("GET", "/api/v1/runs/endless", member)
+    assert (endless["state"], endless["tasks"][0]["machine"]) == ("Running", "h-03")
