@@ -4,8 +4,12 @@ alike, through `compute_pass`; and one garbage-collector policy serves them both
 from __future__ import annotations
 
 import ast
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from astraeus.coordinator.api import SCHEDULER
 from astraeus.coordinator.scheduler import loop, pass_worker
@@ -115,6 +119,47 @@ async def test_the_worker_built_at_start_decides_its_first_pass_as_a_cold_one(
     cold, _ = compute_pass(PassState(c.store, c.records), inputs)
     assert warmed == as_rows(cold)
     assert sorted(row.run for row in warmed.placed) == ["fits", "small"]
+
+
+class _AskedError(Exception):
+    """The pass worker was asked for a pass."""
+
+
+class _Watched(ProcessPoolExecutor):
+    """A pass worker that starts no process: it counts what it is asked, and refuses it."""
+
+    asked = 0
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked += 1
+        raise _AskedError
+
+
+async def test_passes_compute_here_while_the_worker_still_builds(cluster: Cluster) -> None:
+    """At start the pass worker reads every machine again (`warm_worker`); until it has, a pass
+    computes in the service's process, which has built its own state, so the first runs are
+    placed once the service listens, not once the worker is done (~5 s later at 50,000
+    machines). Once the worker has built, passes go to it."""
+    c = cluster
+    scheduler = c.client.app[SCHEDULER]
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "first", gpus=4)
+    worker = _Watched(max_workers=1)
+    building: Future[None] = Future()
+    loop._WARMING[worker] = building
+    scheduler._pool = worker
+    try:
+        result = await scheduler.run_pass()
+        assert (result.placed, worker.asked) == (1, 0)
+        building.set_result(None)
+        await c.submit("vision", "second", gpus=4)
+        with pytest.raises(_AskedError):
+            await scheduler.run_pass()
+        assert worker.asked == 1
+    finally:
+        scheduler._pool = None
+        worker.shutdown()
 
 
 def _gc_calls(path: Path) -> list[str]:
