@@ -60,7 +60,13 @@ STOP_WAIT_SECONDS = 5.0
 
 _WARMING: weakref.WeakKeyDictionary[ProcessPoolExecutor, Future[None]] = weakref.WeakKeyDictionary()
 """Each pass worker's build at start (`warm_worker`), while it is under way: until it has
-ended, passes compute in the service's own process (`Scheduler._worker_ready`)."""
+ended, passes over a short queue compute in the service's own process
+(`Scheduler._worker_ready`)."""
+
+SHORT_QUEUE = 100
+"""Pending runs a pass may compute in the service while the pass worker still builds: a pass
+over a deep queue places thousands of runs, and computed here it held reports up for ~0.9 s
+(issue 17's deep queue at 5,000 machines), so it waits for the worker."""
 
 
 @dataclass(frozen=True)
@@ -175,12 +181,15 @@ class Scheduler:
         machines at start (`warm_worker`). The service reads and builds the same at the same
         time, on the other core, for its dry runs (`start`); a pass asked of a worker still
         building waits for it (at 50,000 machines ~5 s after the service listens), so until
-        the worker is done a pass computes here, over the service's state, once that is built
-        (a pass that comes before waits for it). The file is the truth for both: the worker's
-        first pass reads what changed since its build."""
+        the worker is done a pass over at most `SHORT_QUEUE` pending runs computes here, over
+        the service's state, once that is built (a pass that comes before waits for it). The
+        file is the truth for both: the worker's first pass reads what changed since its
+        build."""
         warming = _WARMING.get(self._pool) if self._pool is not None else None
         if warming is None or warming.done():
             return True
+        if self._store.runs.pending_more_than(SHORT_QUEUE):
+            return True  # a deep queue's pass would hold this process's core: the worker's
         if self._warming is not None:
             await self.warmed()
         return warming.done()

@@ -162,6 +162,31 @@ async def test_passes_compute_here_while_the_worker_still_builds(cluster: Cluste
         worker.shutdown()
 
 
+async def test_a_deep_queue_waits_for_the_worker_even_while_it_builds(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass over more than `SHORT_QUEUE` pending runs is not computed in the service while
+    the worker builds: placing thousands of runs there held reports up (~0.9 s at 5,000
+    machines); it waits for the worker, as every pass did before."""
+    c = cluster
+    scheduler = c.client.app[SCHEDULER]
+    monkeypatch.setattr(loop, "SHORT_QUEUE", 1)
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "first", gpus=1)
+    await c.submit("vision", "second", gpus=1)
+    worker = _Watched(max_workers=1)
+    loop._WARMING[worker] = Future()
+    scheduler._pool = worker
+    try:
+        with pytest.raises(_AskedError):
+            await scheduler.run_pass()
+        assert worker.asked == 1
+    finally:
+        scheduler._pool = None
+        worker.shutdown()
+
+
 def _gc_calls(path: Path) -> list[str]:
     """`gc.<name>(...)` calls in `path`, and assignments to `GROWTH`."""
     found = []
