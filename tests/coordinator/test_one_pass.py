@@ -4,10 +4,11 @@ alike, through `compute_pass`; and one garbage-collector policy serves them both
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -135,7 +136,28 @@ class _Watched(ProcessPoolExecutor):
         raise _AskedError
 
 
-async def test_passes_compute_here_while_the_worker_still_builds(cluster: Cluster) -> None:
+class _Building(NamedTuple):
+    worker: _Watched
+    build: Future[None]
+    """The worker's build at start (`warm_worker`): under way until a test ends it."""
+
+
+@pytest.fixture
+def building(cluster: Cluster) -> Iterator[_Building]:
+    """The service's scheduler with a pass worker still building, as right after a start."""
+    scheduler = cluster.client.app[SCHEDULER]
+    worker = _Watched(max_workers=1)
+    build: Future[None] = Future()
+    loop._WARMING[worker] = build
+    scheduler._pool = worker
+    yield _Building(worker, build)
+    scheduler._pool = None
+    worker.shutdown()
+
+
+async def test_passes_compute_here_while_the_worker_still_builds(
+    cluster: Cluster, building: _Building
+) -> None:
     """At start the pass worker reads every machine again (`warm_worker`); until it has, a pass
     computes in the service's process, which has built its own state, so the first runs are
     placed once the service listens, not once the worker is done (~5 s later at 50,000
@@ -145,46 +167,30 @@ async def test_passes_compute_here_while_the_worker_still_builds(cluster: Cluste
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.submit("vision", "first", gpus=4)
-    worker = _Watched(max_workers=1)
-    building: Future[None] = Future()
-    loop._WARMING[worker] = building
-    scheduler._pool = worker
-    try:
-        result = await scheduler.run_pass()
-        assert (result.placed, worker.asked) == (1, 0)
-        building.set_result(None)
-        await c.submit("vision", "second", gpus=4)
-        with pytest.raises(_AskedError):
-            await scheduler.run_pass()
-        assert worker.asked == 1
-    finally:
-        scheduler._pool = None
-        worker.shutdown()
+    result = await scheduler.run_pass()
+    assert (result.placed, building.worker.asked) == (1, 0)
+    building.build.set_result(None)
+    await c.submit("vision", "second", gpus=4)
+    with pytest.raises(_AskedError):
+        await scheduler.run_pass()
+    assert building.worker.asked == 1
 
 
 async def test_a_deep_queue_waits_for_the_worker_even_while_it_builds(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, building: _Building, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pass over more than `SHORT_QUEUE` pending runs is not computed in the service while
     the worker builds: placing thousands of runs there held reports up (~0.9 s at 5,000
     machines); it waits for the worker, as every pass did before."""
     c = cluster
-    scheduler = c.client.app[SCHEDULER]
     monkeypatch.setattr(loop, "SHORT_QUEUE", 1)
     await c.workspace("vision")
     await c.report("gpu-01")
     await c.submit("vision", "first", gpus=1)
     await c.submit("vision", "second", gpus=1)
-    worker = _Watched(max_workers=1)
-    loop._WARMING[worker] = Future()
-    scheduler._pool = worker
-    try:
-        with pytest.raises(_AskedError):
-            await scheduler.run_pass()
-        assert worker.asked == 1
-    finally:
-        scheduler._pool = None
-        worker.shutdown()
+    with pytest.raises(_AskedError):
+        await c.client.app[SCHEDULER].run_pass()
+    assert building.worker.asked == 1
 
 
 def _gc_calls(path: Path) -> list[str]:
