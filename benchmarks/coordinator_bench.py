@@ -168,7 +168,7 @@ async def first_after_start(c: Coordinator) -> dict[str, float]:
         await asyncio.sleep(0.001)
     placed = time.perf_counter() - c.launched
     await asyncio.sleep(1)  # the pass that placed it has ended: memory as it is kept
-    rss = c.rss()
+    rss = await settled_rss(c)
     return {
         "start": c.ready - c.launched,
         "first_placed": placed,
@@ -176,6 +176,22 @@ async def first_after_start(c: Coordinator) -> dict[str, float]:
         "rss_service": rss["service"] / MB,
         "rss_worker": rss.get("worker", 0) / MB,
     }
+
+
+async def settled_rss(c: Coordinator, seconds: float = 120.0) -> dict[str, int]:
+    """Resident memory once the pass worker has built what it keeps: the first runs after a
+    start are placed by the service while the worker still reads the machines
+    (`Scheduler._worker_ready`), so its memory is read when it has not grown by 1 MB for 2 s."""
+    rss = c.rss()
+    steady = 0
+    for _ in range(int(seconds / 0.5)):
+        await asyncio.sleep(0.5)
+        now = c.rss()
+        steady = steady + 1 if abs(now.get("worker", 0) - rss.get("worker", 0)) < MB else 0
+        rss = now
+        if steady >= 4:
+            break
+    return rss
 
 
 async def http_dry_run(

@@ -78,6 +78,11 @@ def plain_http_to_another_machine(url: str) -> bool:
         return False
     if _loopback_as_written(url):  # answered without `urllib` and `ipaddress`
         return False
+    return _plain_http_parsed(url)
+
+
+def _plain_http_parsed(url: str) -> bool:
+    """`plain_http_to_another_machine`, told by `urllib.parse` and `ipaddress` alone."""
     import ipaddress
     from urllib.parse import urlsplit
 

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import threading
 import time
+import weakref
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -56,6 +57,16 @@ FLUSH_CHUNK = 500
 
 STOP_WAIT_SECONDS = 5.0
 """How long a stop waits for the pass worker to end after SIGTERM."""
+
+_WARMING: weakref.WeakKeyDictionary[ProcessPoolExecutor, Future[None]] = weakref.WeakKeyDictionary()
+"""Each pass worker's build at start (`warm_worker`), while it is under way: until it has
+ended, passes over a short queue compute in the service's own process
+(`Scheduler._worker_ready`)."""
+
+SHORT_QUEUE = 100
+"""Pending runs a pass may compute in the service while the pass worker still builds: a pass
+over a deep queue places thousands of runs, and computed here it held reports up for ~0.9 s
+(issue 17's deep queue at 5,000 machines), so it waits for the worker."""
 
 
 @dataclass(frozen=True)
@@ -146,7 +157,7 @@ class Scheduler:
             await run(
                 accrue, self._store.database, now, self._settings.fair_share_half_life_seconds
             )
-            if self._pool is not None:
+            if self._pool is not None and await self._worker_ready():
                 decisions, cut = await self._decide_elsewhere(now)
             else:
                 # In a thread: reports handled meanwhile cannot change who holds a GPU (only
@@ -164,6 +175,24 @@ class Scheduler:
             seconds = time.perf_counter() - started
             self._metrics.observe_pass(seconds, decisions.submitted_at, now)
             return PassResult(committed, len(decisions.waiting), lost)
+
+    async def _worker_ready(self) -> bool:
+        """Whether this pass goes to the pass worker: yes, unless it is still reading the
+        machines at start (`warm_worker`). The service reads and builds the same at the same
+        time, on the other core, for its dry runs (`start`); a pass asked of a worker still
+        building waits for it (at 50,000 machines ~5 s after the service listens), so until
+        the worker is done a pass over at most `SHORT_QUEUE` pending runs computes here, over
+        the service's state, once that is built (a pass that comes before waits for it). The
+        file is the truth for both: the worker's first pass reads what changed since its
+        build."""
+        warming = _WARMING.get(self._pool) if self._pool is not None else None
+        if warming is None or warming.done():
+            return True
+        if self._store.runs.pending_more_than(SHORT_QUEUE):
+            return True  # a deep queue's pass would hold this process's core: the worker's
+        if self._warming is not None:
+            await self.warmed()
+        return warming.done()
 
     def _writable(self) -> None:
         """While a storage fault is recorded, a pass first tries a small write: if it fails,
@@ -425,6 +454,7 @@ def warm_worker(pool: ProcessPoolExecutor, settings: Settings, location: str) ->
     except (BrokenProcessPool, RuntimeError) as error:  # the first pass replaces the worker
         log.warning("the pass worker did not build its live state at start: %s", error)
         return
+    _WARMING[pool] = warming
     warming.add_done_callback(_warmed_worker)
 
 

@@ -250,6 +250,14 @@ class Runs:
         rows = self._database.read("SELECT machine, gpu_id FROM gpu_holds")
         return {(r["machine"], r["gpu_id"]) for r in rows}
 
+    def pending_more_than(self, count: int) -> bool:
+        """Whether more than `count` runs are Pending (counted no further than that)."""
+        row = self._database.read_one(
+            "SELECT count(*) AS n FROM (SELECT 1 FROM runs WHERE state = 'Pending' LIMIT ?) AS p",
+            (count + 1,),
+        )
+        return row is not None and int(row["n"]) > count
+
     def counts_by_state(self) -> dict[str, int]:
         rows = self._database.read("SELECT state, count(*) AS n FROM runs GROUP BY state")
         return {row["state"]: row["n"] for row in rows}

@@ -20,6 +20,7 @@ from astraeus.coordinator.cli.client import query_string, segment, split_url
 from astraeus.coordinator.cli.main import full_args
 from astraeus.coordinator.cli.parser import COMMON_FLAGS, build
 from astraeus.coordinator.cli.render import NO_CONTAINER
+from astraeus.shared import tls
 from astraeus.shared.coordinators import CoordinatorListError, checked_url, coordinator_url
 from astraeus.shared.reasons import RejectionCode
 from astraeus.shared.tls import plain_http_to_another_machine
@@ -223,21 +224,6 @@ def test_coordinator_url_answers_as_urllib_parse(text: str) -> None:
     assert _outcome(coordinator_url, text) == _outcome(checked_url, text)
 
 
-def _plain_http_slowly(url: str) -> bool:
-    import ipaddress
-
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "http":
-        return False
-    host = (parts.hostname or "").rstrip(".").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return True
-
-
 @settings(max_examples=500, deadline=None)
 @given(st.lists(URL_PARTS, max_size=6).map("".join))
 @example("http://LOCALHOST:8470/x")
@@ -245,7 +231,7 @@ def _plain_http_slowly(url: str) -> bool:
 @example("http://localhost.evil.example")
 def test_loopback_check_answers_as_ipaddress(url: str) -> None:
     try:
-        expected = _plain_http_slowly(url)
+        expected = tls._plain_http_parsed(url)
     except ValueError:  # urlsplit refuses it: so does the quick check, or it says the same
         return
     assert plain_http_to_another_machine(url) == expected

@@ -4,8 +4,13 @@ alike, through `compute_pass`; and one garbage-collector policy serves them both
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
 
 from astraeus.coordinator.api import SCHEDULER
 from astraeus.coordinator.scheduler import loop, pass_worker
@@ -115,6 +120,77 @@ async def test_the_worker_built_at_start_decides_its_first_pass_as_a_cold_one(
     cold, _ = compute_pass(PassState(c.store, c.records), inputs)
     assert warmed == as_rows(cold)
     assert sorted(row.run for row in warmed.placed) == ["fits", "small"]
+
+
+class _AskedError(Exception):
+    """The pass worker was asked for a pass."""
+
+
+class _Watched(ProcessPoolExecutor):
+    """A pass worker that starts no process: it counts what it is asked, and refuses it."""
+
+    asked = 0
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        self.asked += 1
+        raise _AskedError
+
+
+class _Building(NamedTuple):
+    worker: _Watched
+    build: Future[None]
+    """The worker's build at start (`warm_worker`): under way until a test ends it."""
+
+
+@pytest.fixture
+def building(cluster: Cluster) -> Iterator[_Building]:
+    """The service's scheduler with a pass worker still building, as right after a start."""
+    scheduler = cluster.client.app[SCHEDULER]
+    worker = _Watched(max_workers=1)
+    build: Future[None] = Future()
+    loop._WARMING[worker] = build
+    scheduler._pool = worker
+    yield _Building(worker, build)
+    scheduler._pool = None
+    worker.shutdown()
+
+
+async def test_passes_compute_here_while_the_worker_still_builds(
+    cluster: Cluster, building: _Building
+) -> None:
+    """At start the pass worker reads every machine again (`warm_worker`); until it has, a pass
+    computes in the service's process, which has built its own state, so the first runs are
+    placed once the service listens, not once the worker is done (~5 s later at 50,000
+    machines). Once the worker has built, passes go to it."""
+    c = cluster
+    scheduler = c.client.app[SCHEDULER]
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "first", gpus=4)
+    result = await scheduler.run_pass()
+    assert (result.placed, building.worker.asked) == (1, 0)
+    building.build.set_result(None)
+    await c.submit("vision", "second", gpus=4)
+    with pytest.raises(_AskedError):
+        await scheduler.run_pass()
+    assert building.worker.asked == 1
+
+
+async def test_a_deep_queue_waits_for_the_worker_even_while_it_builds(
+    cluster: Cluster, building: _Building, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass over more than `SHORT_QUEUE` pending runs is not computed in the service while
+    the worker builds: placing thousands of runs there held reports up (~0.9 s at 5,000
+    machines); it waits for the worker, as every pass did before."""
+    c = cluster
+    monkeypatch.setattr(loop, "SHORT_QUEUE", 1)
+    await c.workspace("vision")
+    await c.report("gpu-01")
+    await c.submit("vision", "first", gpus=1)
+    await c.submit("vision", "second", gpus=1)
+    with pytest.raises(_AskedError):
+        await c.client.app[SCHEDULER].run_pass()
+    assert building.worker.asked == 1
 
 
 def _gc_calls(path: Path) -> list[str]:
