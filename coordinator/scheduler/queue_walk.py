@@ -17,6 +17,7 @@ machines hold a task without one has no expected start.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -194,6 +195,9 @@ class _Walk(Generic[Item]):
         one, or a head's machines, waits behind that head rather than heading a pool of its
         own. So which runs are heads costs no search, and only a head looks for the machines
         that free up first (`_earliest`)."""
+        self._frees: dict[str, datetime | None] | None = None
+        """When each busy machine frees up by its tasks' time limits (`_moments`)."""
+        self._sorted: list[datetime] = []
         self.evaluated = 0
         self.known: dict[str, Waiting[Item]] = {}
         """Waiting decisions by ask: a run asking exactly what a run ahead asked, which had to
@@ -313,23 +317,27 @@ class _Walk(Generic[Item]):
         (`wanted`) is the same on every pass and, among alike machines, always the first by
         name, however long that one stays busy. The soonest is the least moment T at which
         the run fits the idle cluster without the machines freeing up after T (by `frees_at`:
-        a machine with a task without a time limit never does): found by bisection over the
-        moments machines free up, one idle search each, only for a head. `wanted` stays when
-        it frees up as soon, or when nothing frees up in time (tasks without a time limit).
-        Machines another head holds are left out: holds never overlap."""
+        a machine with a task without a time limit never does). It is searched for from the
+        first moment on, doubling the step, then halving between the last two steps: one idle
+        search each, only for a head, and the searches near the first moments pass over most
+        machines at once. `wanted` stays when it frees up as soon, or when nothing frees up
+        in time (tasks without a time limit). Machines another head holds are left out: holds
+        never overlap."""
         expected = self._frees_at(wanted)
-        frees = {m: u.frees_at(self.now) for m, u in self.context.usage.items()}
-        moments = sorted({max(end, self.now) for end in frees.values() if end is not None})
-        if expected is not None:
-            moments = [moment for moment in moments if moment < expected]
+        moments = self._moments()
+        limit = len(moments) if expected is None else bisect.bisect_left(moments, expected)
         found: tuple[str, ...] = ()
-        low, high = 0, len(moments)
-        while low < high:  # fits by moments[high], if high is in range; not by moments[low - 1]
+        low = probe = 0
+        while probe < limit:
+            found = self._fits_by(request, moments[probe])
+            if found:
+                break
+            low = probe + 1
+            probe = min(2 * probe + 1, limit - 1) if probe < limit - 1 else limit
+        high = probe
+        while low < high:  # it fits by moments[high], not by moments[low - 1]
             middle = (low + high) // 2
-            late = self.reserved | frozenset(
-                m for m, end in frees.items() if end is None or end > moments[middle]
-            )
-            machines = self.session.idle_machines(request, self.now, late)
+            machines = self._fits_by(request, moments[middle])
             if machines:
                 found, high = machines, middle
             else:
@@ -338,6 +346,22 @@ class _Walk(Generic[Item]):
             return wanted, expected
         chosen = frozenset(found)
         return chosen, self._frees_at(chosen)
+
+    def _moments(self) -> list[datetime]:
+        """The distinct moments busy machines free up, earliest first (kept for the pass, with
+        when each machine frees up: what runs hold does not change within it)."""
+        if self._frees is None:
+            self._frees = {m: u.frees_at(self.now) for m, u in self.context.usage.items()}
+            ends = {max(end, self.now) for end in self._frees.values() if end is not None}
+            self._sorted = sorted(ends)
+        return self._sorted
+
+    def _fits_by(self, request: RunRequest, moment: datetime) -> tuple[str, ...]:
+        """Where the run would go on the idle cluster with only the machines that free up by
+        `moment` (`_moments` first), none a head holds."""
+        frees = self._frees or {}
+        late = frozenset(m for m, end in frees.items() if end is None or end > moment)
+        return self.session.idle_machines(request, self.now, self.reserved | late)
 
     def _frees_at(self, machines: frozenset[str]) -> datetime | None:
         """When every task on `machines` has reached its time limit; None when one has none."""

@@ -309,3 +309,24 @@ async def test_a_second_run_of_the_same_pool_holds_nothing(cluster: Cluster) -> 
     )
     _, endless = await c.call("GET", "/api/v1/runs/endless", member)
     assert (endless["state"], endless["tasks"][0]["machine"]) == ("Running", "h-03")
+
+
+async def test_a_gang_head_finds_the_earliest_machines_among_many(cluster: Cluster) -> None:
+    """Ten machines free up at ten different moments, in no order by name; a 24-GPU run (3
+    machines x 8 GPUs) holds the three that free up first (h-07, h-03, h-09: the search steps
+    past them and halves back) and expects to start when the third of them frees up; the run
+    behind it makes it the head."""
+    c = cluster
+    member = await c.workspace("vision", max_priority=10)
+    hours = {"h-01": 90, "h-02": 40, "h-03": 3, "h-04": 70, "h-05": 20}
+    hours |= {"h-06": 60, "h-07": 2, "h-08": 50, "h-09": 5, "h-10": 30}
+    await _busy(c, {name: h * HOUR for name, h in hours.items()})
+    ends = c.clock.now() + timedelta(seconds=5 * HOUR)
+    await c.submit("vision", "big", gpus=24, priority=10, requested_resources={"machines": 3})
+    await c.submit("vision", "next", gpus=8)
+    await c.run_pass()
+    _, big = await c.call("GET", "/api/v1/runs/big", member)
+    assert big["reason"].startswith(
+        f"Next to run, expected to start by {_by(ends)} when runs on h-03, h-07, h-09 reach"
+        " their time limits: "
+    )
