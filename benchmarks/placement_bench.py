@@ -16,6 +16,12 @@ reuse views:
 - a scheduler pass over 1,000 waiting runs of one ask no machine can take (update + session +
   the queue's decisions + their explanations in the guide's form), and the next pass with no
   change since (update + the memo's check, `scheduler/memo.py`: nothing is decided again);
+- a pass whose first run waits only for room (the head: 8 GPUs on one machine, then a 64-GPU
+  gang), with 1,000 runs asking the same behind it, on the same machines with at least one GPU
+  in use each, every machine freeing up at its own moment (its tasks' time limits, drawn between
+  10 minutes and 7 days): the head looks for the machines that free up first
+  (`queue_walk._Walk._earliest`); beside it the same pass with no time limit known, where it
+  holds its idle fit without a search;
 - runs placed per second: `--queued` 1-GPU runs placed and taken one after another in one
   session (sizes of at least 5,000 machines; the engine's share of the coordinator's figure).
 
@@ -35,7 +41,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from astraeus.coordinator.placement import (
     ClusterSnapshot,
@@ -48,8 +54,10 @@ from astraeus.coordinator.placement.cache import LiveState
 from astraeus.coordinator.scheduler.items import QueueItem
 from astraeus.coordinator.scheduler.memo import PassMemo
 from astraeus.coordinator.scheduler.queue_walk import PassContext, decide, make_explanations
+from astraeus.coordinator.store.queue import Usage
 from astraeus.coordinator.testing.fake_cluster import gpus, machine, rdma_port, run
 from astraeus.shared import RequestedResources
+from astraeus.shared.reasons import ReasonKind
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 GIB = 1024**3
@@ -71,18 +79,25 @@ UNPLACEABLE: dict[str, object] = {
 }
 
 
-def cluster(size: int, seed: int = 7) -> ClusterSnapshot:
+HEAD_ONE: dict[str, object] = {"gpu_requests": {"count": 8}, "machines": 1}
+HEAD_GANG: dict[str, object] = {"gpu_requests": {"count": 64, "min_per_machine": 8}}
+
+
+def cluster(size: int, seed: int = 7, *, busy: bool = False) -> ClusterSnapshot:
+    """The cluster; `busy`: every machine with at least one GPU in use."""
     rng = random.Random(seed)  # noqa: S311 - a reproducible cluster, not a secret
-    return ClusterSnapshot(machines=tuple(_machine(i, rng) for i in range(size)))
+    return ClusterSnapshot(machines=tuple(_machine(i, rng, busy) for i in range(size)))
 
 
-def _machine(i: int, rng: random.Random) -> MachineSnapshot:
+def _machine(i: int, rng: random.Random, busy: bool = False) -> MachineSnapshot:
     name = f"gpu-{i:05d}"
     fabric, position = divmod(i, FABRIC)
     domain = f"nvl-{fabric}" if position < DOMAIN else None
     at_risk = [g for g in range(8) if rng.random() < 0.01]
     faulted = [g for g in range(8) if rng.random() < 0.002 and g not in at_risk]
     used = [g for g in range(8) if rng.random() < 0.4 and g not in faulted]
+    if busy and not used:
+        used = [next(g for g in range(8) if g not in faulted)]
     view = machine(
         name,
         gpu_list=gpus(name, 8, at_risk=at_risk, faulted=faulted, nvlink_domain=domain),
@@ -183,6 +198,33 @@ def engine_pass(live: LiveState, memo: PassMemo, fresh: Fresh, waiting: list[Que
     memo.remember(key, decisions, False)
 
 
+def head_pass(size: int, ask: dict[str, object], samples: int, limits: bool) -> float:
+    """One pass (ms) whose head waits only for room, 1,000 runs of the same ask behind it, on a
+    cluster where every machine has a GPU in use; with `limits`, each machine's tasks reach
+    their time limits at a moment of its own."""
+    snapshot = cluster(size, busy=True)
+    live = LiveState()
+    live.update(snapshot)
+    rng = random.Random(11)  # noqa: S311 - reproducible moments, not a secret
+    usage = {
+        view.name: Usage(limit_ends=NOW + timedelta(minutes=rng.randint(10, 7 * 24 * 60)))
+        for view in snapshot.machines
+        if limits
+    }
+    context = PassContext({}, {}, {}, usage=usage)
+    waiting = queue(1001, ask)
+
+    def one() -> None:
+        decisions = decide(waiting, PlacementSession(live=live), NOW, context)
+        head = decisions.waiting[0]
+        if decisions.placed or head.kind is not ReasonKind.NEXT_TO_RUN:
+            raise SystemExit(f"no head waited for room: {head.reason}")
+        if limits and "expected to start by" not in head.reason:
+            raise SystemExit(f"the head expects no start: {head.reason}")
+
+    return median_ms(one, samples)
+
+
 def placed_per_second(snapshot: ClusterSnapshot, queued: int) -> float:
     live = LiveState()
     live.update(snapshot)
@@ -246,6 +288,13 @@ def bench(size: int, samples: int, queued: int) -> None:
         "ms",
         lambda: median_ms(lambda: engine_pass(live, memo, fresh, waiting), samples),
     )
+    for label, ask in (("8-GPU head", HEAD_ONE), ("64-GPU gang head", HEAD_GANG)):
+        for limits, how in ((True, "frees up first"), (False, "no limit known")):
+            three(
+                f"pass, {label}, {how}",
+                "ms",
+                lambda a=ask, k=limits: head_pass(size, a, max(3, samples // 10), k),
+            )
     if size >= 5000:
         three(
             f"1-GPU runs placed, {queued:,} queued",

@@ -46,8 +46,10 @@ def search(
 def reference_search(
     evaluation: RunEvaluation, rungs: Sequence[Rung], index: FreeIndex | None = None
 ) -> Choice | None:
-    """`search` judging every group machine by machine: what the class search must equal
-    (its property test calls this; nothing on the placement path does)."""
+    """`search` judging every group machine by machine: what the class search must equal (its
+    property test calls this), and the search over part of the cluster a head makes
+    (`PlacementSession.idle_machines`: the machines left out have no free GPUs in `evaluation`,
+    which the classes, kept per free state, do not see)."""
     return _search(evaluation, rungs, index, alike=False)
 
 

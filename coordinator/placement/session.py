@@ -131,6 +131,28 @@ class PlacementSession:
             self._idle_fits[key] = (idle, could, worker)
         return self._idle_fits[key]
 
+    def idle_machines(
+        self, run: RunRequest, now: datetime, exclude: frozenset[str]
+    ) -> tuple[str, ...]:
+        """The machines the run would use on an idle cluster without the `exclude`d ones; ()
+        when none would hold it. The scheduler asks it for a head, to find the machines that
+        free up first: the result depends on the exclusion, so it is not kept with the ask's
+        idle fit (`_idle_fits`). An excluded machine counts as one without GPUs, so the search
+        passes it over at its first check (a head's search excludes most of the cluster), and
+        groups are judged machine by machine (classes of alike machines do not see which are
+        left out); a run without GPUs leaves them out as machines held for a run ahead."""
+        needs = Needs(run)
+        rungs = ladder.allowed_rungs(needs)
+        if not needs.gpus:
+            held = self._prepare(needs, now, exclude)
+            return _names(held.cluster, gang.search(self._idle_evaluation(held), rungs))
+        prepared = self._prepare(needs, now, frozenset())
+        names = prepared.cluster.names
+        gpus = [0 if name in exclude else n for name, n in zip(names, self._idle_gpus, strict=True)]
+        kinds = self._frame.kinds
+        evaluation = RunEvaluation(prepared, self._idle, gpus, kinds, idle=True)
+        return _names(prepared.cluster, gang.reference_search(evaluation, rungs))
+
     def take(self, placement: Placement) -> None:
         """Record the placement's GPUs, cores and memory as used for the rest of this pass."""
         for worker in placement.workers:

@@ -3,7 +3,8 @@
 No database, and `now` is an argument; the one clock read is `time.perf_counter` in
 `decide_within`, which bounds how long a pass may take. The rule that keeps big gangs from
 starving is here: the first run in queue order that waits only for room is the head; the
-machines it would use are held for it, and runs behind it may start only elsewhere. Holds are
+machines that let it start soonest (by the time limits of the tasks on them) are held for it,
+and runs behind it may start only elsewhere. Holds are
 per set of machines: a later run that waits only for room on machines no head holds (another
 pool's) becomes a head of its own there, so a head in one pool never lifts the protection of
 another.
@@ -16,6 +17,7 @@ machines hold a task without one has no expected start.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +48,10 @@ class EngineSession(Protocol):
     def place(
         self, run: RunRequest, now: datetime, *, exclude: frozenset[str] = frozenset()
     ) -> Placement | Pending: ...
+
+    def idle_machines(
+        self, run: RunRequest, now: datetime, exclude: frozenset[str]
+    ) -> tuple[str, ...]: ...
 
     def take(self, placement: Placement) -> None: ...
 
@@ -184,6 +190,14 @@ class _Walk(Generic[Item]):
         """The runs waiting only for room, each holding machines no earlier head holds."""
         self.reserved: frozenset[str] = frozenset()
         """Every head's machines."""
+        self.claimed: frozenset[str] = frozenset()
+        """Every head's idle fit (`Pending.wanted_machines`): a later run whose idle fit meets
+        one, or a head's machines, waits behind that head rather than heading a pool of its
+        own. So which runs are heads costs no search, and only a head looks for the machines
+        that free up first (`_earliest`)."""
+        self._frees: dict[str, datetime | None] | None = None
+        """When each busy machine frees up by its tasks' time limits (`_moments`)."""
+        self._sorted: list[datetime] = []
         self.evaluated = 0
         self.known: dict[str, Waiting[Item]] = {}
         """Waiting decisions by ask: a run asking exactly what a run ahead asked, which had to
@@ -248,10 +262,11 @@ class _Walk(Generic[Item]):
             kind = ReasonKind.QUEUED_BEHIND
             return Waiting(item, text, result.explained, kind)
         wanted = frozenset(result.wanted_machines)
-        if wanted and not wanted & self.reserved:
-            expected = self._frees_at(wanted)
-            self.heads.append(_Head(item, result, position, wanted, expected))
-            self.reserved |= wanted
+        if wanted and not wanted & (self.reserved | self.claimed):
+            machines, expected = self._earliest(request, wanted)
+            self.heads.append(_Head(item, result, position, machines, expected))
+            self.reserved |= machines
+            self.claimed |= wanted
             return None
         return Waiting(item, result.headline, result.explained, result.kind)
 
@@ -292,6 +307,61 @@ class _Walk(Generic[Item]):
         use = _placed_use(plan.placement)
         held = self.held.get(item.workspace, WorkspaceUse())
         self.held[item.workspace] = held.plus(use.gpus, use.cpu_cores, use.memory_bytes)
+
+    def _earliest(
+        self, request: RunRequest, wanted: frozenset[str]
+    ) -> tuple[frozenset[str], datetime | None]:
+        """The machines a run waiting only for room would hold as a head, and when they free
+        up: of the idle-cluster placements, one whose machines all free up soonest (Slurm's
+        backfill reserves the earliest-available resources for the top job). The idle fit
+        (`wanted`) is the same on every pass and, among alike machines, always the first by
+        name, however long that one stays busy. The soonest is the least moment T at which
+        the run fits the idle cluster without the machines freeing up after T (by `frees_at`:
+        a machine with a task without a time limit never does). It is searched for from the
+        first moment on, doubling the step, then halving between the last two steps: one idle
+        search each, only for a head, and the searches near the first moments pass over most
+        machines at once. `wanted` stays when it frees up as soon, or when nothing frees up
+        in time (tasks without a time limit). Machines another head holds are left out: holds
+        never overlap."""
+        expected = self._frees_at(wanted)
+        moments = self._moments()
+        limit = len(moments) if expected is None else bisect.bisect_left(moments, expected)
+        found: tuple[str, ...] = ()
+        low = probe = 0
+        while probe < limit:
+            found = self._fits_by(request, moments[probe])
+            if found:
+                break
+            low = probe + 1
+            probe = min(2 * probe + 1, limit - 1) if probe < limit - 1 else limit
+        high = probe
+        while low < high:  # it fits by moments[high], not by moments[low - 1]
+            middle = (low + high) // 2
+            machines = self._fits_by(request, moments[middle])
+            if machines:
+                found, high = machines, middle
+            else:
+                low = middle + 1
+        if not found:
+            return wanted, expected
+        chosen = frozenset(found)
+        return chosen, self._frees_at(chosen)
+
+    def _moments(self) -> list[datetime]:
+        """The distinct moments busy machines free up, earliest first (kept for the pass, with
+        when each machine frees up: what runs hold does not change within it)."""
+        if self._frees is None:
+            self._frees = {m: u.frees_at(self.now) for m, u in self.context.usage.items()}
+            ends = {max(end, self.now) for end in self._frees.values() if end is not None}
+            self._sorted = sorted(ends)
+        return self._sorted
+
+    def _fits_by(self, request: RunRequest, moment: datetime) -> tuple[str, ...]:
+        """Where the run would go on the idle cluster with only the machines that free up by
+        `moment` (`_moments` first), none a head holds."""
+        frees = self._frees or {}
+        late = frozenset(m for m, end in frees.items() if end is None or end > moment)
+        return self.session.idle_machines(request, self.now, self.reserved | late)
 
     def _frees_at(self, machines: frozenset[str]) -> datetime | None:
         """When every task on `machines` has reached its time limit; None when one has none."""

@@ -121,13 +121,7 @@ class FirstFitSession:
                     landing=Landing(rung="node", where=view.name, machines=[view.name]),
                     network=NetworkKind.LOCAL,
                 )
-        # Closest: the first machine that could hold the run once its GPUs free up.
-        could = [
-            v.name
-            for v in ready
-            if v.cordon_reason is None and v.report is not None and len(v.report.gpus) >= need
-        ]
-        closest = could[0] if could else None
+        closest = next(iter(self.idle_machines(run, now, frozenset())), None)
         views = self.snapshot.machines
         is_up = [view.state == MachineState.UP for view in views]
         explained = Verdicts([view.name for view in views], is_up, rejections, closest, now)
@@ -136,6 +130,18 @@ class FirstFitSession:
             explained=explained,
             wanted_machines=(closest,) if closest else (),
         )
+
+    def idle_machines(
+        self, run: RunRequest, now: datetime, exclude: frozenset[str]
+    ) -> tuple[str, ...]:
+        """Closest: the first machine, but those excluded, that could hold the run once its
+        GPUs free up."""
+        need = run.ask.gpu_count
+        for v in self.snapshot.machines:
+            up = v.state == MachineState.UP and v.cordon_reason is None
+            if up and v.name not in exclude and v.report and len(v.report.gpus) >= need:
+                return (v.name,)
+        return ()
 
     def take(self, placement: Placement) -> None:
         for worker in placement.workers:

@@ -86,6 +86,23 @@ def test_wanted_machines_are_those_the_run_would_use_if_idle() -> None:
     assert never.explanation.closest is None
 
 
+def test_idle_machines_leave_out_the_excluded_and_do_not_change_the_idle_fit() -> None:
+    """`idle_machines` is the idle-cluster placement without the excluded machines (busy ones
+    count as idle): a 16-GPU run takes two others when `a` is excluded, none when only one
+    8-GPU machine is left. The ask's kept idle fit is unchanged: `wanted_machines` after those
+    searches is still the unrestricted one."""
+    snap = snapshot(machine("a", used_gpus=range(8)), machine("b"), machine("c", used_gpus=[0]))
+    session = PlacementSession(snap)
+    sixteen = run(ask={"gpu_requests": {"count": 16}, "machines": 2})
+    assert session.idle_machines(sixteen, NOW, frozenset()) == ("a", "b")
+    assert session.idle_machines(sixteen, NOW, frozenset({"a"})) == ("b", "c")
+    assert session.idle_machines(sixteen, NOW, frozenset({"a", "b"})) == ()
+    waiting = session.place(sixteen, NOW)
+    assert isinstance(waiting, Pending)
+    assert waiting.wanted_machines == ("a", "b")
+    assert session.idle_machines(sixteen, NOW, frozenset({"b"})) == ("a", "c")
+
+
 def test_pinned_ids_by_index_or_uuid_place_those_gpus() -> None:
     """Pinned `ids` take exactly those GPUs, named by index or UUID; results carry UUIDs."""
     snap = snapshot(machine("a"))
