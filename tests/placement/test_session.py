@@ -103,6 +103,17 @@ def test_idle_machines_leave_out_the_excluded_and_do_not_change_the_idle_fit() -
     assert session.idle_machines(sixteen, NOW, frozenset({"b"})) == ("a", "c")
 
 
+def test_idle_machines_of_a_run_without_gpus_leave_out_the_excluded() -> None:
+    """A run without GPUs leaves the excluded machines out too (as machines held for a run
+    ahead: counting them as without GPUs would not keep it off them)."""
+    snap = snapshot(machine("a"), machine("b"), machine("c"))
+    session = PlacementSession(snap)
+    cpu = run(ask={"gpu_requests": {"count": 0}, "cpu_cores": 4})
+    assert session.idle_machines(cpu, NOW, frozenset()) == ("a",)
+    assert session.idle_machines(cpu, NOW, frozenset({"a", "b"})) == ("c",)
+    assert session.idle_machines(cpu, NOW, frozenset({"a", "b", "c"})) == ()
+
+
 def test_pinned_ids_by_index_or_uuid_place_those_gpus() -> None:
     """Pinned `ids` take exactly those GPUs, named by index or UUID; results carry UUIDs."""
     snap = snapshot(machine("a"))
