@@ -24,6 +24,11 @@ async def _head_waiting_on_h01(c: Cluster) -> tuple[str, datetime]:
     return member, ends
 
 
+async def _stopped_at_limits(c: Cluster, machine: str, *tasks: str) -> None:
+    """`machine`'s agent reports `tasks` stopped at their time limits (SIGTERM's exit 143)."""
+    await c.report(machine, [{"task": t, "state": "Failed", "exit_code": 143} for t in tasks])
+
+
 def _by(at: datetime) -> str:
     """The minute the head starts by, as its reason writes it."""
     at = at.astimezone(UTC)
@@ -55,13 +60,7 @@ async def test_a_short_run_backfills_in_front_of_the_head(cluster: Cluster) -> N
     )
     # Both reach their limits (the agent stops them there); big starts by its expected start.
     c.clock.advance(HOUR)
-    await c.report(
-        "h-01",
-        [
-            {"task": "short-0", "state": "Failed", "exit_code": 143},
-            {"task": "filler-0", "state": "Failed", "exit_code": 143},
-        ],
-    )
+    await _stopped_at_limits(c, "h-01", "short-0", "filler-0")
     assert c.clock.now() <= ends
     assert (await c.run_pass()).placed == 1
     _, big = await c.call("GET", "/api/v1/runs/big", member)
@@ -157,11 +156,11 @@ async def test_a_ten_minute_run_backfills_in_front_of_a_held_64_gpu_head(
     )
     machine = short["tasks"][0]["machine"]
     c.clock.advance(600)
-    await c.report(machine, [{"task": "ten-minutes-0", "state": "Failed", "exit_code": 143}])
+    await _stopped_at_limits(c, machine, "ten-minutes-0")
     assert (await c.run_pass()).placed == 0
     c.clock.advance(HOUR - 600)
     for i, name in enumerate(machines):
-        await c.report(name, [{"task": f"filler-{i}-0", "state": "Failed", "exit_code": 143}])
+        await _stopped_at_limits(c, name, f"filler-{i}-0")
     assert c.clock.now() <= ends
     assert (await c.run_pass()).placed == 1
     _, big = await c.call("GET", "/api/v1/runs/big", member)
@@ -217,13 +216,7 @@ async def test_the_head_holds_the_machine_that_frees_up_first(cluster: Cluster) 
     assert (held["state"], held["reason"]) == ("Pending", "Queued behind big")
     # h-02's runs reach their limits (the agent stops them there): big starts there.
     c.clock.advance(HOUR)
-    await c.report(
-        "h-02",
-        [
-            {"task": "short-0", "state": "Failed", "exit_code": 143},
-            {"task": "filler-h-02-0", "state": "Failed", "exit_code": 143},
-        ],
-    )
+    await _stopped_at_limits(c, "h-02", "short-0", "filler-h-02-0")
     assert c.clock.now() <= ends
     await c.run_pass()
     _, big = await c.call("GET", "/api/v1/runs/big", member)
@@ -251,7 +244,7 @@ async def test_a_gang_head_holds_the_machines_that_free_up_first(cluster: Cluste
     )
     c.clock.advance(2 * HOUR)
     for name in ("h-02", "h-04"):
-        await c.report(name, [{"task": f"filler-{name}-0", "state": "Failed", "exit_code": 143}])
+        await _stopped_at_limits(c, name, f"filler-{name}-0")
     assert c.clock.now() <= ends
     assert (await c.run_pass()).placed == 1
     _, big = await c.call("GET", "/api/v1/runs/big", member)
